@@ -1,0 +1,36 @@
+// Package classify turns the errors of LLM API calls into verdicts, and
+// verdicts into actions.
+//
+// A Verdict names the failure's Class (Transient, RateLimited,
+// QuotaExhausted, Retired, ContextTooLong, InvalidRequest, Auth, Safety,
+// InvalidOutput, Canceled, DeadlineExhausted, Rejected, Unknown), the HTTP
+// status, the canonical Google status, the delay the server asked for, and a
+// short fixed reason. A Table maps each class to an Action: retry the same
+// tier, count toward the circuit breaker, and where to go next (next tier,
+// cache/default only, or fail closed). DefaultTable is DESIGN.md's table;
+// override single classes with Table.With.
+//
+// The Standard classifier understands, without importing any SDK, in order:
+//
+//  1. errors that carry their own verdict (Classified, e.g. *Error);
+//  2. context.Canceled and context.DeadlineExceeded (see InContext to tell
+//     a per-try timeout from the end of the budget);
+//  3. the Rules it was built with (SDK adapters add theirs with New);
+//  4. *HTTPError (see ResponseError and ParseGoogleError) and any error with
+//     a StatusCode() int method (and optionally RetryAfter() time.Duration);
+//  5. connection failures: resets, refusals, unexpected EOF, net.Error.
+//
+// HTTP-shaped failures go through FromFacts: the status code, else the
+// canonical status string ("UNAVAILABLE", or "502 Bad Gateway" from a
+// non-JSON body); google.rpc details (RetryInfo.retryDelay, a QuotaFailure
+// whose quotaId names a PerDay quota, ErrorInfo reasons such as
+// API_KEY_INVALID, which mean Auth even on a 400); Retry-After as
+// delta-seconds or HTTP-date; the "Please retry in 25.46s." message tail as
+// a last resort; and the token-count-exceeds message for ContextTooLong.
+//
+// Every input is bounded: server delays are capped at MaxRetryAfter, bodies
+// at MaxErrorBody, and only a prefix of messages and details is examined.
+// Verdicts never carry upstream text: Status is interned from a fixed set and
+// Reason is a fixed phrase, so a verdict is safe to log and to export as a
+// metric attribute.
+package classify
