@@ -1,0 +1,436 @@
+package breaker
+
+import (
+	"errors"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tierguard/tierguard/classify"
+)
+
+// State is a breaker's state. The numeric values are those of the state
+// gauge otelx exports: closed 0, half-open 1, open 2.
+type State uint8
+
+const (
+	// Closed lets every call through and counts failures.
+	Closed State = 0
+	// HalfOpen lets a limited number of probes through after the cooldown.
+	HalfOpen State = 1
+	// Open rejects every call until the cooldown ends.
+	Open State = 2
+)
+
+// String returns "closed", "half_open" or "open".
+func (s State) String() string {
+	switch s {
+	case Closed:
+		return "closed"
+	case HalfOpen:
+		return "half_open"
+	case Open:
+		return "open"
+	}
+	return "invalid_state"
+}
+
+// ErrOpen reports that a breaker rejected a call. Errors returned by Allow
+// and Execute for a rejection match it with errors.Is.
+var ErrOpen = errors.New("tierguard: circuit open")
+
+// OpenError is the rejection of an open (or saturated half-open) breaker.
+// It is built once per state change, so rejecting allocates nothing.
+type OpenError struct {
+	// Name is the breaker's name.
+	Name string
+	// Until is when the breaker lets probes through; zero when unknown
+	// (forced open, or half-open with every probe slot taken).
+	Until time.Time
+	// HalfOpen is set when the breaker is half-open and all its probe slots
+	// are taken.
+	HalfOpen bool
+}
+
+// Error names the breaker.
+func (e *OpenError) Error() string {
+	if e.HalfOpen {
+		return "tierguard: circuit " + strconv.Quote(e.Name) + " half-open, probes in flight"
+	}
+	return "tierguard: circuit " + strconv.Quote(e.Name) + " open"
+}
+
+// Is reports whether target is ErrOpen.
+func (e *OpenError) Is(target error) bool { return target == ErrOpen }
+
+// RetryIn returns the time until the next probe may pass, 0 when it may
+// already pass or is unknown.
+func (e *OpenError) RetryIn() time.Duration {
+	if e.Until.IsZero() {
+		return 0
+	}
+	return max(time.Until(e.Until), 0)
+}
+
+// Verdict classifies the rejection: a local refusal, no upstream call made,
+// with the time to the next probe as its retry-after.
+func (e *OpenError) Verdict() classify.Verdict {
+	return classify.Verdict{Class: classify.Rejected, RetryAfter: e.RetryIn(), Reason: "circuit open"}
+}
+
+// Transition describes one state change.
+type Transition struct {
+	// Name is the breaker's name.
+	Name string
+	// From and To are the states before and after.
+	From, To State
+	// Reason is a short fixed phrase: "consecutive failures",
+	// "failure ratio", "slow calls", "cooldown elapsed", "probe succeeded",
+	// "probe failed", "forced open", "forced closed", "reset", "shared".
+	Reason string
+	// At is when the change happened.
+	At time.Time
+	// Generation numbers the breaker's states; it grows by one per change.
+	Generation uint64
+	// OpenUntil is when an open breaker will let probes through (zero if
+	// not open or forced open).
+	OpenUntil time.Time
+}
+
+// phase is one state of a breaker, from one transition to the next. It is
+// immutable but for its counters, and it is the generation: a call reports
+// its outcome to the phase that admitted it, so a result from an earlier
+// state can never change a later one.
+type phase struct {
+	state  State
+	gen    uint64
+	forced bool
+
+	// Closed: counted failures in a row, and the rolling window.
+	failures atomic.Int64
+	win      *window
+
+	// Half-open: probes in flight and probe successes in a row.
+	probes    atomic.Int64
+	successes atomic.Int64
+
+	// Open and half-open: the error callers get, built once.
+	rejection *OpenError
+	until     time.Time
+	timer     *time.Timer
+}
+
+// Breaker is a circuit breaker. It is safe for concurrent use; the closed
+// path is an atomic load and no allocation, the open path one atomic load.
+type Breaker struct {
+	cur atomic.Pointer[phase]
+	cfg Config
+	// epoch is the origin of the monotonic clock used by the window.
+	epoch time.Time
+
+	mu sync.Mutex
+	// trips counts trips since the last close, for cooldown growth.
+	trips  int
+	member Member
+}
+
+// New returns a breaker configured by cfg, or an error naming every invalid
+// field.
+func New(cfg Config) (*Breaker, error) {
+	cfg, err := cfg.normalize()
+	if err != nil {
+		return nil, err
+	}
+	b := &Breaker{cfg: cfg, epoch: time.Now()}
+	b.cur.Store(b.closedPhase(0, false))
+	if cfg.Store != nil {
+		m, err := cfg.Store.Join(cfg.Name, b)
+		if err != nil {
+			return nil, err
+		}
+		b.member = m
+	}
+	return b, nil
+}
+
+// Name returns the breaker's name.
+func (b *Breaker) Name() string { return b.cfg.Name }
+
+// State returns the current state.
+func (b *Breaker) State() State { return b.cur.Load().state }
+
+// Generation returns the current state's generation number.
+func (b *Breaker) Generation() uint64 { return b.cur.Load().gen }
+
+// Config returns the breaker's configuration with defaults filled in.
+func (b *Breaker) Config() Config { return b.cfg }
+
+func (b *Breaker) closedPhase(gen uint64, forced bool) *phase {
+	p := &phase{state: Closed, gen: gen, forced: forced}
+	if b.cfg.windowed() && !forced {
+		p.win = newWindow(b.cfg.Window, b.now())
+	}
+	return p
+}
+
+// now is the monotonic time since the breaker was made, in nanoseconds.
+func (b *Breaker) now() int64 { return int64(time.Since(b.epoch)) }
+
+// Token is the permission to make one call. Report its outcome exactly once
+// with Done (or Report); a token from a rejected Allow is inert.
+type Token struct {
+	b     *Breaker
+	ph    *phase
+	start int64
+	probe bool
+}
+
+// Allow asks to make one call. It returns an *OpenError (matching ErrOpen)
+// when the breaker is open, or half-open with every probe slot taken.
+func (b *Breaker) Allow() (Token, error) {
+	ph := b.cur.Load()
+	switch ph.state {
+	case Closed:
+		t := Token{b: b, ph: ph}
+		if b.cfg.SlowCallDuration > 0 && ph.win != nil {
+			t.start = b.now()
+		}
+		return t, nil
+	case Open:
+		return Token{}, ph.rejection
+	}
+	return b.allowProbe(ph)
+}
+
+func (b *Breaker) allowProbe(ph *phase) (Token, error) {
+	limit := int64(b.cfg.HalfOpenProbes)
+	for {
+		n := ph.probes.Load()
+		if n >= limit {
+			return Token{}, ph.rejection
+		}
+		if ph.probes.CompareAndSwap(n, n+1) {
+			break
+		}
+	}
+	if b.member != nil && !b.member.TryProbe() {
+		ph.probes.Add(-1)
+		return Token{}, ph.rejection
+	}
+	return Token{b: b, ph: ph, probe: true}, nil
+}
+
+// IsProbe reports whether the token admitted a half-open probe.
+func (t Token) IsProbe() bool { return t.probe }
+
+// Done reports the outcome of the call the token admitted.
+func (t Token) Done(o Outcome) {
+	if t.ph == nil {
+		return
+	}
+	if t.probe {
+		t.b.probeDone(t.ph, o)
+		return
+	}
+	t.b.closedDone(t, o)
+}
+
+// Report reports err's outcome, as decided by the breaker's Config.Outcome.
+func (t Token) Report(err error) {
+	if t.ph == nil {
+		return
+	}
+	if err == nil {
+		t.Done(Success)
+		return
+	}
+	t.Done(t.b.cfg.Outcome(err))
+}
+
+func (b *Breaker) closedDone(t Token, o Outcome) {
+	ph := t.ph
+	if ph.forced {
+		return
+	}
+	if o == Ignored {
+		return
+	}
+	if b.member != nil {
+		b.member.Record(o)
+	}
+	if o == Success && ph.win == nil {
+		if ph.failures.Load() != 0 {
+			ph.failures.Store(0)
+		}
+		return
+	}
+	if o == Success {
+		if ph.failures.Load() != 0 {
+			ph.failures.Store(0)
+		}
+	} else if n := ph.failures.Add(1); b.cfg.ConsecutiveFailures > 0 && n >= int64(b.cfg.ConsecutiveFailures) {
+		b.trip(ph, "consecutive failures")
+		return
+	}
+	if ph.win == nil {
+		return
+	}
+	now := b.now()
+	slow := b.cfg.SlowCallDuration > 0 && now-t.start >= int64(b.cfg.SlowCallDuration)
+	ph.win.record(now, o == Failure, slow)
+	if o == Success && !slow {
+		return
+	}
+	total, failures, slows := ph.win.sum(now)
+	if total < int64(b.cfg.MinCalls) {
+		return
+	}
+	switch {
+	case b.cfg.FailureRatio > 0 && float64(failures) >= b.cfg.FailureRatio*float64(total):
+		b.trip(ph, "failure ratio")
+	case b.cfg.SlowCallDuration > 0 && float64(slows) >= b.cfg.SlowCallRatio*float64(total):
+		b.trip(ph, "slow calls")
+	}
+}
+
+func (b *Breaker) probeDone(ph *phase, o Outcome) {
+	ph.probes.Add(-1)
+	if b.member != nil {
+		b.member.ReleaseProbe()
+	}
+	switch o {
+	case Success:
+		if ph.successes.Add(1) >= int64(b.cfg.ProbeSuccesses) {
+			b.transition(ph, Closed, "probe succeeded", false)
+		}
+	case Failure:
+		b.transition(ph, Open, "probe failed", false)
+	}
+}
+
+// trip opens a closed breaker.
+func (b *Breaker) trip(ph *phase, reason string) { b.transition(ph, Open, reason, false) }
+
+// transition moves the breaker from phase from to state to, unless another
+// transition got there first. Hooks run after the lock is released.
+func (b *Breaker) transition(from *phase, to State, reason string, forced bool) {
+	b.mu.Lock()
+	if from != nil && b.cur.Load() != from {
+		b.mu.Unlock()
+		return
+	}
+	tr := b.switchLocked(to, reason, forced, time.Time{})
+	b.mu.Unlock()
+	b.announce(tr, true)
+}
+
+// switchLocked installs a new phase in state to. openUntil, when set, is an
+// open phase's end decided elsewhere (a shared store); otherwise the
+// cooldown decides it. b.mu must be held.
+func (b *Breaker) switchLocked(to State, reason string, forced bool, openUntil time.Time) Transition {
+	old := b.cur.Load()
+	if old.timer != nil {
+		old.timer.Stop()
+	}
+	gen := old.gen + 1
+	now := time.Now()
+	var ph *phase
+	switch to {
+	case Closed:
+		b.trips = 0
+		ph = b.closedPhase(gen, forced)
+	case HalfOpen:
+		ph = &phase{state: HalfOpen, gen: gen}
+		ph.rejection = &OpenError{Name: b.cfg.Name, HalfOpen: true}
+	case Open:
+		ph = &phase{state: Open, gen: gen, forced: forced}
+		if !forced {
+			var cooldown time.Duration
+			if openUntil.IsZero() {
+				b.trips++
+				cooldown = b.cooldown()
+				openUntil = now.Add(cooldown)
+			} else {
+				cooldown = max(openUntil.Sub(now), 0)
+			}
+			ph.until = openUntil
+			ph.timer = time.AfterFunc(cooldown, func() {
+				b.transition(ph, HalfOpen, "cooldown elapsed", false)
+			})
+		}
+		ph.rejection = &OpenError{Name: b.cfg.Name, Until: ph.until}
+	}
+	b.cur.Store(ph)
+	return Transition{Name: b.cfg.Name, From: old.state, To: to, Reason: reason, At: now, Generation: gen, OpenUntil: ph.until}
+}
+
+// cooldown returns the cooldown for the current trip: Cooldown, doubled for
+// every trip since the last close up to MaxCooldown, spread by the jitter.
+func (b *Breaker) cooldown() time.Duration {
+	d := b.cfg.Cooldown
+	for i := 1; i < b.trips && d < b.cfg.MaxCooldown; i++ {
+		d *= 2
+	}
+	d = min(d, b.cfg.MaxCooldown)
+	if j := b.cfg.CooldownJitter; j > 0 {
+		d = time.Duration(float64(d) * (1 - j + 2*j*rand.Float64()))
+	}
+	return d
+}
+
+func (b *Breaker) announce(tr Transition, publish bool) {
+	if publish && b.member != nil {
+		b.member.Transitioned(tr)
+	}
+	if b.cfg.OnStateChange != nil {
+		b.cfg.OnStateChange(tr)
+	}
+}
+
+// ForceOpen opens the breaker and keeps it open, rejecting every call,
+// until ForceClosed or Reset. For drills: see what your service does when a
+// model is gone.
+func (b *Breaker) ForceOpen() { b.force(Open, "forced open") }
+
+// ForceClosed closes the breaker and keeps it closed whatever the outcomes,
+// until ForceOpen or Reset.
+func (b *Breaker) ForceClosed() { b.force(Closed, "forced closed") }
+
+// Reset returns the breaker to a fresh closed state: counters cleared,
+// cooldown growth forgotten, forcing undone.
+func (b *Breaker) Reset() {
+	b.mu.Lock()
+	tr := b.switchLocked(Closed, "reset", false, time.Time{})
+	b.mu.Unlock()
+	b.announce(tr, true)
+}
+
+func (b *Breaker) force(to State, reason string) {
+	b.mu.Lock()
+	tr := b.switchLocked(to, reason, true, time.Time{})
+	b.mu.Unlock()
+	b.announce(tr, true)
+}
+
+// Execute runs fn if b allows it and reports fn's outcome with the
+// breaker's Config.Outcome. A panic in fn releases a probe slot without
+// deciding anything, then continues.
+func Execute[T any](b *Breaker, fn func() (T, error)) (T, error) {
+	tok, err := b.Allow()
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	done := false
+	defer func() {
+		if !done {
+			tok.Done(Ignored)
+		}
+	}()
+	v, err := fn()
+	done = true
+	tok.Report(err)
+	return v, err
+}

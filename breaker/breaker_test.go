@@ -1,0 +1,483 @@
+package breaker_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tierguard/tierguard/breaker"
+	"github.com/tierguard/tierguard/classify"
+)
+
+// recorder collects transitions.
+type recorder struct {
+	mu  sync.Mutex
+	trs []breaker.Transition
+}
+
+func (r *recorder) hook(t breaker.Transition) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.trs = append(r.trs, t)
+}
+
+func (r *recorder) steps() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]string, len(r.trs))
+	for i, t := range r.trs {
+		out[i] = fmt.Sprintf("%v->%v (%s)", t.From, t.To, t.Reason)
+	}
+	return out
+}
+
+func newBreaker(t *testing.T, cfg breaker.Config) (*breaker.Breaker, *recorder) {
+	t.Helper()
+	rec := &recorder{}
+	cfg.OnStateChange = rec.hook
+	if cfg.Name == "" {
+		cfg.Name = "pro"
+	}
+	b, err := breaker.New(cfg)
+	require.NoError(t, err)
+	return b, rec
+}
+
+func call(t *testing.T, b *breaker.Breaker, o breaker.Outcome) {
+	t.Helper()
+	tok, err := b.Allow()
+	require.NoError(t, err)
+	tok.Done(o)
+}
+
+func TestDefaults(t *testing.T) {
+	b, err := breaker.New(breaker.Config{})
+	require.NoError(t, err)
+	cfg := b.Config()
+	assert.Equal(t, breaker.DefaultConsecutiveFailures, cfg.ConsecutiveFailures)
+	assert.Equal(t, breaker.DefaultCooldown, cfg.Cooldown)
+	assert.Equal(t, breaker.DefaultCooldown, cfg.MaxCooldown)
+	assert.Equal(t, breaker.DefaultHalfOpenProbes, cfg.HalfOpenProbes)
+	assert.Equal(t, breaker.DefaultProbeSuccesses, cfg.ProbeSuccesses)
+	assert.Equal(t, breaker.Closed, b.State())
+}
+
+func TestFullCycle(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b, rec := newBreaker(t, breaker.Config{ConsecutiveFailures: 3, Cooldown: 10 * time.Second, ProbeSuccesses: 2, HalfOpenProbes: 2})
+		start := time.Now()
+
+		call(t, b, breaker.Failure)
+		call(t, b, breaker.Failure)
+		call(t, b, breaker.Success) // breaks the run
+		call(t, b, breaker.Failure)
+		call(t, b, breaker.Failure)
+		assert.Equal(t, breaker.Closed, b.State())
+		call(t, b, breaker.Failure)
+		require.Equal(t, breaker.Open, b.State())
+
+		_, err := b.Allow()
+		require.ErrorIs(t, err, breaker.ErrOpen)
+		var oe *breaker.OpenError
+		require.ErrorAs(t, err, &oe)
+		assert.Equal(t, start.Add(10*time.Second), oe.Until)
+		assert.Equal(t, 10*time.Second, oe.RetryIn())
+		v := classify.Classify(err)
+		assert.Equal(t, classify.Rejected, v.Class)
+		assert.Equal(t, 10*time.Second, v.RetryAfter)
+
+		time.Sleep(10*time.Second - 1)
+		assert.Equal(t, breaker.Open, b.State())
+		time.Sleep(1)
+		synctest.Wait()
+		assert.Equal(t, breaker.HalfOpen, b.State(), "the timer moves open to half-open when the cooldown ends")
+
+		p1, err := b.Allow()
+		require.NoError(t, err)
+		assert.True(t, p1.IsProbe())
+		p2, err := b.Allow()
+		require.NoError(t, err)
+		_, err = b.Allow()
+		require.ErrorIs(t, err, breaker.ErrOpen, "only two probes at once")
+		require.ErrorAs(t, err, &oe)
+		assert.True(t, oe.HalfOpen)
+
+		p1.Done(breaker.Success)
+		assert.Equal(t, breaker.HalfOpen, b.State(), "two successes are needed")
+		p2.Done(breaker.Success)
+		assert.Equal(t, breaker.Closed, b.State())
+
+		assert.Equal(t, []string{
+			"closed->open (consecutive failures)",
+			"open->half_open (cooldown elapsed)",
+			"half_open->closed (probe succeeded)",
+		}, rec.steps())
+		assert.Equal(t, uint64(3), b.Generation())
+	})
+}
+
+func TestProbeFailureReopensWithGrowingCooldown(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b, rec := newBreaker(t, breaker.Config{ConsecutiveFailures: 1, Cooldown: time.Second, MaxCooldown: 5 * time.Second})
+		call(t, b, breaker.Failure)
+		var opens []time.Duration
+		for range 5 {
+			_, err := b.Allow()
+			var oe *breaker.OpenError
+			require.ErrorAs(t, err, &oe)
+			opens = append(opens, oe.RetryIn())
+			time.Sleep(oe.RetryIn())
+			synctest.Wait()
+			require.Equal(t, breaker.HalfOpen, b.State())
+			call(t, b, breaker.Failure) // the probe fails
+		}
+		assert.Equal(t, []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 5 * time.Second, 5 * time.Second}, opens)
+
+		// A close resets the growth.
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		call(t, b, breaker.Success)
+		require.Equal(t, breaker.Closed, b.State())
+		call(t, b, breaker.Failure)
+		_, err := b.Allow()
+		var oe *breaker.OpenError
+		require.ErrorAs(t, err, &oe)
+		assert.Equal(t, time.Second, oe.RetryIn())
+		assert.Contains(t, rec.steps(), "half_open->open (probe failed)")
+	})
+}
+
+func TestCooldownJitterStaysInRange(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b, _ := newBreaker(t, breaker.Config{ConsecutiveFailures: 1, Cooldown: 10 * time.Second, CooldownJitter: 0.2})
+		seen := map[time.Duration]bool{}
+		for range 20 {
+			call(t, b, breaker.Failure)
+			_, err := b.Allow()
+			var oe *breaker.OpenError
+			require.ErrorAs(t, err, &oe)
+			d := oe.RetryIn()
+			assert.GreaterOrEqual(t, d, 8*time.Second)
+			assert.LessOrEqual(t, d, 12*time.Second)
+			seen[d] = true
+			b.Reset()
+		}
+		assert.Greater(t, len(seen), 1, "jitter spreads the cooldowns")
+	})
+}
+
+func TestIgnoredOutcomesDecideNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b, _ := newBreaker(t, breaker.Config{ConsecutiveFailures: 2, Cooldown: time.Second})
+		call(t, b, breaker.Failure)
+		call(t, b, breaker.Ignored) // neither breaks nor extends the run
+		call(t, b, breaker.Failure)
+		require.Equal(t, breaker.Open, b.State())
+
+		time.Sleep(time.Second)
+		synctest.Wait()
+		require.Equal(t, breaker.HalfOpen, b.State())
+		probe, err := b.Allow()
+		require.NoError(t, err)
+		probe.Done(breaker.Ignored)
+		assert.Equal(t, breaker.HalfOpen, b.State(), "an ignored probe decides nothing")
+		probe, err = b.Allow()
+		require.NoError(t, err, "and frees its slot")
+		probe.Done(breaker.Success)
+		assert.Equal(t, breaker.Closed, b.State())
+	})
+}
+
+func TestReportUsesClassTable(t *testing.T) {
+	b, _ := newBreaker(t, breaker.Config{ConsecutiveFailures: 1})
+	for _, err := range []error{
+		classify.Wrap(nil, classify.Verdict{Class: classify.InvalidRequest}),
+		classify.Wrap(nil, classify.Verdict{Class: classify.Safety}),
+		classify.Wrap(nil, classify.Verdict{Class: classify.InvalidOutput}),
+		context.Canceled,
+	} {
+		tok, aerr := b.Allow()
+		require.NoError(t, aerr)
+		tok.Report(err)
+		assert.Equal(t, breaker.Closed, b.State(), "%v must not count", err)
+	}
+	tok, _ := b.Allow()
+	tok.Report(classify.Wrap(nil, classify.Verdict{Class: classify.Transient}))
+	assert.Equal(t, breaker.Open, b.State())
+
+	assert.Equal(t, breaker.Success, breaker.OutcomeOf(nil))
+	assert.Equal(t, breaker.Failure, breaker.OutcomeOf(errors.New("boom")), "unknown errors count")
+	assert.Equal(t, breaker.Ignored, breaker.OutcomeFor(classify.DefaultTable(), classify.Retired))
+}
+
+// TestStaleResultsAreIgnored: a call admitted in an earlier state cannot
+// change a later one.
+func TestStaleResultsAreIgnored(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b, _ := newBreaker(t, breaker.Config{ConsecutiveFailures: 1, Cooldown: time.Second, HalfOpenProbes: 1})
+		slowSuccess, err := b.Allow() // admitted while closed
+		require.NoError(t, err)
+		slowFailure, err := b.Allow()
+		require.NoError(t, err)
+
+		call(t, b, breaker.Failure)
+		time.Sleep(time.Second)
+		synctest.Wait()
+		require.Equal(t, breaker.HalfOpen, b.State())
+		probe, err := b.Allow()
+		require.NoError(t, err)
+
+		slowSuccess.Done(breaker.Success)
+		assert.Equal(t, breaker.HalfOpen, b.State(), "a stale success must not close a half-open breaker")
+		slowFailure.Done(breaker.Failure)
+		assert.Equal(t, breaker.HalfOpen, b.State(), "a stale failure must not reopen it")
+		_, err = b.Allow()
+		assert.ErrorIs(t, err, breaker.ErrOpen, "stale results must not free probe slots")
+
+		probe.Done(breaker.Success)
+		assert.Equal(t, breaker.Closed, b.State())
+
+		// A probe that ends after the breaker was reset is stale too.
+		call(t, b, breaker.Failure)
+		time.Sleep(time.Second)
+		synctest.Wait()
+		probe, err = b.Allow()
+		require.NoError(t, err)
+		b.Reset()
+		probe.Done(breaker.Failure)
+		assert.Equal(t, breaker.Closed, b.State())
+	})
+}
+
+func TestFailureRatio(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b, rec := newBreaker(t, breaker.Config{ConsecutiveFailures: -1, FailureRatio: 0.5, MinCalls: 10, Window: 10 * time.Second})
+		for i := range 9 {
+			o := breaker.Success
+			if i%2 == 0 {
+				o = breaker.Failure
+			}
+			call(t, b, o)
+		}
+		assert.Equal(t, breaker.Closed, b.State(), "fewer than MinCalls")
+		call(t, b, breaker.Success) // 10 calls, 5 failures: a success cannot trip
+		assert.Equal(t, breaker.Closed, b.State())
+		call(t, b, breaker.Failure) // 11 calls, 6 failures
+		assert.Equal(t, breaker.Open, b.State())
+		assert.Equal(t, []string{"closed->open (failure ratio)"}, rec.steps())
+	})
+}
+
+func TestFailureRatioWindowRolls(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b, _ := newBreaker(t, breaker.Config{ConsecutiveFailures: -1, FailureRatio: 0.5, MinCalls: 4, Window: 10 * time.Second})
+		call(t, b, breaker.Failure)
+		call(t, b, breaker.Failure)
+		call(t, b, breaker.Failure)
+		time.Sleep(11 * time.Second) // those failures leave the window
+		call(t, b, breaker.Success)
+		call(t, b, breaker.Success)
+		call(t, b, breaker.Success)
+		call(t, b, breaker.Failure)
+		assert.Equal(t, breaker.Closed, b.State(), "1 failure in 4 calls in the window")
+		call(t, b, breaker.Failure)
+		call(t, b, breaker.Failure)
+		assert.Equal(t, breaker.Open, b.State(), "3 of 6")
+	})
+}
+
+func TestSlowCalls(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b, rec := newBreaker(t, breaker.Config{ConsecutiveFailures: -1, SlowCallDuration: time.Second, SlowCallRatio: 0.5, MinCalls: 4})
+		slow := func() {
+			tok, err := b.Allow()
+			require.NoError(t, err)
+			time.Sleep(time.Second)
+			tok.Done(breaker.Success)
+		}
+		call(t, b, breaker.Success)
+		call(t, b, breaker.Success)
+		slow()
+		assert.Equal(t, breaker.Closed, b.State())
+		slow()
+		assert.Equal(t, breaker.Open, b.State(), "2 slow of 4")
+		assert.Equal(t, []string{"closed->open (slow calls)"}, rec.steps())
+	})
+}
+
+func TestForceAndReset(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b, rec := newBreaker(t, breaker.Config{ConsecutiveFailures: 1, Cooldown: time.Second})
+		b.ForceOpen()
+		_, err := b.Allow()
+		var oe *breaker.OpenError
+		require.ErrorAs(t, err, &oe)
+		assert.Zero(t, oe.RetryIn(), "forced open has no planned end")
+		time.Sleep(time.Hour)
+		assert.Equal(t, breaker.Open, b.State(), "forced open stays open")
+
+		b.ForceClosed()
+		for range 10 {
+			call(t, b, breaker.Failure)
+		}
+		assert.Equal(t, breaker.Closed, b.State(), "forced closed ignores failures")
+
+		b.Reset()
+		call(t, b, breaker.Failure)
+		assert.Equal(t, breaker.Open, b.State())
+		b.Reset()
+		time.Sleep(2 * time.Second)
+		assert.Equal(t, breaker.Closed, b.State(), "reset stops the cooldown timer")
+		assert.Equal(t, []string{
+			"closed->open (forced open)",
+			"open->closed (forced closed)",
+			"closed->closed (reset)",
+			"closed->open (consecutive failures)",
+			"open->closed (reset)",
+		}, rec.steps())
+	})
+}
+
+func TestHookRunsOutsideTheLock(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var b *breaker.Breaker
+		var reentered atomic.Bool
+		var err error
+		b, err = breaker.New(breaker.Config{ConsecutiveFailures: 1, OnStateChange: func(tr breaker.Transition) {
+			// Re-entering the breaker from the hook must not deadlock.
+			assert.Equal(t, tr.To, b.State())
+			if reentered.CompareAndSwap(false, true) {
+				b.Reset()
+			}
+		}})
+		require.NoError(t, err)
+		call(t, b, breaker.Failure)
+		assert.Equal(t, breaker.Closed, b.State())
+	})
+}
+
+func TestExecute(t *testing.T) {
+	b, _ := newBreaker(t, breaker.Config{ConsecutiveFailures: 1, HalfOpenProbes: 1})
+	out, err := breaker.Execute(b, func() (string, error) { return "ok", nil })
+	require.NoError(t, err)
+	assert.Equal(t, "ok", out)
+
+	_, err = breaker.Execute(b, func() (string, error) { return "", errors.New("boom") })
+	require.EqualError(t, err, "boom")
+	_, err = breaker.Execute(b, func() (string, error) { return "never", nil })
+	require.ErrorIs(t, err, breaker.ErrOpen)
+}
+
+func TestExecutePanicFreesProbe(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b, _ := newBreaker(t, breaker.Config{ConsecutiveFailures: 1, Cooldown: time.Second})
+		call(t, b, breaker.Failure)
+		time.Sleep(time.Second)
+		synctest.Wait()
+		require.Equal(t, breaker.HalfOpen, b.State())
+		assert.Panics(t, func() {
+			_, _ = breaker.Execute(b, func() (int, error) { panic("tier exploded") })
+		})
+		_, err := breaker.Execute(b, func() (int, error) { return 1, nil })
+		require.NoError(t, err, "the panicking probe released its slot")
+		assert.Equal(t, breaker.Closed, b.State())
+	})
+}
+
+func TestInvalidConfig(t *testing.T) {
+	_, err := breaker.New(breaker.Config{Name: "x", FailureRatio: 1.5, CooldownJitter: 1, HalfOpenProbes: -1, Cooldown: -time.Second})
+	require.Error(t, err)
+	for _, want := range []string{`breaker "x"`, "FailureRatio", "CooldownJitter", "HalfOpenProbes", "Cooldown must not be negative"} {
+		assert.ErrorContains(t, err, want)
+	}
+	_, err = breaker.NewGroup(breaker.Config{}, 0)
+	assert.ErrorContains(t, err, "maxKeys")
+	_, err = breaker.NewGroup(breaker.Config{SlowCallRatio: -1}, 1)
+	assert.ErrorContains(t, err, "SlowCallRatio")
+}
+
+func TestGroup(t *testing.T) {
+	g, err := breaker.NewGroup(breaker.Config{Name: "gemini", ConsecutiveFailures: 1}, 2)
+	require.NoError(t, err)
+	pro, flash := g.Get("pro"), g.Get("flash")
+	assert.Same(t, pro, g.Get("pro"))
+	assert.Equal(t, "gemini/pro", pro.Name())
+	call(t, pro, breaker.Failure)
+	assert.Equal(t, breaker.Open, pro.State())
+	assert.Equal(t, breaker.Closed, flash.State())
+	assert.Same(t, g.Get("a"), g.Get("b"), "keys past the limit share the overflow breaker")
+	n := 0
+	g.Each(func(string, *breaker.Breaker) { n++ })
+	assert.Equal(t, 3, n)
+}
+
+// TestHalfOpenNeverExceedsProbes hammers a breaker with random outcomes and
+// random slow calls across many transitions, and checks the probe limit
+// from inside the calls.
+func TestHalfOpenNeverExceedsProbes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const probes = 3
+		b, rec := newBreaker(t, breaker.Config{ConsecutiveFailures: 3, Cooldown: 50 * time.Millisecond, HalfOpenProbes: probes, ProbeSuccesses: 2})
+		var inProbe, peak, probesRun atomic.Int64
+		var wg sync.WaitGroup
+		for g := range 64 {
+			wg.Go(func() {
+				rng := rand.New(rand.NewPCG(uint64(g), 7))
+				for range 400 {
+					tok, err := b.Allow()
+					if err != nil {
+						time.Sleep(time.Duration(rng.IntN(20)) * time.Millisecond)
+						continue
+					}
+					if tok.IsProbe() {
+						n := inProbe.Add(1)
+						probesRun.Add(1)
+						for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+						}
+					}
+					time.Sleep(time.Duration(rng.IntN(30)) * time.Millisecond)
+					if tok.IsProbe() {
+						inProbe.Add(-1)
+					}
+					tok.Done(breaker.Outcome(rng.IntN(3)))
+				}
+			})
+		}
+		wg.Wait()
+		assert.LessOrEqual(t, peak.Load(), int64(probes))
+		assert.Positive(t, probesRun.Load())
+		assert.Greater(t, len(rec.steps()), 10, "the test must cross many transitions")
+		b.Reset()
+	})
+}
+
+func TestClosedPathAllocatesNothing(t *testing.T) {
+	for _, cfg := range []breaker.Config{{}, {FailureRatio: 0.5}, {SlowCallDuration: time.Second}} {
+		b, _ := newBreaker(t, cfg)
+		allocs := testing.AllocsPerRun(1000, func() {
+			tok, err := b.Allow()
+			if err != nil {
+				t.Fatal(err)
+			}
+			tok.Done(breaker.Success)
+		})
+		assert.Zero(t, allocs, "%+v", cfg)
+	}
+	b, _ := newBreaker(t, breaker.Config{})
+	b.ForceOpen()
+	allocs := testing.AllocsPerRun(1000, func() {
+		if _, err := b.Allow(); err == nil {
+			t.Fatal("expected open")
+		}
+	})
+	assert.Zero(t, allocs)
+}

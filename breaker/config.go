@@ -1,0 +1,183 @@
+package breaker
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/tierguard/tierguard/classify"
+)
+
+// Defaults applied to zero fields of Config.
+const (
+	DefaultConsecutiveFailures = 5
+	DefaultCooldown            = 30 * time.Second
+	DefaultWindow              = 60 * time.Second
+	DefaultMinCalls            = 20
+	DefaultSlowCallRatio       = 0.5
+	DefaultHalfOpenProbes      = 1
+	DefaultProbeSuccesses      = 1
+)
+
+// Config configures a Breaker. The zero value is a working breaker: it trips
+// after DefaultConsecutiveFailures counted failures in a row, stays open for
+// DefaultCooldown, then lets one probe through and closes when it succeeds.
+type Config struct {
+	// Name identifies the breaker in errors, hooks and metrics.
+	Name string
+
+	// ConsecutiveFailures trips the breaker after this many counted failures
+	// in a row. 0 means DefaultConsecutiveFailures; negative disables it.
+	ConsecutiveFailures int
+
+	// FailureRatio trips the breaker when counted failures over the rolling
+	// Window reach this share of at least MinCalls calls. 0 disables it.
+	// Enabling a window costs a clock read per call outcome.
+	FailureRatio float64
+	// SlowCallDuration makes calls that take longer count as slow; 0
+	// disables slow-call tracking. It costs a second clock read per call.
+	SlowCallDuration time.Duration
+	// SlowCallRatio trips the breaker when slow calls reach this share of at
+	// least MinCalls calls over the Window. 0 means DefaultSlowCallRatio
+	// (used only when SlowCallDuration is set).
+	SlowCallRatio float64
+	// Window is the rolling time window for the ratios, kept in ten
+	// buckets. 0 means DefaultWindow.
+	Window time.Duration
+	// MinCalls is the least number of calls in the window before a ratio
+	// may trip the breaker. 0 means DefaultMinCalls.
+	MinCalls int
+
+	// Cooldown is how long the breaker stays open before it lets probes
+	// through. 0 means DefaultCooldown.
+	Cooldown time.Duration
+	// MaxCooldown, when above Cooldown, doubles the cooldown on every trip
+	// that follows a failed probe, up to this cap; a close resets it.
+	MaxCooldown time.Duration
+	// CooldownJitter spreads each cooldown uniformly by ± this fraction
+	// (0 ≤ j < 1) so a fleet of breakers tripped together does not probe
+	// together. 0 means none.
+	CooldownJitter float64
+
+	// HalfOpenProbes is how many probes may be in flight at once while half
+	// open. 0 means DefaultHalfOpenProbes.
+	HalfOpenProbes int
+	// ProbeSuccesses is how many probe successes in a row close the
+	// breaker. 0 means DefaultProbeSuccesses.
+	ProbeSuccesses int
+
+	// Outcome decides how an error counts; nil means OutcomeOf (the
+	// default class table). Used by Execute and Token.Report.
+	Outcome func(err error) Outcome
+
+	// OnStateChange is called after every transition, outside any lock, in
+	// the goroutine that caused it (a request, or the cooldown timer).
+	OnStateChange func(Transition)
+
+	// Store shares state with other processes; nil keeps it local.
+	Store Store
+}
+
+// Outcome is how one call counts for the breaker.
+type Outcome uint8
+
+const (
+	// Success counts as a healthy call.
+	Success Outcome = iota
+	// Failure counts toward tripping (and reopens a half-open breaker).
+	Failure
+	// Ignored counts for nothing: a 4xx, the caller's cancel, an output a
+	// validator rejected. A probe that ends ignored frees its slot and
+	// decides nothing.
+	Ignored
+)
+
+// String names the outcome.
+func (o Outcome) String() string {
+	switch o {
+	case Success:
+		return "success"
+	case Failure:
+		return "failure"
+	case Ignored:
+		return "ignored"
+	}
+	return "invalid_outcome"
+}
+
+// OutcomeOf is the default mapping from an error to an Outcome: nil is a
+// success, and classes whose default action counts as a breaker failure
+// (Transient, RateLimited, Unknown) are failures; the rest are ignored.
+func OutcomeOf(err error) Outcome {
+	if err == nil {
+		return Success
+	}
+	return OutcomeFor(classify.DefaultTable(), classify.Classify(err).Class)
+}
+
+// OutcomeFor maps a class to an Outcome with table t.
+func OutcomeFor(t classify.Table, c classify.Class) Outcome {
+	if c == classify.OK {
+		return Success
+	}
+	if t.Action(c).BreakerFailure {
+		return Failure
+	}
+	return Ignored
+}
+
+// normalize validates c and fills in defaults.
+func (c Config) normalize() (Config, error) {
+	var errs []error
+	check := func(ok bool, format string, args ...any) {
+		if !ok {
+			errs = append(errs, fmt.Errorf(format, args...))
+		}
+	}
+	validRatio := func(r float64) bool { return !math.IsNaN(r) && r >= 0 && r <= 1 }
+	check(validRatio(c.FailureRatio), "FailureRatio must be within [0, 1], got %v", c.FailureRatio)
+	check(validRatio(c.SlowCallRatio), "SlowCallRatio must be within [0, 1], got %v", c.SlowCallRatio)
+	check(!math.IsNaN(c.CooldownJitter) && c.CooldownJitter >= 0 && c.CooldownJitter < 1, "CooldownJitter must be within [0, 1), got %v", c.CooldownJitter)
+	check(c.SlowCallDuration >= 0, "SlowCallDuration must not be negative, got %v", c.SlowCallDuration)
+	check(c.Window >= 0, "Window must not be negative, got %v", c.Window)
+	check(c.MinCalls >= 0, "MinCalls must not be negative, got %d", c.MinCalls)
+	check(c.Cooldown >= 0, "Cooldown must not be negative, got %v", c.Cooldown)
+	check(c.MaxCooldown >= 0, "MaxCooldown must not be negative, got %v", c.MaxCooldown)
+	check(c.HalfOpenProbes >= 0, "HalfOpenProbes must not be negative, got %d", c.HalfOpenProbes)
+	check(c.ProbeSuccesses >= 0, "ProbeSuccesses must not be negative, got %d", c.ProbeSuccesses)
+	if err := errors.Join(errs...); err != nil {
+		return c, fmt.Errorf("breaker %q: invalid config: %w", c.Name, err)
+	}
+	if c.ConsecutiveFailures == 0 {
+		c.ConsecutiveFailures = DefaultConsecutiveFailures
+	}
+	if c.SlowCallDuration > 0 && c.SlowCallRatio == 0 {
+		c.SlowCallRatio = DefaultSlowCallRatio
+	}
+	if c.Window == 0 {
+		c.Window = DefaultWindow
+	}
+	if c.MinCalls == 0 {
+		c.MinCalls = DefaultMinCalls
+	}
+	if c.Cooldown == 0 {
+		c.Cooldown = DefaultCooldown
+	}
+	if c.MaxCooldown < c.Cooldown {
+		c.MaxCooldown = c.Cooldown
+	}
+	if c.HalfOpenProbes == 0 {
+		c.HalfOpenProbes = DefaultHalfOpenProbes
+	}
+	if c.ProbeSuccesses == 0 {
+		c.ProbeSuccesses = DefaultProbeSuccesses
+	}
+	if c.Outcome == nil {
+		c.Outcome = OutcomeOf
+	}
+	return c, nil
+}
+
+// windowed reports whether outcomes must be recorded in the rolling window.
+func (c Config) windowed() bool { return c.FailureRatio > 0 || c.SlowCallDuration > 0 }

@@ -1,0 +1,320 @@
+package bulkhead
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tierguard/tierguard/classify"
+)
+
+// ErrFull reports that a bulkhead had no free slot (and, with a wait
+// configured, that none freed up in time or the queue was full). Errors
+// returned by Acquire match it with errors.Is.
+var ErrFull = errors.New("tierguard: bulkhead full")
+
+// FullError is the error a full bulkhead returns. Each bulkhead builds its
+// own once, so rejecting allocates nothing.
+type FullError struct {
+	// Name is the bulkhead's name.
+	Name string
+	// Max is its number of slots.
+	Max int
+}
+
+// Error names the bulkhead and its size.
+func (e *FullError) Error() string {
+	return "tierguard: bulkhead " + strconv.Quote(e.Name) + " full (" + strconv.Itoa(e.Max) + " in flight)"
+}
+
+// Is reports whether target is ErrFull.
+func (e *FullError) Is(target error) bool { return target == ErrFull }
+
+// Verdict classifies the rejection: a local refusal, no upstream call made.
+func (e *FullError) Verdict() classify.Verdict {
+	return classify.Verdict{Class: classify.Rejected, Reason: "bulkhead full"}
+}
+
+// Observer receives the outcome of every acquisition that had to wait for a
+// slot. Fail-fast acquisitions are only counted (see Stats): observing them
+// one by one would cost the fast path more than the work it guards.
+type Observer interface {
+	// Waited is called after a wait in the queue ended, with the time spent
+	// waiting and whether a slot was obtained.
+	Waited(name string, wait time.Duration, acquired bool)
+}
+
+// Option configures a Bulkhead.
+type Option func(*Bulkhead) error
+
+// WithMaxWait lets an acquisition wait up to d for a slot, in a FIFO queue of
+// at most queue waiters; beyond the queue, acquisitions are rejected at once.
+// A wait never outlasts the acquiring context. The default is to fail fast:
+// waiting for a slot only moves the queue into your workers.
+func WithMaxWait(d time.Duration, queue int) Option {
+	return func(b *Bulkhead) error {
+		if d <= 0 {
+			return fmt.Errorf("bulkhead: max wait must be positive, got %v", d)
+		}
+		if queue <= 0 {
+			return fmt.Errorf("bulkhead: queue size must be positive, got %d", queue)
+		}
+		b.maxWait, b.queueMax = d, queue
+		return nil
+	}
+}
+
+// WithObserver reports every queued wait to o.
+func WithObserver(o Observer) Option {
+	return func(b *Bulkhead) error {
+		b.observer = o
+		return nil
+	}
+}
+
+// Bulkhead bounds the number of calls in flight. It is safe for concurrent
+// use. The fail-fast path is a compare-and-swap and allocates nothing.
+type Bulkhead struct {
+	inflight atomic.Int64
+	// waiting counts queued acquisitions; the fast path defers to them so a
+	// newcomer cannot take a slot ahead of the queue.
+	waiting atomic.Int64
+
+	accepted atomic.Uint64
+	rejected atomic.Uint64
+
+	max      int64
+	name     string
+	full     *FullError
+	maxWait  time.Duration
+	queueMax int
+	observer Observer
+
+	mu    sync.Mutex
+	queue []*waiter
+}
+
+type waiter struct {
+	ready chan struct{}
+}
+
+// New returns a bulkhead named name with max slots.
+func New(name string, max int, opts ...Option) (*Bulkhead, error) {
+	if max <= 0 {
+		return nil, fmt.Errorf("bulkhead %q: max must be positive, got %d", name, max)
+	}
+	b := &Bulkhead{name: name, max: int64(max), full: &FullError{Name: name, Max: max}}
+	for _, o := range opts {
+		if err := o(b); err != nil {
+			return nil, fmt.Errorf("bulkhead %q: %w", name, err)
+		}
+	}
+	return b, nil
+}
+
+// Name returns the bulkhead's name.
+func (b *Bulkhead) Name() string { return b.name }
+
+// Max returns the number of slots.
+func (b *Bulkhead) Max() int { return int(b.max) }
+
+// TryAcquire takes a slot if one is free and nobody is queued for one.
+func (b *Bulkhead) TryAcquire() bool {
+	if b.tryTake() {
+		b.accepted.Add(1)
+		return true
+	}
+	return false
+}
+
+func (b *Bulkhead) tryTake() bool {
+	if b.waiting.Load() != 0 {
+		return false
+	}
+	return b.take()
+}
+
+func (b *Bulkhead) take() bool {
+	for {
+		n := b.inflight.Load()
+		if n >= b.max {
+			return false
+		}
+		if b.inflight.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+// Acquire takes a slot. Without WithMaxWait it fails at once with a
+// *FullError (matching ErrFull) when none is free. With it, it queues and
+// waits until a slot frees, the wait ends (ErrFull), or ctx ends (ctx's
+// error). Every successful Acquire must be paired with one Release.
+func (b *Bulkhead) Acquire(ctx context.Context) error {
+	if b.tryTake() {
+		b.accepted.Add(1)
+		return nil
+	}
+	if b.maxWait == 0 {
+		b.rejected.Add(1)
+		return b.full
+	}
+	return b.wait(ctx)
+}
+
+func (b *Bulkhead) wait(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		b.rejected.Add(1)
+		return err
+	}
+	b.mu.Lock()
+	// Announce the waiter before trying again: a Release that decrements
+	// concurrently then either sees it (and hands over the slot) or its
+	// decrement is seen by take below.
+	b.waiting.Add(1)
+	if b.take() {
+		b.waiting.Add(-1)
+		b.mu.Unlock()
+		b.accepted.Add(1)
+		return nil
+	}
+	if len(b.queue) >= b.queueMax {
+		b.waiting.Add(-1)
+		b.mu.Unlock()
+		b.rejected.Add(1)
+		return b.full
+	}
+	w := &waiter{ready: make(chan struct{}, 1)}
+	b.queue = append(b.queue, w)
+	b.mu.Unlock()
+
+	start := time.Now()
+	timer := time.NewTimer(b.maxWait)
+	var ctxErr error
+	select {
+	case <-w.ready:
+		timer.Stop()
+		b.accepted.Add(1)
+		b.observe(time.Since(start), true)
+		return nil
+	case <-timer.C:
+	case <-ctx.Done():
+		timer.Stop()
+		ctxErr = ctx.Err()
+	}
+
+	b.mu.Lock()
+	queued := b.dequeue(w)
+	b.mu.Unlock()
+	if !queued {
+		// Granted while timing out: the slot is ours.
+		<-w.ready
+		if ctxErr != nil {
+			b.Release()
+		} else {
+			b.accepted.Add(1)
+			b.observe(time.Since(start), true)
+			return nil
+		}
+	}
+	b.rejected.Add(1)
+	b.observe(time.Since(start), false)
+	if ctxErr != nil {
+		return ctxErr
+	}
+	return b.full
+}
+
+// dequeue removes w from the queue; it reports false if w had already been
+// granted a slot. b.mu must be held.
+func (b *Bulkhead) dequeue(w *waiter) bool {
+	for i, q := range b.queue {
+		if q == w {
+			copy(b.queue[i:], b.queue[i+1:])
+			b.queue[len(b.queue)-1] = nil
+			b.queue = b.queue[:len(b.queue)-1]
+			b.waiting.Add(-1)
+			return true
+		}
+	}
+	return false
+}
+
+func (b *Bulkhead) observe(wait time.Duration, ok bool) {
+	if b.observer != nil {
+		b.observer.Waited(b.name, wait, ok)
+	}
+}
+
+// Release returns a slot taken by Acquire or TryAcquire, handing it to the
+// longest waiter if any. Releasing more slots than were taken panics: it
+// would silently raise the bulkhead's limit.
+func (b *Bulkhead) Release() {
+	if b.inflight.Add(-1) < 0 {
+		b.inflight.Add(1)
+		panic("tierguard: bulkhead " + strconv.Quote(b.name) + ": Release without Acquire")
+	}
+	if b.waiting.Load() == 0 {
+		return
+	}
+	b.mu.Lock()
+	for len(b.queue) > 0 && b.take() {
+		w := b.queue[0]
+		copy(b.queue, b.queue[1:])
+		b.queue[len(b.queue)-1] = nil
+		b.queue = b.queue[:len(b.queue)-1]
+		b.waiting.Add(-1)
+		w.ready <- struct{}{}
+	}
+	b.mu.Unlock()
+}
+
+// Do runs fn holding a slot, and releases it when fn returns or panics.
+func (b *Bulkhead) Do(ctx context.Context, fn func(context.Context) error) error {
+	if err := b.Acquire(ctx); err != nil {
+		return err
+	}
+	defer b.Release()
+	return fn(ctx)
+}
+
+// Run runs fn holding a slot of b, and releases it when fn returns or
+// panics.
+func Run[T any](ctx context.Context, b *Bulkhead, fn func(context.Context) (T, error)) (T, error) {
+	if err := b.Acquire(ctx); err != nil {
+		var zero T
+		return zero, err
+	}
+	defer b.Release()
+	return fn(ctx)
+}
+
+// Stats is a snapshot of a bulkhead's figures.
+type Stats struct {
+	// Accepted counts acquisitions that got a slot.
+	Accepted uint64
+	// Rejected counts acquisitions refused (full, queue full, wait ended,
+	// context ended while queued).
+	Rejected uint64
+	// InFlight is the number of slots held now.
+	InFlight int
+	// Waiting is the number of acquisitions queued now.
+	Waiting int
+	// Max is the number of slots.
+	Max int
+}
+
+// Stats returns the bulkhead's current figures.
+func (b *Bulkhead) Stats() Stats {
+	return Stats{
+		Accepted: b.accepted.Load(),
+		Rejected: b.rejected.Load(),
+		InFlight: int(b.inflight.Load()),
+		Waiting:  int(b.waiting.Load()),
+		Max:      int(b.max),
+	}
+}

@@ -1,0 +1,268 @@
+package bulkhead_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tierguard/tierguard/bulkhead"
+	"github.com/tierguard/tierguard/classify"
+)
+
+func newBulkhead(t *testing.T, max int, opts ...bulkhead.Option) *bulkhead.Bulkhead {
+	t.Helper()
+	b, err := bulkhead.New("pro", max, opts...)
+	require.NoError(t, err)
+	return b
+}
+
+func TestFailFast(t *testing.T) {
+	b := newBulkhead(t, 2)
+	ctx := context.Background()
+	require.NoError(t, b.Acquire(ctx))
+	require.NoError(t, b.Acquire(ctx))
+
+	err := b.Acquire(ctx)
+	require.ErrorIs(t, err, bulkhead.ErrFull)
+	var fe *bulkhead.FullError
+	require.ErrorAs(t, err, &fe)
+	assert.Equal(t, "pro", fe.Name)
+	assert.Equal(t, 2, fe.Max)
+	assert.Equal(t, classify.Rejected, classify.Classify(err).Class)
+	assert.False(t, b.TryAcquire())
+
+	b.Release()
+	assert.True(t, b.TryAcquire())
+	b.Release()
+	b.Release()
+
+	assert.Equal(t, bulkhead.Stats{Accepted: 3, Rejected: 1, InFlight: 0, Max: 2}, b.Stats())
+}
+
+func TestReleaseWithoutAcquirePanics(t *testing.T) {
+	b := newBulkhead(t, 1)
+	assert.Panics(t, b.Release)
+	assert.Equal(t, 0, b.Stats().InFlight, "a bad Release must not raise the limit")
+	require.NoError(t, b.Acquire(context.Background()))
+	assert.False(t, b.TryAcquire())
+}
+
+func TestInvalidConfig(t *testing.T) {
+	_, err := bulkhead.New("x", 0)
+	assert.ErrorContains(t, err, "max must be positive")
+	_, err = bulkhead.New("x", 1, bulkhead.WithMaxWait(0, 1))
+	assert.ErrorContains(t, err, "max wait must be positive")
+	_, err = bulkhead.New("x", 1, bulkhead.WithMaxWait(time.Second, -1))
+	assert.ErrorContains(t, err, "queue size must be positive")
+	_, err = bulkhead.NewGroup("g", 1, 0)
+	assert.ErrorContains(t, err, "maxKeys must be positive")
+}
+
+type waits struct {
+	mu  sync.Mutex
+	got []string
+}
+
+func (w *waits) Waited(name string, wait time.Duration, ok bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.got = append(w.got, name+" "+wait.String()+" "+map[bool]string{true: "acquired", false: "rejected"}[ok])
+}
+
+func TestBoundedWaitGrantsInOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		obs := &waits{}
+		b := newBulkhead(t, 1, bulkhead.WithMaxWait(time.Second, 2), bulkhead.WithObserver(obs))
+		ctx := context.Background()
+		require.NoError(t, b.Acquire(ctx))
+
+		var order []int
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		for i := range 2 {
+			wg.Go(func() {
+				require.NoError(t, b.Acquire(ctx))
+				mu.Lock()
+				order = append(order, i)
+				mu.Unlock()
+				time.Sleep(100 * time.Millisecond)
+				b.Release()
+			})
+			synctest.Wait() // queue them in a known order
+		}
+		assert.Equal(t, 2, b.Stats().Waiting)
+		require.ErrorIs(t, b.Acquire(ctx), bulkhead.ErrFull, "the queue holds two")
+
+		time.Sleep(300 * time.Millisecond)
+		b.Release()
+		wg.Wait()
+		assert.Equal(t, []int{0, 1}, order)
+		assert.Equal(t, []string{"pro 300ms acquired", "pro 400ms acquired"}, obs.got)
+		assert.Equal(t, bulkhead.Stats{Accepted: 3, Rejected: 1, Max: 1}, b.Stats())
+	})
+}
+
+func TestBoundedWaitTimesOut(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newBulkhead(t, 1, bulkhead.WithMaxWait(250*time.Millisecond, 4))
+		require.NoError(t, b.Acquire(context.Background()))
+		start := time.Now()
+		err := b.Acquire(context.Background())
+		require.ErrorIs(t, err, bulkhead.ErrFull)
+		assert.Equal(t, 250*time.Millisecond, time.Since(start))
+		assert.Equal(t, 0, b.Stats().Waiting)
+		b.Release()
+		assert.True(t, b.TryAcquire(), "the timed-out waiter must not hold a slot")
+	})
+}
+
+func TestWaitNeverOutlastsContext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newBulkhead(t, 1, bulkhead.WithMaxWait(time.Minute, 4))
+		require.NoError(t, b.Acquire(context.Background()))
+		ctx, cancel := context.WithTimeout(context.Background(), 80*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		err := b.Acquire(ctx)
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		assert.Equal(t, 80*time.Millisecond, time.Since(start))
+
+		canceled, cancel2 := context.WithCancel(context.Background())
+		cancel2()
+		assert.ErrorIs(t, b.Acquire(canceled), context.Canceled)
+	})
+}
+
+func TestDoReleasesOnPanic(t *testing.T) {
+	b := newBulkhead(t, 1)
+	assert.Panics(t, func() {
+		_ = b.Do(context.Background(), func(context.Context) error { panic("tier exploded") })
+	})
+	assert.Equal(t, 0, b.Stats().InFlight)
+
+	assert.Panics(t, func() {
+		_, _ = bulkhead.Run(context.Background(), b, func(context.Context) (string, error) { panic("again") })
+	})
+	assert.Equal(t, 0, b.Stats().InFlight)
+
+	out, err := bulkhead.Run(context.Background(), b, func(context.Context) (string, error) { return "ok", nil })
+	require.NoError(t, err)
+	assert.Equal(t, "ok", out)
+
+	require.NoError(t, b.Acquire(context.Background()))
+	err = b.Do(context.Background(), func(context.Context) error { return errors.New("not run") })
+	assert.ErrorIs(t, err, bulkhead.ErrFull)
+	_, err = bulkhead.Run(context.Background(), b, func(context.Context) (int, error) { return 1, nil })
+	assert.ErrorIs(t, err, bulkhead.ErrFull)
+}
+
+// TestInFlightNeverExceedsMax hammers a bulkhead, with and without a queue,
+// and checks the bound from inside the guarded section.
+func TestInFlightNeverExceedsMax(t *testing.T) {
+	for _, name := range []string{"fail-fast", "queued"} {
+		t.Run(name, func(t *testing.T) {
+			const max = 4
+			var opts []bulkhead.Option
+			if name == "queued" {
+				opts = append(opts, bulkhead.WithMaxWait(time.Millisecond, 8))
+			}
+			b := newBulkhead(t, max, opts...)
+			var inside, peak atomic.Int64
+			var wg sync.WaitGroup
+			for range 64 {
+				wg.Go(func() {
+					for range 300 {
+						_ = b.Do(context.Background(), func(context.Context) error {
+							n := inside.Add(1)
+							for {
+								p := peak.Load()
+								if n <= p || peak.CompareAndSwap(p, n) {
+									break
+								}
+							}
+							inside.Add(-1)
+							return nil
+						})
+					}
+				})
+			}
+			wg.Wait()
+			assert.LessOrEqual(t, peak.Load(), int64(max))
+			s := b.Stats()
+			assert.Equal(t, 0, s.InFlight)
+			assert.Equal(t, 0, s.Waiting)
+			assert.Equal(t, uint64(64*300), s.Accepted+s.Rejected)
+		})
+	}
+}
+
+func TestGroupIsolatesKeys(t *testing.T) {
+	g, err := bulkhead.NewGroup("tenant", 1, 2)
+	require.NoError(t, err)
+	a, b := g.Get("a"), g.Get("b")
+	assert.Same(t, a, g.Get("a"))
+	assert.Equal(t, "tenant/a", a.Name())
+	require.True(t, a.TryAcquire())
+	assert.False(t, a.TryAcquire())
+	assert.True(t, b.TryAcquire(), "tenant a's load must not take b's slot")
+
+	c, d := g.Get("c"), g.Get("d")
+	assert.Same(t, c, d, "keys beyond the limit share the overflow bulkhead")
+	assert.Equal(t, "tenant/"+bulkhead.OverflowKey, c.Name())
+
+	seen := map[string]bool{}
+	g.Each(func(key string, _ *bulkhead.Bulkhead) { seen[key] = true })
+	assert.Equal(t, map[string]bool{"a": true, "b": true, bulkhead.OverflowKey: true}, seen)
+}
+
+func TestAcquireAllocatesNothing(t *testing.T) {
+	b := newBulkhead(t, 1)
+	allocs := testing.AllocsPerRun(1000, func() {
+		if err := b.Acquire(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if b.Acquire(context.Background()) == nil {
+			t.Fatal("expected full")
+		}
+		b.Release()
+	})
+	assert.Zero(t, allocs)
+}
+
+func BenchmarkAcquireRelease(b *testing.B) {
+	bh, _ := bulkhead.New("bench", 1<<20)
+	ctx := context.Background()
+	b.Run("serial", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if bh.Acquire(ctx) == nil {
+				bh.Release()
+			}
+		}
+	})
+	b.Run("parallel", func(b *testing.B) {
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if bh.Acquire(ctx) == nil {
+					bh.Release()
+				}
+			}
+		})
+	})
+	full, _ := bulkhead.New("full", 1)
+	_ = full.Acquire(ctx)
+	b.Run("reject", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_ = full.Acquire(ctx)
+		}
+	})
+}
