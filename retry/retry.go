@@ -1,0 +1,317 @@
+package retry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"time"
+
+	"github.com/tierguard/tierguard/classify"
+	"github.com/tierguard/tierguard/deadline"
+)
+
+// Defaults applied to zero fields of Policy.
+const (
+	DefaultMaxAttempts = 3
+	DefaultBaseDelay   = 200 * time.Millisecond
+	DefaultMaxDelay    = 10 * time.Second
+)
+
+// Jitter chooses how a backoff delay is randomised.
+type Jitter uint8
+
+const (
+	// FullJitter waits rand(0, min(MaxDelay, BaseDelay·2ⁿ)): the spread that
+	// best breaks up synchronised retries (AWS Architecture Blog, "Exponential
+	// Backoff And Jitter"). The default.
+	FullJitter Jitter = iota
+	// EqualJitter waits half the backoff plus rand(0, half): never less than
+	// half, still spread.
+	EqualJitter
+	// NoJitter waits exactly min(MaxDelay, BaseDelay·2ⁿ). For tests and
+	// reproductions; synchronised clients retry together.
+	NoJitter
+)
+
+// Policy is how one tier retries. The zero value retries twice (three
+// attempts) with full jitter from 200ms, capped at 10s, without a shared
+// budget, following the default class table.
+type Policy struct {
+	// MaxAttempts counts every attempt, the first included. 0 means
+	// DefaultMaxAttempts; 1 disables retrying.
+	MaxAttempts int
+	// BaseDelay is the backoff before the second attempt; it doubles for
+	// every further attempt. 0 means DefaultBaseDelay.
+	BaseDelay time.Duration
+	// MaxDelay caps the backoff (not a server's Retry-After). 0 means
+	// DefaultMaxDelay.
+	MaxDelay time.Duration
+	// Jitter randomises the backoff; the zero value is FullJitter.
+	Jitter Jitter
+	// Budget, shared by every caller of the tier, throttles retries during
+	// an outage. nil means no shared limit beyond MaxAttempts.
+	Budget *Budget
+	// Table decides which classes are retried; nil means
+	// classify.DefaultTable().
+	Table *classify.Table
+	// Classifier classifies errors for Do and Run; nil means
+	// classify.Classify.
+	Classifier classify.Classifier
+	// OnAttempt is called after every failed attempt with the decision
+	// taken, and after the successful one.
+	OnAttempt func(Attempt)
+}
+
+// Attempt describes one attempt, for observability.
+type Attempt struct {
+	// N is the attempt's number, from 1.
+	N int
+	// Verdict is the attempt's classified outcome (class OK on success).
+	Verdict classify.Verdict
+	// Retry is set when another attempt follows after Wait.
+	Retry bool
+	// Wait is the delay chosen before the next attempt: the larger of the
+	// server's retry-after and the jittered backoff.
+	Wait time.Duration
+	// Stop says why no attempt follows a failure.
+	Stop StopReason
+}
+
+// StopReason says why retrying stopped.
+type StopReason uint8
+
+const (
+	// NotStopped: another attempt follows (or the attempt succeeded).
+	NotStopped StopReason = iota
+	// NotRetryable: the class's action does not retry (a 400, a retired
+	// model, a blocked prompt...).
+	NotRetryable
+	// AttemptsExhausted: MaxAttempts attempts were made.
+	AttemptsExhausted
+	// BudgetExhausted: the tier's shared retry budget is spent.
+	BudgetExhausted
+	// DeadlineTooClose: the wait plus a useful attempt would not fit before
+	// the deadline, minus the reserve kept for later tiers. Decided before
+	// sleeping, so the caller can fall back at once.
+	DeadlineTooClose
+	// ContextDone: the context ended while waiting to retry.
+	ContextDone
+)
+
+// String names the reason.
+func (r StopReason) String() string {
+	switch r {
+	case NotStopped:
+		return "not stopped"
+	case NotRetryable:
+		return "not retryable"
+	case AttemptsExhausted:
+		return "attempts exhausted"
+	case BudgetExhausted:
+		return "retry budget exhausted"
+	case DeadlineTooClose:
+		return "deadline too close"
+	case ContextDone:
+		return "context done"
+	}
+	return "invalid stop reason"
+}
+
+// Validate reports a policy that cannot work.
+func (p Policy) Validate() error {
+	var errs []error
+	if p.MaxAttempts < 0 {
+		errs = append(errs, fmt.Errorf("MaxAttempts must not be negative, got %d", p.MaxAttempts))
+	}
+	if p.BaseDelay < 0 {
+		errs = append(errs, fmt.Errorf("BaseDelay must not be negative, got %v", p.BaseDelay))
+	}
+	if p.MaxDelay < 0 {
+		errs = append(errs, fmt.Errorf("MaxDelay must not be negative, got %v", p.MaxDelay))
+	}
+	if p.Jitter > NoJitter {
+		errs = append(errs, fmt.Errorf("unknown Jitter %d", p.Jitter))
+	}
+	q := p.WithDefaults()
+	if q.BaseDelay > q.MaxDelay {
+		errs = append(errs, fmt.Errorf("BaseDelay %v exceeds MaxDelay %v", q.BaseDelay, q.MaxDelay))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("retry policy: %w", err)
+	}
+	return nil
+}
+
+// WithDefaults returns p with its zero fields set to the defaults.
+func (p Policy) WithDefaults() Policy {
+	if p.MaxAttempts == 0 {
+		p.MaxAttempts = DefaultMaxAttempts
+	}
+	if p.BaseDelay == 0 {
+		p.BaseDelay = DefaultBaseDelay
+	}
+	if p.MaxDelay == 0 {
+		p.MaxDelay = DefaultMaxDelay
+	}
+	if p.Table == nil {
+		p.Table = &defaultTable
+	}
+	if p.Classifier == nil {
+		p.Classifier = classify.Func(classify.Classify)
+	}
+	return p
+}
+
+// defaultTable is shared by every policy without a table; it is never
+// written.
+var defaultTable = classify.DefaultTable()
+
+// Backoff returns the jittered delay after attempt n (n ≥ 1) failed:
+// min(MaxDelay, BaseDelay·2ⁿ⁻¹), randomised by the policy's Jitter. Call it
+// on a policy with defaults applied.
+func (p Policy) Backoff(n int) time.Duration {
+	ceiling := p.BaseDelay
+	for i := 1; i < n && ceiling < p.MaxDelay; i++ {
+		ceiling *= 2
+	}
+	ceiling = min(ceiling, p.MaxDelay)
+	if ceiling <= 0 {
+		return 0
+	}
+	switch p.Jitter {
+	case NoJitter:
+		return ceiling
+	case EqualJitter:
+		half := ceiling / 2
+		return half + rand.N(ceiling-half+1)
+	default:
+		return rand.N(ceiling + 1)
+	}
+}
+
+// Decide chooses what follows failed attempt n (n ≥ 1) with verdict v, under
+// the request budget b and the attempt's share t (its reserve for later
+// tiers and its minimum useful time). It consumes a token of the shared
+// Budget for a retryable failure. Call it on a policy with defaults applied.
+func (p Policy) Decide(n int, v classify.Verdict, b deadline.Budget, t deadline.Try) Attempt {
+	a := Attempt{N: n, Verdict: v}
+	if !p.Table.Action(v.Class).Retry {
+		a.Stop = NotRetryable
+		return a
+	}
+	if p.Budget != nil {
+		p.Budget.Failure()
+	}
+	switch {
+	case n >= p.MaxAttempts:
+		a.Stop = AttemptsExhausted
+	case p.Budget != nil && !p.Budget.Allow():
+		a.Stop = BudgetExhausted
+	default:
+		a.Wait = max(v.RetryAfter, p.Backoff(n))
+		if !b.Fits(a.Wait, t) {
+			a.Stop = DeadlineTooClose
+		} else {
+			a.Retry = true
+		}
+	}
+	return a
+}
+
+// Succeeded records a success with the shared budget.
+func (p Policy) Succeeded() {
+	if p.Budget != nil {
+		p.Budget.Success()
+	}
+}
+
+// Do calls fn until it succeeds or the policy stops, sleeping between
+// attempts. It never sleeps past ctx's deadline: a wait that would leave no
+// time for an attempt is not started. A non-retryable error is returned as
+// fn returned it; when retrying stops for any other reason the error is a
+// *StoppedError wrapping the last one.
+func Do(ctx context.Context, p Policy, fn func(context.Context) error) error {
+	_, err := Run(ctx, p, func(ctx context.Context) (struct{}, error) { return struct{}{}, fn(ctx) })
+	return err
+}
+
+// Run is Do for a function that returns a value.
+func Run[T any](ctx context.Context, p Policy, fn func(context.Context) (T, error)) (T, error) {
+	p = p.WithDefaults()
+	b := deadline.New(ctx, 0)
+	for n := 1; ; n++ {
+		out, err := fn(ctx)
+		if err == nil {
+			p.Succeeded()
+			if p.OnAttempt != nil {
+				p.OnAttempt(Attempt{N: n})
+			}
+			return out, nil
+		}
+		v := classify.InContext(ctx, p.Classifier.Classify(err))
+		a := p.Decide(n, v, b, deadline.Try{})
+		if p.OnAttempt != nil {
+			p.OnAttempt(a)
+		}
+		var zero T
+		if !a.Retry {
+			if a.Stop == NotRetryable {
+				return zero, err
+			}
+			return zero, &StoppedError{Attempts: n, Reason: a.Stop, Verdict: v, Last: err}
+		}
+		if serr := Sleep(ctx, a.Wait); serr != nil {
+			return zero, &StoppedError{Attempts: n, Reason: ContextDone, Verdict: v, Last: err, ctxErr: serr}
+		}
+	}
+}
+
+// Sleep waits for d or until ctx ends, whichever comes first, and returns
+// ctx's error if it ended first.
+func Sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// StoppedError reports that retrying stopped before success. errors.Is and
+// errors.As reach the last attempt's error through it (and the context's
+// error when the context ended).
+type StoppedError struct {
+	// Attempts is how many attempts were made.
+	Attempts int
+	// Reason says why no further attempt was made.
+	Reason StopReason
+	// Verdict is the last attempt's classified outcome.
+	Verdict classify.Verdict
+	// Last is the last attempt's error.
+	Last   error
+	ctxErr error
+}
+
+// Error says how many attempts were made, why it stopped, and the last error.
+func (e *StoppedError) Error() string {
+	s := "tierguard: retry stopped after " + strconv.Itoa(e.Attempts) + " attempt"
+	if e.Attempts != 1 {
+		s += "s"
+	}
+	return s + " (" + e.Reason.String() + "): " + e.Last.Error()
+}
+
+// Unwrap returns the last error and, if the context ended, its error.
+func (e *StoppedError) Unwrap() []error {
+	if e.ctxErr != nil {
+		return []error{e.Last, e.ctxErr}
+	}
+	return []error{e.Last}
+}
