@@ -1,0 +1,69 @@
+package fallback_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/tierguard/tierguard/breaker"
+	"github.com/tierguard/tierguard/bulkhead"
+	"github.com/tierguard/tierguard/fallback"
+)
+
+func okTier(name string) fallback.ModelTier[string, string] {
+	return fallback.Tier(name, func(context.Context, string) (string, error) { return "ok", nil })
+}
+
+// guardedStage is a stage with every guard: bulkhead, breaker, retry.
+func guardedStage(tb testing.TB, tier fallback.ModelTier[string, string]) fallback.Stage[string, string] {
+	bh, err := bulkhead.New(tier.Name(), 1<<20)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	br, err := breaker.New(breaker.Config{Name: tier.Name()})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return fallback.Stage[string, string]{Tier: tier, Bulkhead: bh, Breaker: br}
+}
+
+func benchChain(b *testing.B, c *fallback.Chain[string, string], ctx context.Context) {
+	b.Run("serial", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := c.Do(ctx, "q"); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("parallel", func(b *testing.B) {
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if _, err := c.Do(ctx, "q"); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	})
+}
+
+func BenchmarkChain(b *testing.B) {
+	withDeadline, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+
+	success, err := fallback.New(fallback.Config[string, string]{Stages: []fallback.Stage[string, string]{guardedStage(b, okTier("pro"))}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	open := guardedStage(b, okTier("pro"))
+	open.Breaker.ForceOpen()
+	fellBack, err := fallback.New(fallback.Config[string, string]{Stages: []fallback.Stage[string, string]{open, guardedStage(b, okTier("flash"))}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("success", func(b *testing.B) { benchChain(b, success, context.Background()) })
+	b.Run("success-deadline", func(b *testing.B) { benchChain(b, success, withDeadline) })
+	b.Run("fallback", func(b *testing.B) { benchChain(b, fellBack, context.Background()) })
+	b.Run("fallback-deadline", func(b *testing.B) { benchChain(b, fellBack, withDeadline) })
+}

@@ -1,0 +1,149 @@
+package fallback
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/tierguard/tierguard/breaker"
+	"github.com/tierguard/tierguard/bulkhead"
+	"github.com/tierguard/tierguard/classify"
+	"github.com/tierguard/tierguard/retry"
+	"github.com/tierguard/tierguard/validate"
+)
+
+// Defaults applied to zero fields of Config.
+const (
+	DefaultMinAttempt     = 100 * time.Millisecond
+	DefaultQuotaCooldown  = time.Minute
+	DefaultRetiredRecheck = 10 * time.Minute
+)
+
+// Stage attaches guards to a tier. The chain wraps every stage as
+// bulkhead → breaker → retry → call, in that fixed order: retries live
+// inside the breaker, so one request counts once toward tripping it, and
+// the breaker inside the bulkhead, so an open circuit frees the slot at
+// once.
+type Stage[In, Out any] struct {
+	// Tier answers the request. Required.
+	Tier ModelTier[In, Out]
+	// Model is the tier's model id ("gemini-2.5-pro"), used for preflight
+	// against Config.Catalog and reported to observers as
+	// gen_ai.request.model. Optional.
+	Model string
+	// Provider names the API for observers ("gcp.gemini", "openai").
+	Provider string
+
+	// Bulkhead bounds the tier's calls in flight; nil means unbounded.
+	Bulkhead *bulkhead.Bulkhead
+	// Breaker stops calls to a failing tier; nil means none.
+	Breaker *breaker.Breaker
+	// Retry is the tier's retry policy; the zero value retries transient
+	// failures twice with full jitter. Set MaxAttempts to 1 to disable.
+	// Its Table and Classifier default to the chain's.
+	Retry retry.Policy
+	// TryTimeout caps each attempt; 0 means an attempt may use all the time
+	// the reserve leaves.
+	TryTimeout time.Duration
+	// MinAttempt is the least time worth starting an attempt on this tier
+	// with; earlier tiers keep it in reserve for this one. 0 means
+	// Config.MinAttempt.
+	MinAttempt time.Duration
+	// Reserve is the time this tier's attempts leave for later tiers. 0
+	// means the sum of the later tiers' MinAttempt, so each of them can make
+	// one meaningful attempt; negative means none.
+	Reserve time.Duration
+	// Validate checks the tier's answers; a rejected answer moves on to the
+	// next tier and does not count against the breaker. nil accepts all.
+	Validate validate.Validator[Out]
+}
+
+// Config configures a Chain.
+type Config[In, Out any] struct {
+	// Operation names what the chain does, for observers
+	// (gen_ai.operation.name: "generate_content", "chat"). Defaults to
+	// "generate_content".
+	Operation string
+	// Stages are the tiers, in order of preference. At least one.
+	Stages []Stage[In, Out]
+	// Total caps each request's time, every attempt and fallback included;
+	// the context's deadline applies too, and the earlier wins. 0 means the
+	// context's deadline only.
+	Total time.Duration
+	// MinAttempt is the default Stage.MinAttempt. 0 means
+	// DefaultMinAttempt.
+	MinAttempt time.Duration
+
+	// Table overrides the class table; nil means classify.DefaultTable().
+	Table *classify.Table
+	// Classifier classifies tier errors; nil means classify.Classify. SDK
+	// adapters provide one that knows their error types.
+	Classifier classify.Classifier
+
+	// Cache answers after every tier failed. If it also implements
+	// CacheWriter, validated tier answers are written back.
+	Cache Cache[In, Out]
+	// Default answers last, from the input alone.
+	Default func(ctx context.Context, in In) (Out, bool)
+
+	// Catalog, when set, lets the chain skip tiers whose Model is not
+	// served, without an upstream call.
+	Catalog *Catalog
+	// QuotaCooldown is how long a tier that reported an exhausted quota is
+	// parked (longer if the server asked for longer). 0 means
+	// DefaultQuotaCooldown.
+	QuotaCooldown time.Duration
+	// RetiredRecheck is how long a tier whose model answered 404 is parked
+	// when there is no Catalog to say when it is back. 0 means
+	// DefaultRetiredRecheck.
+	RetiredRecheck time.Duration
+
+	// Key, when set, returns an idempotency key for a request; requests
+	// with the same non-empty key that are in flight together share one
+	// execution, and each receives its result.
+	Key func(in In) string
+
+	// Observer receives every decision; see also Chain.Observe.
+	Observer Observer
+	// MeasureLatency times every attempt even without an observer (two
+	// clock reads per attempt).
+	MeasureLatency bool
+}
+
+func (cfg *Config[In, Out]) validate() error {
+	var errs []error
+	if len(cfg.Stages) == 0 {
+		errs = append(errs, errors.New("at least one stage is required"))
+	}
+	if cfg.Total < 0 {
+		errs = append(errs, fmt.Errorf("Total must not be negative, got %v", cfg.Total))
+	}
+	if cfg.MinAttempt < 0 || cfg.QuotaCooldown < 0 || cfg.RetiredRecheck < 0 {
+		errs = append(errs, errors.New("MinAttempt, QuotaCooldown and RetiredRecheck must not be negative"))
+	}
+	names := map[string]bool{}
+	for i, st := range cfg.Stages {
+		if st.Tier == nil {
+			errs = append(errs, fmt.Errorf("stage %d: Tier is required", i))
+			continue
+		}
+		name := st.Tier.Name()
+		if name == "" {
+			errs = append(errs, fmt.Errorf("stage %d: tier name is empty", i))
+		} else if names[name] {
+			errs = append(errs, fmt.Errorf("stage %d: tier name %q is used twice", i, name))
+		}
+		names[name] = true
+		if st.TryTimeout < 0 || st.MinAttempt < 0 {
+			errs = append(errs, fmt.Errorf("stage %d (%s): TryTimeout and MinAttempt must not be negative", i, name))
+		}
+		if err := st.Retry.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("stage %d (%s): %w", i, name, err))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("fallback: invalid config: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,45 @@
+// Package fallback composes tierguard's guards into a chain of model tiers:
+// the part of the library a service calls.
+//
+// A Chain runs one request through its stages in order. Around each tier
+// the order is fixed — bulkhead → breaker → retry → call — and all of it
+// happens inside one deadline, the earlier of the context's and the chain's
+// Total:
+//
+//	for each stage (model tier) in order:
+//	    preflight: skip a tier whose model is retired, or parked for quota
+//	    bulkhead:  take a slot or skip (no upstream call)
+//	    breaker:   allow, or skip (no upstream call)
+//	    retry:     attempt 1..N, each with min(TryTimeout, remaining − reserve)
+//	        call tier → validate output → classify error
+//	        decide from the class table: retry here / next tier / local / fail closed
+//	cache lookup, then the default answer
+//	otherwise an *Error that says why each tier failed
+//
+// Retries live inside the breaker, so a request counts once toward tripping
+// it; the breaker lives inside the bulkhead, so an open circuit frees its
+// slot at once. Each tier's attempts leave a reserve (by default the sum of
+// the later tiers' MinAttempt) so a slow primary cannot eat the fallback's
+// chance to answer; when less than a useful attempt is left the tier is
+// skipped.
+//
+// Errors follow classify's table, overridable per chain (Config.Table):
+// Transient and RateLimited retry in place within the budget; QuotaExhausted,
+// Retired, ContextTooLong, InvalidOutput and local rejections move to the
+// next tier; Auth, Safety, InvalidRequest and the caller's cancel fail
+// closed and return at once with their cause — switching models must not
+// hide a configuration error or route around a policy decision. A 404 parks
+// the tier (or marks its model retired in the Catalog) and an exhausted
+// quota parks it for a cooldown, so later requests skip it without an
+// upstream call.
+//
+// Answers pass the stage's validator before they count: a rejected answer
+// moves on to the next tier and does not count against the breaker. Only
+// validated tier answers are written back to a cache.
+//
+// The success path allocates nothing and reads the clock only where a
+// decision needs it (once per attempt when the request has a deadline).
+// Result carries the answer, its source, the tier, whether it is degraded,
+// the upstream calls made and the trail of attempts. An Observer (see
+// package otelx) sees every decision.
+package fallback

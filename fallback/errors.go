@@ -1,0 +1,129 @@
+package fallback
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/tierguard/tierguard/classify"
+)
+
+// TierOutcome says what happened to one tier in a failed request.
+type TierOutcome uint8
+
+const (
+	// TierFailed: the tier was called and did not answer.
+	TierFailed TierOutcome = iota
+	// TierSkipped: the tier was passed over without a call (see Skip).
+	TierSkipped
+	// TierNotReached: the request ended before this tier's turn (a
+	// fail-closed error, or no time left).
+	TierNotReached
+)
+
+// String names the outcome.
+func (o TierOutcome) String() string {
+	switch o {
+	case TierFailed:
+		return "failed"
+	case TierSkipped:
+		return "skipped"
+	case TierNotReached:
+		return "not reached"
+	}
+	return "invalid"
+}
+
+// TierFailure is one tier's part in a failed request.
+type TierFailure struct {
+	// Tier and Index name the tier.
+	Tier  string
+	Index int
+	// Outcome says whether it failed, was skipped or was not reached.
+	Outcome TierOutcome
+	// Skip says why a skipped tier was passed over.
+	Skip Skip
+	// Attempts counts the calls made to it.
+	Attempts int
+	// Verdict is its last attempt's (or skip's) verdict.
+	Verdict classify.Verdict
+	// Err is its last error; nil when not reached.
+	Err error
+}
+
+// Error is returned when no tier, cache or default answered, or when a
+// failure closed the request at once (Auth, Safety, InvalidRequest,
+// Canceled by default). errors.Is and errors.As reach every tier's error
+// through it. Its text lists each tier's fate by class and status only:
+// upstream messages may echo prompts or keys, so they stay in the wrapped
+// errors for callers who choose to log them.
+type Error struct {
+	// FailedClosed is set when a failure's class stopped the request at
+	// once, without trying later tiers, the cache or the default.
+	FailedClosed bool
+	// Cause is the verdict that decided the outcome: the fail-closed
+	// failure, DeadlineExhausted when time ran out, otherwise the last
+	// tier's failure.
+	Cause classify.Verdict
+	// Tiers lists every tier of the chain, in order.
+	Tiers []TierFailure
+}
+
+// Error summarises each tier's fate.
+func (e *Error) Error() string {
+	var b strings.Builder
+	if e.FailedClosed {
+		b.WriteString("tierguard: failed closed (")
+		b.WriteString(e.Cause.String())
+		b.WriteString(")")
+	} else {
+		b.WriteString("tierguard: no tier answered")
+		if e.Cause.Class == classify.DeadlineExhausted {
+			b.WriteString(" before the deadline")
+		}
+	}
+	for i, t := range e.Tiers {
+		if i == 0 {
+			b.WriteString(": ")
+		} else {
+			b.WriteString("; ")
+		}
+		b.WriteString(t.Tier)
+		b.WriteByte(' ')
+		switch t.Outcome {
+		case TierFailed:
+			b.WriteString("failed: ")
+			b.WriteString(t.Verdict.Class.String())
+			if t.Verdict.HTTPStatus != 0 {
+				b.WriteByte(' ')
+				b.WriteString(strconv.Itoa(t.Verdict.HTTPStatus))
+			}
+			if t.Attempts > 1 {
+				b.WriteString(" after ")
+				b.WriteString(strconv.Itoa(t.Attempts))
+				b.WriteString(" attempts")
+			}
+		case TierSkipped:
+			b.WriteString("skipped (")
+			b.WriteString(t.Skip.String())
+			b.WriteByte(')')
+		default:
+			b.WriteString("not reached")
+		}
+	}
+	return b.String()
+}
+
+// Unwrap returns every tier's last error.
+func (e *Error) Unwrap() []error {
+	errs := make([]error, 0, len(e.Tiers))
+	for _, t := range e.Tiers {
+		if t.Err != nil {
+			errs = append(errs, t.Err)
+		}
+	}
+	return errs
+}
+
+// Verdict returns the deciding verdict, so that classify.Classify of a
+// chain's error names why the request failed.
+func (e *Error) Verdict() classify.Verdict { return e.Cause }

@@ -1,0 +1,148 @@
+package fallback
+
+import (
+	"context"
+	"time"
+
+	"github.com/tierguard/tierguard/breaker"
+	"github.com/tierguard/tierguard/classify"
+	"github.com/tierguard/tierguard/retry"
+)
+
+// EventKind says which decision an Event reports.
+type EventKind uint8
+
+const (
+	// RequestStarted opens a request. The context the observer returns
+	// becomes the request's (a span, a request id).
+	RequestStarted EventKind = iota
+	// AttemptStarted comes before each upstream call. The context the
+	// observer returns is the one the tier receives.
+	AttemptStarted
+	// AttemptEnded reports a call's outcome and what follows it.
+	AttemptEnded
+	// StageSkipped reports a tier passed over without a call.
+	StageSkipped
+	// LocalAnswered reports an answer from the cache or the default.
+	LocalAnswered
+	// RequestEnded closes a request, answered or not.
+	RequestEnded
+)
+
+// String names the kind.
+func (k EventKind) String() string {
+	switch k {
+	case RequestStarted:
+		return "request_started"
+	case AttemptStarted:
+		return "attempt_started"
+	case AttemptEnded:
+		return "attempt_ended"
+	case StageSkipped:
+		return "tier_skipped"
+	case LocalAnswered:
+		return "local_answered"
+	case RequestEnded:
+		return "request_ended"
+	}
+	return "invalid_event"
+}
+
+// Event describes one decision of a chain. Which fields are set depends on
+// Kind. No field holds a prompt or an answer; Err may hold an upstream
+// error, whose text an observer must not export unless its user opts in.
+type Event struct {
+	Kind EventKind
+	// Operation is the chain's Config.Operation.
+	Operation string
+
+	// Tier, TierIndex, Model and Provider name the tier (attempt and skip
+	// events); TierIndex is -1 otherwise.
+	Tier      string
+	TierIndex int
+	Model     string
+	Provider  string
+	// Breaker is the tier's breaker state when the event happened, if it
+	// has a breaker.
+	Breaker    breaker.State
+	HasBreaker bool
+
+	// Attempt is the attempt's number on its tier.
+	Attempt int
+	// Verdict is the attempt's outcome (AttemptEnded), the skip's
+	// (StageSkipped), or the request's (RequestEnded, class OK if answered).
+	Verdict classify.Verdict
+	// Retry, Wait and Stop say what follows a failed attempt: another
+	// attempt after Wait, or why not (AttemptEnded).
+	Retry bool
+	Wait  time.Duration
+	Stop  retry.StopReason
+	// Route says where the request goes after a tier was given up
+	// (AttemptEnded without Retry, StageSkipped).
+	Route classify.Route
+	// Latency is the attempt's duration (AttemptEnded) or the request's
+	// (RequestEnded).
+	Latency time.Duration
+	// Usage is the answer's token usage, when the tier reports it.
+	Usage    Usage
+	HasUsage bool
+	// Skip says why a tier was passed over (StageSkipped).
+	Skip Skip
+
+	// Source, Degraded and UpstreamCalls describe the answer
+	// (LocalAnswered, RequestEnded).
+	Source        Source
+	Degraded      bool
+	UpstreamCalls int
+	// Answered is set on RequestEnded when the request got an answer.
+	Answered bool
+	// Remaining is the time left in the request's budget, or
+	// deadline.Unlimited (AttemptStarted, AttemptEnded, RequestEnded).
+	Remaining time.Duration
+
+	// Err is the failure (AttemptEnded, StageSkipped, RequestEnded).
+	Err error
+}
+
+// Observer receives every decision of a chain. It runs on the request's
+// goroutine: keep it fast and non-blocking. otelx provides one.
+type Observer interface {
+	// Observe reports e. For RequestStarted and AttemptStarted the returned
+	// context replaces ctx; for other kinds it is ignored. Return ctx when
+	// there is nothing to add.
+	Observe(ctx context.Context, e Event) context.Context
+}
+
+// ObserverFunc adapts a function to the Observer interface.
+type ObserverFunc func(ctx context.Context, e Event) context.Context
+
+// Observe calls f(ctx, e).
+func (f ObserverFunc) Observe(ctx context.Context, e Event) context.Context { return f(ctx, e) }
+
+// Observers combines observers; each sees every event, in order, and each
+// one's returned context feeds the next.
+func Observers(os ...Observer) Observer {
+	var list observers
+	for _, o := range os {
+		switch o := o.(type) {
+		case nil:
+		case observers:
+			list = append(list, o...)
+		default:
+			list = append(list, o)
+		}
+	}
+	if len(list) == 1 {
+		return list[0]
+	}
+	return list
+}
+
+type observers []Observer
+
+func (os observers) Observe(ctx context.Context, e Event) context.Context {
+	for _, o := range os {
+		ctx = o.Observe(ctx, e)
+	}
+	return ctx
+}
