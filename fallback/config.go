@@ -147,3 +147,24 @@ func (cfg *Config[In, Out]) validate() error {
 	}
 	return nil
 }
+
+// PickByHash returns a Config.Default that answers with one of answers,
+// chosen by a stable hash of key(in): the same input always gets the same
+// default (seed 001), and different inputs spread over the list.
+func PickByHash[In, Out any](answers []Out, key func(In) string) func(context.Context, In) (Out, bool) {
+	answers = append([]Out(nil), answers...)
+	return func(_ context.Context, in In) (Out, bool) {
+		if len(answers) == 0 {
+			var zero Out
+			return zero, false
+		}
+		// FNV-1a: stable across processes and releases, unlike maphash.
+		h := uint64(14695981039346656037)
+		k := key(in)
+		for i := 0; i < len(k); i++ {
+			h ^= uint64(k[i])
+			h *= 1099511628211
+		}
+		return answers[h%uint64(len(answers))], true
+	}
+}
