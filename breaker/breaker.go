@@ -134,7 +134,12 @@ type Breaker struct {
 	// trips counts trips since the last close, for cooldown growth.
 	trips  int
 	member Member
+
+	// listeners are added by Subscribe; copy-on-write under mu.
+	listeners atomic.Pointer[[]*listener]
 }
+
+type listener struct{ fn func(Transition) }
 
 // New returns a breaker configured by cfg, or an error naming every invalid
 // field.
@@ -386,6 +391,42 @@ func (b *Breaker) announce(tr Transition, publish bool) {
 	}
 	if b.cfg.OnStateChange != nil {
 		b.cfg.OnStateChange(tr)
+	}
+	if ls := b.listeners.Load(); ls != nil {
+		for _, l := range *ls {
+			l.fn(tr)
+		}
+	}
+}
+
+// Subscribe calls fn after every transition from now on, like
+// Config.OnStateChange: outside any lock, in the goroutine that caused the
+// transition. It returns a function that removes fn. Instrumentation such as
+// otelx uses it to watch breakers it did not create.
+func (b *Breaker) Subscribe(fn func(Transition)) (unsubscribe func()) {
+	l := &listener{fn: fn}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var next []*listener
+	if cur := b.listeners.Load(); cur != nil {
+		next = append(next, *cur...)
+	}
+	next = append(next, l)
+	b.listeners.Store(&next)
+	return func() {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		cur := b.listeners.Load()
+		if cur == nil {
+			return
+		}
+		kept := make([]*listener, 0, len(*cur))
+		for _, x := range *cur {
+			if x != l {
+				kept = append(kept, x)
+			}
+		}
+		b.listeners.Store(&kept)
 	}
 }
 

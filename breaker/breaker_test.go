@@ -481,3 +481,15 @@ func TestClosedPathAllocatesNothing(t *testing.T) {
 	})
 	assert.Zero(t, allocs)
 }
+
+func TestSubscribe(t *testing.T) {
+	b, _ := newBreaker(t, breaker.Config{ConsecutiveFailures: 1})
+	var got []string
+	unsubscribe := b.Subscribe(func(tr breaker.Transition) { got = append(got, tr.To.String()) })
+	other := b.Subscribe(func(breaker.Transition) {})
+	call(t, b, breaker.Failure)
+	unsubscribe()
+	other()
+	b.Reset()
+	assert.Equal(t, []string{"open"}, got)
+}

@@ -71,7 +71,7 @@ func WithMaxWait(d time.Duration, queue int) Option {
 // WithObserver reports every queued wait to o.
 func WithObserver(o Observer) Option {
 	return func(b *Bulkhead) error {
-		b.observer = o
+		b.AddObserver(o)
 		return nil
 	}
 }
@@ -92,7 +92,9 @@ type Bulkhead struct {
 	full     *FullError
 	maxWait  time.Duration
 	queueMax int
-	observer Observer
+	// observers are added by AddObserver; copy-on-write.
+	observers atomic.Pointer[[]Observer]
+	obsMu     sync.Mutex
 
 	mu    sync.Mutex
 	queue []*waiter
@@ -245,10 +247,30 @@ func (b *Bulkhead) dequeue(w *waiter) bool {
 }
 
 func (b *Bulkhead) observe(wait time.Duration, ok bool) {
-	if b.observer != nil {
-		b.observer.Waited(b.name, wait, ok)
+	if os := b.observers.Load(); os != nil {
+		for _, o := range *os {
+			o.Waited(b.name, wait, ok)
+		}
 	}
 }
+
+// AddObserver reports every queued wait from now on to o, in addition to
+// the observers already added. Instrumentation such as otelx uses it to
+// watch bulkheads it did not create.
+func (b *Bulkhead) AddObserver(o Observer) {
+	b.obsMu.Lock()
+	defer b.obsMu.Unlock()
+	var next []Observer
+	if cur := b.observers.Load(); cur != nil {
+		next = append(next, *cur...)
+	}
+	next = append(next, o)
+	b.observers.Store(&next)
+}
+
+// MaxWait returns the longest an acquisition may wait for a slot; 0 when
+// the bulkhead fails fast.
+func (b *Bulkhead) MaxWait() time.Duration { return b.maxWait }
 
 // Release returns a slot taken by Acquire or TryAcquire, handing it to the
 // longest waiter if any. Releasing more slots than were taken panics: it
