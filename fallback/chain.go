@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/tierguard/tierguard/breaker"
@@ -35,13 +34,11 @@ type Chain[In, Out any] struct {
 	timing     bool
 	epoch      time.Time
 
-	observer atomic.Pointer[observerBox]
+	observer observerSlot
 
 	flightMu sync.Mutex
 	flights  map[string]*flight[Out]
 }
-
-type observerBox struct{ o Observer }
 
 // stage is a Stage compiled for the request path.
 type stage[In, Out any] struct {
@@ -50,11 +47,7 @@ type stage[In, Out any] struct {
 	policy retry.Policy
 	try    deadline.Try
 	usage  UsageReporter[Out]
-	// parkedUntil is when a tier parked for a retired model or an exhausted
-	// quota may be tried again, in nanoseconds since the chain's epoch; 0
-	// when not parked. parkedFor says which.
-	parkedUntil atomic.Int64
-	parkedFor   atomic.Uint32
+	parking
 }
 
 // New compiles a chain from cfg, or returns an error naming every invalid
@@ -142,18 +135,7 @@ func New[In, Out any](cfg Config[In, Out]) (*Chain[In, Out], error) {
 
 // Observe adds an observer to the chain; it sees the requests that start
 // after the call. Safe to call while the chain serves requests.
-func (c *Chain[In, Out]) Observe(o Observer) {
-	for {
-		old := c.observer.Load()
-		var next Observer = o
-		if old != nil {
-			next = Observers(old.o, o)
-		}
-		if c.observer.CompareAndSwap(old, &observerBox{o: next}) {
-			return
-		}
-	}
-}
+func (c *Chain[In, Out]) Observe(o Observer) { c.observer.add(o) }
 
 // StageInfo describes one compiled stage, for instrumentation.
 type StageInfo struct {
@@ -213,8 +195,8 @@ func (c *Chain[In, Out]) Do(ctx context.Context, in In) (Result[Out], error) {
 	r := request[Out]{ctx: ctx, budget: deadline.New(ctx, 0)}
 	r.res.TierIndex = -1
 	r.res.deadline, r.res.hasDeadline = r.budget.Deadline()
-	if box := c.observer.Load(); box != nil {
-		r.obs = box.o
+	if o := c.observer.load(); o != nil {
+		r.obs = o
 		r.timing = true
 		r.start = time.Now()
 		r.ctx = r.obs.Observe(r.ctx, Event{Kind: RequestStarted, Operation: c.op, TierIndex: -1, Model: c.stages[0].Model, Provider: c.stages[0].Provider})
@@ -294,20 +276,11 @@ func (c *Chain[In, Out]) end(r *request[Out], err error, v classify.Verdict) {
 
 // fail builds the request's *Error from its trail.
 func (c *Chain[In, Out]) fail(r *request[Out], cause classify.Verdict, closed bool) (Result[Out], error) {
-	e := &Error{FailedClosed: closed, Cause: cause, Tiers: make([]TierFailure, len(c.stages))}
+	names := make([]string, len(c.stages))
 	for i := range c.stages {
-		e.Tiers[i] = TierFailure{Tier: c.stages[i].name, Index: i, Outcome: TierNotReached}
+		names[i] = c.stages[i].name
 	}
-	for _, a := range r.res.Attempts() {
-		t := &e.Tiers[a.TierIndex]
-		t.Verdict, t.Err = a.Verdict, a.Err
-		if a.Skip != NotSkipped {
-			t.Outcome, t.Skip = TierSkipped, a.Skip
-		} else {
-			t.Outcome = TierFailed
-			t.Attempts = a.N
-		}
-	}
+	e := buildError(names, r.res.Attempts(), cause, closed)
 	var zero Out
 	r.res.Value = zero
 	r.res.Source = SourceTier
@@ -321,7 +294,7 @@ func (c *Chain[In, Out]) fail(r *request[Out], cause classify.Verdict, closed bo
 // ended the tier.
 func (c *Chain[In, Out]) runStage(r *request[Out], i int, st *stage[In, Out], in In) (out Out, v classify.Verdict, err error) {
 	if skip := c.preflight(st); skip != NotSkipped {
-		err = skipError(st, skip)
+		err = skipError(st.name, st.Model, skip)
 		return out, c.skip(r, i, st, skip, err), err
 	}
 	if st.Bulkhead != nil {
@@ -456,48 +429,18 @@ var skipReasons = [...]string{
 
 // preflight says whether a tier must be skipped without any call.
 func (c *Chain[In, Out]) preflight(st *stage[In, Out]) Skip {
-	if until := st.parkedUntil.Load(); until != 0 {
-		if c.now() < until {
-			return Skip(st.parkedFor.Load())
-		}
-		st.parkedUntil.CompareAndSwap(until, 0)
-	}
-	if c.catalog != nil && st.Model != "" && !c.catalog.Available(st.Model) {
-		return SkipRetired
-	}
-	return NotSkipped
+	return st.preflight(c.epoch, c.catalog, st.Model)
 }
 
 // park takes a tier out of rotation after a failure that retrying cannot
-// fix soon: a retired model, an exhausted quota.
+// fix soon.
 func (c *Chain[In, Out]) park(st *stage[In, Out], v classify.Verdict) {
-	var why Skip
-	var d time.Duration
-	switch v.Class {
-	case classify.Retired:
-		if c.catalog != nil && st.Model != "" {
-			// The catalog remembers until its next refresh.
-			c.catalog.MarkRetired(st.Model)
-			return
-		}
-		why, d = SkipRetired, c.retirePark
-	case classify.QuotaExhausted:
-		why, d = SkipQuota, max(c.quotaPark, v.RetryAfter)
-	default:
-		return
-	}
-	st.parkedFor.Store(uint32(why))
-	st.parkedUntil.Store(c.now() + int64(d))
+	st.park(c.epoch, c.catalog, st.Model, v, c.quotaPark, c.retirePark)
 }
 
-// now is the monotonic time since the chain was built, in nanoseconds; it
-// is never 0 after the first nanosecond, which keeps 0 free for "not
-// parked".
-func (c *Chain[In, Out]) now() int64 { return int64(time.Since(c.epoch)) + 1 }
-
 // skipError is the error recorded for a preflight skip.
-func skipError[In, Out any](st *stage[In, Out], why Skip) error {
-	return &SkipError{Tier: st.name, Model: st.Model, Skip: why}
+func skipError(tier, model string, why Skip) error {
+	return &SkipError{Tier: tier, Model: model, Skip: why}
 }
 
 // SkipError reports a tier passed over by preflight: its model is retired,

@@ -127,3 +127,22 @@ func (e *Error) Unwrap() []error {
 // Verdict returns the deciding verdict, so that classify.Classify of a
 // chain's error names why the request failed.
 func (e *Error) Verdict() classify.Verdict { return e.Cause }
+
+// buildError summarises a failed request's trail per tier.
+func buildError(tiers []string, trail []Attempt, cause classify.Verdict, closed bool) *Error {
+	e := &Error{FailedClosed: closed, Cause: cause, Tiers: make([]TierFailure, len(tiers))}
+	for i, name := range tiers {
+		e.Tiers[i] = TierFailure{Tier: name, Index: i, Outcome: TierNotReached}
+	}
+	for _, a := range trail {
+		t := &e.Tiers[a.TierIndex]
+		t.Verdict, t.Err = a.Verdict, a.Err
+		if a.Skip != NotSkipped {
+			t.Outcome, t.Skip = TierSkipped, a.Skip
+		} else {
+			t.Outcome = TierFailed
+			t.Attempts = a.N
+		}
+	}
+	return e
+}

@@ -2,6 +2,7 @@ package fallback
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	"github.com/tierguard/tierguard/breaker"
@@ -27,6 +28,10 @@ const (
 	LocalAnswered
 	// RequestEnded closes a request, answered or not.
 	RequestEnded
+	// FirstChunkReceived reports a stream's commit point: its first chunk
+	// arrived (Latency is the time to first chunk). From here on the
+	// stream cannot silently switch tiers.
+	FirstChunkReceived
 )
 
 // String names the kind.
@@ -44,6 +49,8 @@ func (k EventKind) String() string {
 		return "local_answered"
 	case RequestEnded:
 		return "request_ended"
+	case FirstChunkReceived:
+		return "first_chunk_received"
 	}
 	return "invalid_event"
 }
@@ -100,6 +107,12 @@ type Event struct {
 	// deadline.Unlimited (AttemptStarted, AttemptEnded, RequestEnded).
 	Remaining time.Duration
 
+	// Chunks counts the chunks a streamed attempt delivered, and
+	// Incomplete is set when it failed after its first chunk (AttemptEnded
+	// of a stream).
+	Chunks     int
+	Incomplete bool
+
 	// Err is the failure (AttemptEnded, StageSkipped, RequestEnded).
 	Err error
 }
@@ -145,4 +158,32 @@ func (os observers) Observe(ctx context.Context, e Event) context.Context {
 		ctx = o.Observe(ctx, e)
 	}
 	return ctx
+}
+
+// observerSlot holds a chain's observers; the request path reads it with one
+// atomic load.
+type observerSlot struct {
+	p atomic.Pointer[observerBox]
+}
+
+type observerBox struct{ o Observer }
+
+func (s *observerSlot) load() Observer {
+	if b := s.p.Load(); b != nil {
+		return b.o
+	}
+	return nil
+}
+
+func (s *observerSlot) add(o Observer) {
+	for {
+		old := s.p.Load()
+		next := o
+		if old != nil {
+			next = Observers(old.o, o)
+		}
+		if s.p.CompareAndSwap(old, &observerBox{o: next}) {
+			return
+		}
+	}
 }
