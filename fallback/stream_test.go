@@ -27,7 +27,9 @@ type chunk struct {
 	finish string
 }
 
-func inspect(c chunk) fallback.ChunkInfo { return fallback.ChunkInfo{Text: c.text, FinishReason: c.finish} }
+func inspect(c chunk) fallback.ChunkInfo {
+	return fallback.ChunkInfo{Text: c.text, FinishReason: c.finish}
+}
 
 // streamScript describes one scripted stream.
 type streamScript struct {
