@@ -227,6 +227,11 @@ func (b *Breaker) allowProbe(ph *phase) (Token, error) {
 	return Token{b: b, ph: ph, probe: true}, nil
 }
 
+// Stale reports whether the breaker has changed state since the token was
+// issued (for a closed-state token: it tripped, or was reset or forced).
+// Its outcome will be ignored; a caller about to retry should stop.
+func (t Token) Stale() bool { return t.ph != nil && t.b.cur.Load() != t.ph }
+
 // IsProbe reports whether the token admitted a half-open probe.
 func (t Token) IsProbe() bool { return t.probe }
 
@@ -443,8 +448,14 @@ func (b *Breaker) ForceClosed() { b.force(Closed, "forced closed") }
 // cooldown growth forgotten, forcing undone.
 func (b *Breaker) Reset() {
 	b.mu.Lock()
+	old := b.cur.Load()
 	tr := b.switchLocked(Closed, "reset", false, time.Time{})
 	b.mu.Unlock()
+	if old.state == Closed && !old.forced {
+		// Counters were cleared, but nothing a hook counts as a
+		// transition happened.
+		return
+	}
 	b.announce(tr, true)
 }
 

@@ -340,7 +340,7 @@ func TestForceAndReset(t *testing.T) {
 		assert.Equal(t, []string{
 			"closed->open (forced open)",
 			"open->closed (forced closed)",
-			"closed->closed (reset)",
+			"closed->closed (reset)", // from forced closed: a real change
 			"closed->open (consecutive failures)",
 			"open->closed (reset)",
 		}, rec.steps())

@@ -180,10 +180,10 @@ func fromFacts(f Facts, now func() time.Time) Verdict {
 		} else {
 			v.Class, v.Reason = RateLimited, "rate limited"
 		}
-		if v.RetryAfter == 0 {
-			if ra, ok := retryInMessage(f.Message); ok {
-				v.RetryAfter = ra
-			}
+		// RetryInfo is truncated to whole seconds ("37s") while the message
+		// says "Please retry in 37.38s.": the larger avoids retrying early.
+		if ra, ok := retryInMessage(f.Message); ok {
+			v.RetryAfter = max(v.RetryAfter, ra)
 		}
 	case code == 404:
 		v.Class, v.Reason = Retired, "model not found"

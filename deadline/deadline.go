@@ -113,13 +113,37 @@ type Try struct {
 // otherwise. The returned cancel must be called when the attempt ends.
 func (b Budget) Attempt(ctx context.Context, t Try) (context.Context, context.CancelFunc, error) {
 	if !b.limited {
+		return b.AttemptAt(ctx, t, time.Time{})
+	}
+	return b.AttemptAt(ctx, t, time.Now())
+}
+
+// Admit checks that an attempt of t fits now, before the caller takes any
+// guard (a bulkhead slot, a breaker probe) for it. It returns the time it
+// read — zero for a budget without a deadline, which reads no clock — to be
+// passed to AttemptAt, so that checking and starting cost one clock read.
+func (b Budget) Admit(t Try) (time.Time, error) {
+	if !b.limited {
+		return time.Time{}, nil
+	}
+	now := time.Now()
+	remaining := b.deadline.Sub(now)
+	if avail := remaining - max(t.Reserve, 0); avail <= 0 || avail < t.MinUseful {
+		return now, Exhausted(remaining, nil)
+	}
+	return now, nil
+}
+
+// AttemptAt is Attempt with the current time supplied by the caller (from
+// Admit). now is ignored for a budget without a deadline.
+func (b Budget) AttemptAt(ctx context.Context, t Try, now time.Time) (context.Context, context.CancelFunc, error) {
+	if !b.limited {
 		if t.Cap <= 0 {
 			return ctx, noop, nil
 		}
 		c, cancel := context.WithTimeout(ctx, t.Cap)
 		return c, cancel, nil
 	}
-	now := time.Now()
 	remaining := b.deadline.Sub(now)
 	avail := remaining - max(t.Reserve, 0)
 	if avail <= 0 || avail < t.MinUseful {

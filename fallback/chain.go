@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tierguard/tierguard/breaker"
@@ -33,6 +34,10 @@ type Chain[In, Out any] struct {
 	key        func(In) string
 	timing     bool
 	epoch      time.Time
+
+	abandonAfter time.Duration
+	abandoned    atomic.Uint64
+	stuck        atomic.Int64
 
 	observer observerSlot
 
@@ -69,6 +74,8 @@ func New[In, Out any](cfg Config[In, Out]) (*Chain[In, Out], error) {
 		retirePark: cfg.RetiredRecheck,
 		key:        cfg.Key,
 		timing:     cfg.MeasureLatency,
+
+		abandonAfter: cfg.AbandonAfter,
 		epoch:      time.Now(),
 		flights:    make(map[string]*flight[Out]),
 	}
@@ -168,6 +175,9 @@ type request[Out any] struct {
 	timing bool
 	res    Result[Out]
 	start  time.Time
+	// slotHandedOff is set when an abandoned call took over the stage's
+	// bulkhead slot.
+	slotHandedOff bool
 }
 
 // Do answers in. It tries each tier in order — preflight, bulkhead,
@@ -297,7 +307,17 @@ func (c *Chain[In, Out]) runStage(r *request[Out], i int, st *stage[In, Out], in
 		err = skipError(st.name, st.Model, skip)
 		return out, c.skip(r, i, st, skip, err), err
 	}
+	// Check the time before taking any guard: a request that cannot make
+	// a useful attempt must not hold a slot or a probe someone else could
+	// use. The clock read is reused by the first attempt.
+	admitted, aerr := r.budget.Admit(st.try)
+	if aerr != nil {
+		return out, c.skip(r, i, st, SkipBudget, aerr), aerr
+	}
 	if st.Bulkhead != nil {
+		if st.Bulkhead.MaxWait() > 0 {
+			admitted = time.Time{} // it may wait: read the clock afresh
+		}
 		if err := st.Bulkhead.Acquire(r.ctx); err != nil {
 			if !errors.Is(err, bulkhead.ErrFull) {
 				// The context ended while queued for a slot.
@@ -305,7 +325,14 @@ func (c *Chain[In, Out]) runStage(r *request[Out], i int, st *stage[In, Out], in
 			}
 			return out, c.skip(r, i, st, SkipFull, err), err
 		}
-		defer st.Bulkhead.Release()
+		defer func() {
+			if r.slotHandedOff {
+				// An abandoned call keeps the slot until it returns.
+				r.slotHandedOff = false
+				return
+			}
+			st.Bulkhead.Release()
+		}()
 	}
 	var tok breaker.Token
 	if st.Breaker != nil {
@@ -321,7 +348,7 @@ func (c *Chain[In, Out]) runStage(r *request[Out], i int, st *stage[In, Out], in
 			tok.Done(breaker.Ignored)
 		}
 	}()
-	out, v, err = c.attempts(r, i, st, in)
+	out, v, err = c.attempts(r, i, st, in, tok, admitted)
 	decided = true
 	tok.Done(breaker.OutcomeFor(c.table, v.Class))
 	if err != nil {
@@ -331,9 +358,18 @@ func (c *Chain[In, Out]) runStage(r *request[Out], i int, st *stage[In, Out], in
 }
 
 // attempts calls the tier until it answers or its retry policy stops.
-func (c *Chain[In, Out]) attempts(r *request[Out], i int, st *stage[In, Out], in In) (out Out, v classify.Verdict, err error) {
+// admitted, when not zero, is the time the budget was checked at, reused by
+// the first attempt.
+func (c *Chain[In, Out]) attempts(r *request[Out], i int, st *stage[In, Out], in In, tok breaker.Token, admitted time.Time) (out Out, v classify.Verdict, err error) {
 	for n := 1; ; n++ {
-		actx, cancel, aerr := r.budget.Attempt(r.ctx, st.try)
+		var actx context.Context
+		var cancel context.CancelFunc
+		var aerr error
+		if n == 1 && !admitted.IsZero() {
+			actx, cancel, aerr = r.budget.AttemptAt(r.ctx, st.try, admitted)
+		} else {
+			actx, cancel, aerr = r.budget.Attempt(r.ctx, st.try)
+		}
 		if aerr != nil {
 			if n == 1 {
 				return out, c.skip(r, i, st, SkipBudget, aerr), aerr
@@ -349,7 +385,15 @@ func (c *Chain[In, Out]) attempts(r *request[Out], i int, st *stage[In, Out], in
 		if r.timing {
 			start = time.Now()
 		}
-		out, err = st.Tier.Call(actx, in)
+		abandoned := false
+		if c.abandonAfter > 0 {
+			out, err, abandoned = c.callDetached(actx, st, in)
+			if abandoned {
+				r.slotHandedOff = st.Bulkhead != nil
+			}
+		} else {
+			out, err = st.Tier.Call(actx, in)
+		}
 		cancel()
 		r.res.UpstreamCalls++
 		if err == nil && st.Validate != nil {
@@ -377,7 +421,19 @@ func (c *Chain[In, Out]) attempts(r *request[Out], i int, st *stage[In, Out], in
 		var zero Out
 		out = zero
 		v = classify.InContext(r.ctx, c.classifier.Classify(err))
-		a := st.policy.Decide(n, v, r.budget, st.try)
+		var a retry.Attempt
+		if abandoned {
+			// A tier that ignores its context gets no second call from
+			// this request: the stuck one still holds the slot.
+			a = retry.Attempt{N: n, Verdict: v, Stop: retry.NotRetryable}
+		} else {
+			a = st.policy.Decide(n, v, r.budget, st.try)
+			if a.Retry && tok.Stale() {
+				// The breaker opened (or changed) since this request was
+				// admitted: do not call a tier it now refuses.
+				a.Retry, a.Wait, a.Stop = false, 0, retry.CircuitOpen
+			}
+		}
 		r.res.record(Attempt{Tier: st.name, TierIndex: i, N: n, Verdict: v, Latency: latency, Wait: a.Wait, Err: err})
 		if r.obs != nil {
 			e := c.stageEvent(r, AttemptEnded, i, st, n)
@@ -391,6 +447,10 @@ func (c *Chain[In, Out]) attempts(r *request[Out], i int, st *stage[In, Out], in
 		}
 		if serr := retry.Sleep(r.ctx, a.Wait); serr != nil {
 			return out, classify.InContext(r.ctx, v), err
+		}
+		if tok.Stale() {
+			// It opened while we slept.
+			return out, v, err
 		}
 	}
 }

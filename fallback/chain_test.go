@@ -733,3 +733,74 @@ func TestTrailSpillsPastInlineCapacity(t *testing.T) {
 		assert.Equal(t, "flash", got[4].Tier)
 	})
 }
+
+// TestRetriesStopWhenTheBreakerOpens: requests admitted while the breaker
+// was closed stop retrying once other requests have tripped it.
+func TestRetriesStopWhenTheBreakerOpens(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var calls, callsWhileOpen atomic.Int64
+		br := newBreaker(t, breaker.Config{Name: "pro", ConsecutiveFailures: 3, Cooldown: time.Hour})
+		rateLimited := classify.Wrap(errors.New("429"), classify.Verdict{Class: classify.RateLimited, RetryAfter: 200 * time.Millisecond})
+		pro := fallback.Tier("pro", func(context.Context, string) (string, error) {
+			calls.Add(1)
+			if br.State() != breaker.Closed {
+				callsWhileOpen.Add(1)
+			}
+			return "", rateLimited
+		})
+		c := newChain(t, fallback.Config[string, string]{Stages: []fallback.Stage[string, string]{
+			{Tier: pro, Breaker: br, Retry: retry.Policy{MaxAttempts: 3}},
+			{Tier: newFake("flash", ok("quick"))},
+		}})
+		var wg sync.WaitGroup
+		for range 10 {
+			wg.Go(func() {
+				res, err := c.Do(context.Background(), "q")
+				assert.NoError(t, err)
+				assert.Equal(t, "quick", res.Value)
+			})
+		}
+		wg.Wait()
+		assert.Equal(t, breaker.Open, br.State())
+		assert.Zero(t, callsWhileOpen.Load(), "no retry reaches a tier whose breaker opened")
+		assert.LessOrEqual(t, calls.Load(), int64(30))
+	})
+}
+
+// TestBudgetSkipTakesNoGuard: a request that cannot make a useful attempt
+// does not take a bulkhead slot or a half-open probe.
+func TestBudgetSkipTakesNoGuard(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		bh := newBulkhead(t, "pro", 1)
+		br := newBreaker(t, breaker.Config{Name: "pro", ConsecutiveFailures: 1, Cooldown: time.Second})
+		tok, _ := br.Allow()
+		tok.Done(breaker.Failure)
+		time.Sleep(time.Second)
+		synctest.Wait()
+		require.Equal(t, breaker.HalfOpen, br.State())
+
+		c := newChain(t, fallback.Config[string, string]{
+			Stages:  []fallback.Stage[string, string]{{Tier: newFake("pro", ok("x")), Bulkhead: bh, Breaker: br, MinAttempt: time.Second}},
+			Default: func(context.Context, string) (string, bool) { return "default", true },
+		})
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancel()
+		res, err := c.Do(ctx, "q")
+		require.NoError(t, err)
+		assert.Equal(t, fallback.SkipBudget, res.Attempts()[0].Skip)
+		assert.Equal(t, uint64(0), bh.Stats().Accepted, "no slot taken")
+		probe, err := br.Allow()
+		require.NoError(t, err, "no probe taken")
+		probe.Done(breaker.Ignored)
+	})
+}
+
+func TestWaitIsRecordedOnlyWhenARetryFollows(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rateLimited := classify.Wrap(errors.New("429"), classify.Verdict{Class: classify.RateLimited, RetryAfter: 5 * time.Second})
+		c := newChain(t, fallback.Config[string, string]{Stages: stages(newFake("pro", step{err: rateLimited}), newFake("flash", ok("quick"))), Total: time.Second})
+		res, err := c.Do(context.Background(), "q")
+		require.NoError(t, err)
+		assert.Zero(t, res.Attempts()[0].Wait, "no retry followed: no wait")
+	})
+}

@@ -109,6 +109,17 @@ type Config[In, Out any] struct {
 	// MeasureLatency times every attempt even without an observer (two
 	// clock reads per attempt).
 	MeasureLatency bool
+
+	// AbandonAfter, when positive, protects the request from tiers that
+	// ignore their context: each call runs on its own goroutine, and once
+	// the attempt's context has ended the chain waits at most AbandonAfter
+	// more before it abandons the call, classifies it Transient ("call
+	// abandoned") and moves on. The abandoned call keeps its bulkhead slot
+	// until it really returns, and Chain.Stats counts it, so a stuck call
+	// is accounted for instead of leaked silently. 0 (the default) calls
+	// tiers directly: no goroutine, no allocation, and a tier that ignores
+	// its context holds the request.
+	AbandonAfter time.Duration
 }
 
 func (cfg *Config[In, Out]) validate() error {
@@ -119,8 +130,8 @@ func (cfg *Config[In, Out]) validate() error {
 	if cfg.Total < 0 {
 		errs = append(errs, fmt.Errorf("Total must not be negative, got %v", cfg.Total))
 	}
-	if cfg.MinAttempt < 0 || cfg.QuotaCooldown < 0 || cfg.RetiredRecheck < 0 {
-		errs = append(errs, errors.New("MinAttempt, QuotaCooldown and RetiredRecheck must not be negative"))
+	if cfg.MinAttempt < 0 || cfg.QuotaCooldown < 0 || cfg.RetiredRecheck < 0 || cfg.AbandonAfter < 0 {
+		errs = append(errs, errors.New("MinAttempt, QuotaCooldown, RetiredRecheck and AbandonAfter must not be negative"))
 	}
 	names := map[string]bool{}
 	for i, st := range cfg.Stages {

@@ -530,6 +530,9 @@ func (c *StreamChain[In, Chunk]) runStage(r *streamRun[In, Chunk], i int, st *st
 		err = skipError(st.name, st.Model, skip)
 		return endBeforeCommit, c.skip(r, i, st, skip, err), err
 	}
+	if _, aerr := r.budget.Admit(st.try); aerr != nil {
+		return endBeforeCommit, c.skip(r, i, st, SkipBudget, aerr), aerr
+	}
 	if st.Bulkhead != nil {
 		if err := st.Bulkhead.Acquire(r.ctx); err != nil {
 			if !errors.Is(err, bulkhead.ErrFull) {
@@ -550,7 +553,7 @@ func (c *StreamChain[In, Chunk]) runStage(r *streamRun[In, Chunk], i int, st *st
 	defer func() { tok.Done(outcome) }()
 
 	for n := 1; ; n++ {
-		end, v, err, retryable := c.attempt(r, i, st, in, n)
+		end, v, err, retryable := c.attempt(r, i, st, in, n, tok)
 		if end != endBeforeCommit {
 			outcome = streamOutcome(c.table, end, v)
 			if end == endBeforeCommit || end == endIncomplete {
@@ -579,7 +582,7 @@ func streamOutcome(t classify.Table, end stageEnd, v classify.Verdict) breaker.O
 // attempt makes one streaming call. Before its first chunk it reports
 // endBeforeCommit with whether a retry follows (after sleeping); from the
 // first chunk on it streams to the consumer and reports how it ended.
-func (c *StreamChain[In, Chunk]) attempt(r *streamRun[In, Chunk], i int, st *streamStage[In, Chunk], in In, n int) (end stageEnd, v classify.Verdict, err error, retryAgain bool) {
+func (c *StreamChain[In, Chunk]) attempt(r *streamRun[In, Chunk], i int, st *streamStage[In, Chunk], in In, n int, tok breaker.Token) (end stageEnd, v classify.Verdict, err error, retryAgain bool) {
 	remaining := r.budget.Remaining()
 	avail := remaining - st.try.Reserve
 	if avail <= 0 || avail < st.try.MinUseful {
@@ -625,6 +628,9 @@ func (c *StreamChain[In, Chunk]) attempt(r *streamRun[In, Chunk], i int, st *str
 		}
 		v = classify.InContext(r.ctx, c.classifier.Classify(cerr))
 		a := st.policy.Decide(n, v, r.budget, st.try)
+		if a.Retry && tok.Stale() {
+			a.Retry, a.Wait, a.Stop = false, 0, retry.CircuitOpen
+		}
 		latency := time.Since(start)
 		r.s.res.Attempts = append(r.s.res.Attempts, Attempt{Tier: st.name, TierIndex: i, N: n, Verdict: v, Latency: latency, Wait: a.Wait, Err: cerr})
 		if r.obs != nil {
@@ -640,7 +646,7 @@ func (c *StreamChain[In, Chunk]) attempt(r *streamRun[In, Chunk], i int, st *str
 		if serr := retry.Sleep(r.ctx, a.Wait); serr != nil {
 			return endBeforeCommit, classify.InContext(r.ctx, v), cerr, false
 		}
-		return endBeforeCommit, v, cerr, true
+		return endBeforeCommit, v, cerr, !tok.Stale()
 	}
 
 	// The commit point: from here on, no silent switch.

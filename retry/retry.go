@@ -73,7 +73,8 @@ type Attempt struct {
 	// Retry is set when another attempt follows after Wait.
 	Retry bool
 	// Wait is the delay chosen before the next attempt: the larger of the
-	// server's retry-after and the jittered backoff.
+	// server's retry-after and the jittered backoff. 0 when no attempt
+	// follows.
 	Wait time.Duration
 	// Stop says why no attempt follows a failure.
 	Stop StopReason
@@ -98,6 +99,10 @@ const (
 	DeadlineTooClose
 	// ContextDone: the context ended while waiting to retry.
 	ContextDone
+	// CircuitOpen: the tier's circuit breaker changed state since the
+	// request was admitted (it opened); retrying would call a tier the
+	// breaker now refuses. Used by the fallback chain.
+	CircuitOpen
 )
 
 // String names the reason.
@@ -115,6 +120,8 @@ func (r StopReason) String() string {
 		return "deadline too close"
 	case ContextDone:
 		return "context done"
+	case CircuitOpen:
+		return "circuit opened"
 	}
 	return "invalid stop reason"
 }
@@ -210,11 +217,11 @@ func (p Policy) Decide(n int, v classify.Verdict, b deadline.Budget, t deadline.
 	case p.Budget != nil && !p.Budget.Allow():
 		a.Stop = BudgetExhausted
 	default:
-		a.Wait = max(v.RetryAfter, p.Backoff(n))
-		if !b.Fits(a.Wait, t) {
+		wait := max(v.RetryAfter, p.Backoff(n))
+		if !b.Fits(wait, t) {
 			a.Stop = DeadlineTooClose
 		} else {
-			a.Retry = true
+			a.Retry, a.Wait = true, wait
 		}
 	}
 	return a
