@@ -76,8 +76,8 @@ func New[In, Out any](cfg Config[In, Out]) (*Chain[In, Out], error) {
 		timing:     cfg.MeasureLatency,
 
 		abandonAfter: cfg.AbandonAfter,
-		epoch:      time.Now(),
-		flights:    make(map[string]*flight[Out]),
+		epoch:        time.Now(),
+		flights:      make(map[string]*flight[Out]),
 	}
 	if c.op == "" {
 		c.op = "generate_content"
