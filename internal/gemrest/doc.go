@@ -1,0 +1,57 @@
+// Package gemrest is a minimal Gemini REST client that plugs into a
+// fallback chain as a model tier, without google.golang.org/genai.
+//
+// The root module must not depend on a vendor SDK (DESIGN.md), yet the demo,
+// the scenario benchmarks and the tests need tiers that make real HTTP calls
+// against internal/fakegemini. A [Client] is such a tier: one model, one
+// POST {BaseURL}/{APIVersion}/models/{model}:generateContent per Call, the
+// API key in the x-goog-api-key header.
+//
+//	pro, err := gemrest.New(gemrest.Config{BaseURL: url, APIKey: key, Model: "gemini-2.5-pro", Name: "pro"})
+//	// pro is a fallback.ModelTier[gemrest.Request, gemrest.Response]
+//
+// Each tier may build its own request from the chain's input (seed 000: a
+// Flash prompt is not the Pro prompt): [NewTier] adapts a Client to any
+// input type with a function that builds the [Request].
+//
+// # Errors
+//
+// Every error classifies correctly with classify.Classify:
+//
+//   - a non-2xx answer is read with classify.ResponseError (at most
+//     classify.MaxErrorBody bytes), so 503 is Transient, 429 RateLimited or
+//     QuotaExhausted with the RetryInfo delay, 404 Retired, a 400 over the
+//     token limit ContextTooLong, API_KEY_INVALID Auth, an HTML 502 page
+//     from a proxy Transient;
+//   - a 200 whose prompt was blocked (promptFeedback.blockReason), or whose
+//     candidate stopped for SAFETY, PROHIBITED_CONTENT, BLOCKLIST, SPII or
+//     IMAGE_SAFETY, is Safety: never route around a policy decision. The
+//     error matches [ErrPromptBlocked] or [ErrAnswerBlocked];
+//   - a 200 without candidates, or whose candidate has no finish reason (the
+//     answer may be cut short), is InvalidOutput (a *validate.Error), as is a
+//     body larger than Config.MaxResponseBytes ([ErrResponseTooLarge]): the
+//     transport was healthy, the next tier may answer;
+//   - a 200 whose body is not the JSON of a GenerateContentResponse is
+//     Transient: a model does not produce a broken envelope, a proxy or a
+//     half-dead connection does, and the same request usually succeeds on
+//     the next attempt. It counts against the breaker, as it should;
+//   - a body cut short by a dropped connection (io.ErrUnexpectedEOF), a
+//     reset, or a connection closed before any answer is Transient; the
+//     attempt's context ending is a context error, which the chain tells
+//     apart as a per-try timeout or the end of the request's budget.
+//
+// Error strings name the model, the operation and the class of failure.
+// They never contain the prompt, the answer or the API key; upstream error
+// messages stay inside *classify.HTTPError's Facts for callers who choose
+// to log them.
+//
+// The answer's text is not validated here beyond the checks above: attach a
+// validator (validate.NonEmpty, validate.JSON, validate.Decode) to the
+// stage, with validate.Field and [Response.Text].
+//
+// # Catalog
+//
+// [Client.ListModels] lists the models that support generateContent,
+// following nextPageToken; pass it to fallback.NewCatalog so the chain skips
+// a retired model without calling it.
+package gemrest
