@@ -420,7 +420,7 @@ func (c *Chain[In, Out]) attempts(r *request[Out], i int, st *stage[In, Out], in
 		}
 		var zero Out
 		out = zero
-		v = classify.InContext(r.ctx, c.classifier.Classify(err))
+		v = classify.InContext(r.ctx, st.policy.Classifier.Classify(err))
 		var a retry.Attempt
 		if abandoned {
 			// A tier that ignores its context gets no second call from

@@ -41,7 +41,8 @@ type Stage[In, Out any] struct {
 	Breaker *breaker.Breaker
 	// Retry is the tier's retry policy; the zero value retries transient
 	// failures twice with full jitter. Set MaxAttempts to 1 to disable.
-	// Its Table and Classifier default to the chain's.
+	// Its Table and Classifier default to the chain's; a stage with its
+	// own Classifier classifies its tier's errors with it.
 	Retry retry.Policy
 	// TryTimeout caps each attempt; 0 means an attempt may use all the time
 	// the reserve leaves.

@@ -13,6 +13,7 @@ import (
 	"github.com/tierguard/tierguard/bulkhead"
 	"github.com/tierguard/tierguard/classify"
 	"github.com/tierguard/tierguard/fallback"
+	"github.com/tierguard/tierguard/retry"
 )
 
 // fake is a scripted tier: it answers with the next scripted step, or with
@@ -94,6 +95,8 @@ func stages(tiers ...fallback.ModelTier[string, string]) []fallback.Stage[string
 	}
 	return out
 }
+
+func retryWith(c classify.Classifier) retry.Policy { return retry.Policy{Classifier: c} }
 
 // mapCache is a Cache and CacheWriter over a map.
 type mapCache struct {

@@ -626,7 +626,7 @@ func (c *StreamChain[In, Chunk]) attempt(r *streamRun[In, Chunk], i int, st *str
 		case !ok && cerr == nil:
 			cerr = classify.Wrap(ErrEmptyStream, classify.Verdict{Class: classify.InvalidOutput, Reason: "empty stream"})
 		}
-		v = classify.InContext(r.ctx, c.classifier.Classify(cerr))
+		v = classify.InContext(r.ctx, st.policy.Classifier.Classify(cerr))
 		a := st.policy.Decide(n, v, r.budget, st.try)
 		if a.Retry && tok.Stale() {
 			a.Retry, a.Wait, a.Stop = false, 0, retry.CircuitOpen
@@ -712,7 +712,7 @@ func (c *StreamChain[In, Chunk]) attempt(r *streamRun[In, Chunk], i int, st *str
 		if st.Validate != nil {
 			if verr := st.Validate.Validate(text.String()); verr != nil {
 				verr = validate.AsInvalidOutput(verr)
-				v = c.classifier.Classify(verr)
+				v = st.policy.Classifier.Classify(verr)
 				c.attemptEnded(r, i, st, n, start, chunks, v, verr, false)
 				r.yield(*new(Chunk), verr)
 				return endDone, v, verr, false
@@ -729,7 +729,7 @@ func (c *StreamChain[In, Chunk]) attempt(r *streamRun[In, Chunk], i int, st *str
 		v = classify.Verdict{Class: classify.Transient, Reason: "stream ended without a finish reason"}
 	default:
 		cause = cerr
-		v = classify.InContext(r.ctx, c.classifier.Classify(cerr))
+		v = classify.InContext(r.ctx, st.policy.Classifier.Classify(cerr))
 	}
 	ie := &IncompleteError{Tier: st.name, Chunks: chunks, Bytes: res.Bytes, FinishReason: finish, Cause: cause, V: v}
 	c.attemptEnded(r, i, st, n, start, chunks, v, ie, true)

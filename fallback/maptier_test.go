@@ -1,0 +1,65 @@
+package fallback_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tierguard/tierguard/classify"
+	"github.com/tierguard/tierguard/fallback"
+)
+
+type reply struct {
+	text   string
+	tokens int64
+}
+
+func TestMapTier(t *testing.T) {
+	inner := fallback.Tier("pro", func(_ context.Context, q string) (int, error) {
+		if q == "fail" {
+			return 0, classErr(classify.Transient)
+		}
+		return len(q), nil
+	})
+	plain := fallback.MapTier(inner, func(n int) reply { return reply{text: "len", tokens: int64(n)} }, nil)
+	assert.Equal(t, "pro", plain.Name())
+	_, reports := plain.(fallback.UsageReporter[reply])
+	assert.False(t, reports)
+
+	mapped := fallback.MapTier(inner, func(n int) reply { return reply{text: "len", tokens: int64(n)} },
+		func(r reply) (fallback.Usage, bool) { return fallback.Usage{OutputTokens: r.tokens}, true })
+	out, err := mapped.Call(context.Background(), "abcd")
+	require.NoError(t, err)
+	assert.Equal(t, reply{text: "len", tokens: 4}, out)
+	u, ok := mapped.(fallback.UsageReporter[reply]).Usage(out)
+	require.True(t, ok)
+	assert.Equal(t, int64(4), u.OutputTokens)
+
+	_, err = mapped.Call(context.Background(), "fail")
+	assert.Equal(t, classify.Transient, classify.Classify(err).Class)
+	assert.False(t, errors.Is(err, context.Canceled))
+}
+
+// A stage's own classifier classifies its tier's errors.
+func TestStageClassifier(t *testing.T) {
+	type vendorErr struct{ error }
+	rule := func(err error) (classify.Verdict, bool) {
+		var v vendorErr
+		if errors.As(err, &v) {
+			return classify.Verdict{Class: classify.Auth}, true
+		}
+		return classify.Verdict{}, false
+	}
+	pro := fallback.Tier("pro", func(context.Context, string) (string, error) { return "", vendorErr{errors.New("401")} })
+	c := newChain(t, fallback.Config[string, string]{Stages: []fallback.Stage[string, string]{
+		{Tier: pro, Retry: retryWith(classify.New(rule))},
+		{Tier: newFake("flash", ok("quick"))},
+	}})
+	_, err := c.Do(context.Background(), "q")
+	var fe *fallback.Error
+	require.ErrorAs(t, err, &fe)
+	assert.True(t, fe.FailedClosed, "the stage's classifier saw Auth")
+}
