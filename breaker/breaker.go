@@ -2,6 +2,7 @@ package breaker
 
 import (
 	"errors"
+	"math"
 	"math/rand/v2"
 	"strconv"
 	"sync"
@@ -381,11 +382,19 @@ func (b *Breaker) switchLocked(to State, reason string, forced bool, openUntil t
 func (b *Breaker) cooldown() time.Duration {
 	d := b.cfg.Cooldown
 	for i := 1; i < b.trips && d < b.cfg.MaxCooldown; i++ {
+		if d > b.cfg.MaxCooldown/2 {
+			d = b.cfg.MaxCooldown // doubling would pass the cap (or overflow)
+			break
+		}
 		d *= 2
 	}
 	d = min(d, b.cfg.MaxCooldown)
 	if j := b.cfg.CooldownJitter; j > 0 {
-		d = time.Duration(float64(d) * (1 - j + 2*j*rand.Float64()))
+		f := float64(d) * (1 - j + 2*j*rand.Float64())
+		if f >= float64(math.MaxInt64) {
+			return time.Duration(math.MaxInt64)
+		}
+		d = time.Duration(f)
 	}
 	return d
 }

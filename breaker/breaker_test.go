@@ -493,3 +493,18 @@ func TestSubscribe(t *testing.T) {
 	b.Reset()
 	assert.Equal(t, []string{"open"}, got)
 }
+
+func TestHugeCooldownsDoNotOverflow(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b, _ := newBreaker(t, breaker.Config{ConsecutiveFailures: 1, Cooldown: time.Duration(1) << 61, MaxCooldown: time.Duration(1<<63 - 1), CooldownJitter: 0.5})
+		for range 4 {
+			call(t, b, breaker.Failure)
+			_, err := b.Allow()
+			var oe *breaker.OpenError
+			require.ErrorAs(t, err, &oe)
+			assert.Positive(t, oe.RetryIn())
+			b.ForceOpen()
+			b.Reset()
+		}
+	})
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"strconv"
 	"time"
@@ -181,6 +182,10 @@ var defaultTable = classify.DefaultTable()
 func (p Policy) Backoff(n int) time.Duration {
 	ceiling := p.BaseDelay
 	for i := 1; i < n && ceiling < p.MaxDelay; i++ {
+		if ceiling > p.MaxDelay/2 {
+			ceiling = p.MaxDelay // doubling would pass the cap (or overflow)
+			break
+		}
 		ceiling *= 2
 	}
 	ceiling = min(ceiling, p.MaxDelay)
@@ -192,10 +197,18 @@ func (p Policy) Backoff(n int) time.Duration {
 		return ceiling
 	case EqualJitter:
 		half := ceiling / 2
-		return half + rand.N(ceiling-half+1)
+		return half + upTo(ceiling-half)
 	default:
-		return rand.N(ceiling + 1)
+		return upTo(ceiling)
 	}
+}
+
+// upTo returns a uniform random duration in [0, d], d > 0.
+func upTo(d time.Duration) time.Duration {
+	if d == math.MaxInt64 {
+		return rand.N(d)
+	}
+	return rand.N(d + 1)
 }
 
 // Decide chooses what follows failed attempt n (n ≥ 1) with verdict v, under

@@ -266,3 +266,28 @@ func TestRunSuccessAllocatesNothing(t *testing.T) {
 	fn := func(context.Context) (string, error) { return "ok", nil }
 	assert.Zero(t, testing.AllocsPerRun(100, func() { _, _ = retry.Run(ctx, p, fn) }))
 }
+
+func TestBackoffNeverOverflows(t *testing.T) {
+	p := retry.Policy{BaseDelay: time.Duration(1) << 61, MaxDelay: time.Duration(1<<63 - 1), Jitter: retry.NoJitter}.WithDefaults()
+	for n := 1; n < 70; n++ {
+		d := p.Backoff(n)
+		assert.GreaterOrEqual(t, d, time.Duration(0), "attempt %d", n)
+	}
+	p.Jitter = retry.FullJitter
+	assert.GreaterOrEqual(t, p.Backoff(64), time.Duration(0))
+}
+
+func FuzzBackoff(f *testing.F) {
+	f.Add(int64(time.Millisecond), int64(time.Second), 3, uint8(0))
+	f.Add(int64(1)<<62, int64(1<<63-1), 64, uint8(2))
+	f.Fuzz(func(t *testing.T, base, maxDelay int64, n int, jitter uint8) {
+		p := retry.Policy{BaseDelay: time.Duration(base), MaxDelay: time.Duration(maxDelay), Jitter: retry.Jitter(jitter % 3)}
+		if p.Validate() != nil || n < 1 || n > 1000 {
+			return
+		}
+		p = p.WithDefaults()
+		if d := p.Backoff(n); d < 0 || d > p.MaxDelay {
+			t.Fatalf("Backoff(%d) = %v with %+v", n, d, p)
+		}
+	})
+}
