@@ -1,0 +1,88 @@
+package otelx_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"sort"
+
+	"go.opentelemetry.io/otel/attribute"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
+	"github.com/tierguard/tierguard/classify"
+	"github.com/tierguard/tierguard/fallback"
+	"github.com/tierguard/tierguard/otelx"
+	"github.com/tierguard/tierguard/retry"
+)
+
+// The primary model is down; the fallback answers. One Instrument call
+// makes the decision visible: the metrics count a degraded answer, the log
+// explains it.
+func Example() {
+	// A manual reader stands in for your exporter (Prometheus, OTLP).
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	defer func() { _ = mp.Shutdown(context.Background()) }()
+	// Time and durations are dropped so that the output is stable.
+	logger := slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{
+		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+			switch a.Key {
+			case slog.TimeKey, "latency_ms":
+				return slog.Attr{}
+			}
+			return a
+		},
+	}))
+
+	pro := fallback.Tier("pro", func(context.Context, string) (string, error) {
+		return "", &classify.HTTPError{Facts: classify.Facts{HTTPStatus: 503, Status: "UNAVAILABLE"}}
+	})
+	flash := fallback.Tier("flash", func(context.Context, string) (string, error) {
+		return "A circuit breaker stops calls to a failing dependency.", nil
+	})
+	chain, err := fallback.New(fallback.Config[string, string]{Stages: []fallback.Stage[string, string]{
+		{Tier: pro, Model: "gemini-2.5-pro", Provider: "gcp.gemini", Retry: retry.Policy{MaxAttempts: 1}},
+		{Tier: flash, Model: "gemini-2.5-flash", Provider: "gcp.gemini"},
+	}})
+	if err != nil {
+		panic(err)
+	}
+	inst, err := otelx.Instrument(chain, otelx.Options{MeterProvider: mp, Logger: logger})
+	if err != nil {
+		panic(err)
+	}
+	defer func() { _ = inst.Close() }()
+
+	ctx := otelx.WithRequestID(context.Background(), "req-42")
+	res, err := chain.Do(ctx, "What is a circuit breaker?")
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("answered by", res.Tier, "degraded:", res.Degraded)
+
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(ctx, &rm); err != nil {
+		panic(err)
+	}
+	var lines []string
+	for _, m := range rm.ScopeMetrics[0].Metrics {
+		if sum, ok := m.Data.(metricdata.Sum[int64]); ok && (m.Name == otelx.MetricAttempts || m.Name == otelx.MetricRequests) {
+			for _, p := range sum.DataPoints {
+				lines = append(lines, fmt.Sprintf("%s{%s} %d", m.Name, p.Attributes.Encoded(attribute.DefaultEncoder()), p.Value))
+			}
+		}
+	}
+	sort.Strings(lines)
+	for _, l := range lines {
+		fmt.Println(l)
+	}
+	// Output:
+	// level=WARN msg="tierguard: tier failed, falling back" operation=generate_content request_id=req-42 tier=pro tier_index=0 model=gemini-2.5-pro provider=gcp.gemini attempt=1 class=transient http_status=503 status=UNAVAILABLE reason="server error" retryable=true retry=false stop="attempts exhausted" route=next_tier
+	// level=WARN msg="tierguard: request answered degraded" operation=generate_content request_id=req-42 source=tier tier=flash tier_index=1 degraded=true upstream_calls=2
+	// answered by flash degraded: true
+	// tierguard.attempts{gen_ai.operation.name=generate_content,tierguard.class=ok,tierguard.tier.name=flash} 1
+	// tierguard.attempts{gen_ai.operation.name=generate_content,tierguard.class=transient,tierguard.tier.name=pro} 1
+	// tierguard.requests{gen_ai.operation.name=generate_content,tierguard.degraded=true,tierguard.source=tier,tierguard.tier.name=flash} 1
+}

@@ -1,0 +1,237 @@
+package otelx
+
+import (
+	"context"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/tierguard/tierguard/breaker"
+	"github.com/tierguard/tierguard/bulkhead"
+)
+
+// watchList is the set of guards the gauge callback reads. It is immutable
+// once published; writers copy it under Instrumentation.mu.
+type watchList struct {
+	breakers  []*watchedBreaker
+	bulkheads []*watchedBulkhead
+}
+
+type watchedBreaker struct {
+	b     *breaker.Breaker
+	attrs *attrs
+	unsub func()
+	once  sync.Once
+}
+
+func (w *watchedBreaker) stop() { w.once.Do(w.unsub) }
+
+// watchedBulkhead is the bulkhead.Observer otelx adds to a bulkhead. A
+// bulkhead cannot drop an observer, so unwatching silences it instead.
+type watchedBulkhead struct {
+	i       *Instrumentation
+	b       *bulkhead.Bulkhead
+	attrs   *attrs
+	stopped atomic.Bool
+}
+
+// Waited records a queued acquisition's wait.
+func (w *watchedBulkhead) Waited(name string, wait time.Duration, acquired bool) {
+	if !w.stopped.Load() {
+		w.i.waited(name, wait, acquired)
+	}
+}
+
+// WatchBreaker exports b's state as tierguard.breaker.state and counts and
+// logs its transitions, until unwatch is called or the Instrumentation is
+// closed. Watching a watched breaker again returns the first unwatch.
+func (i *Instrumentation) WatchBreaker(b *breaker.Breaker) (unwatch func()) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if i.closed.Load() {
+		return func() {}
+	}
+	cur := i.watched.Load()
+	for _, w := range cur.breakers {
+		if w.b == b {
+			return func() { i.unwatchBreaker(w) }
+		}
+	}
+	w := &watchedBreaker{b: b, attrs: newAttrs(AttrBreaker.String(b.Name()))}
+	w.unsub = b.Subscribe(i.breakerTransition)
+	next := &watchList{breakers: append(slices.Clip(cur.breakers), w), bulkheads: cur.bulkheads}
+	i.watched.Store(next)
+	i.hookedMu.Lock()
+	delete(i.hooked, b.Name())
+	i.hookedMu.Unlock()
+	return func() { i.unwatchBreaker(w) }
+}
+
+func (i *Instrumentation) unwatchBreaker(w *watchedBreaker) {
+	i.mu.Lock()
+	cur := i.watched.Load()
+	next := &watchList{bulkheads: cur.bulkheads}
+	for _, x := range cur.breakers {
+		if x != w {
+			next.breakers = append(next.breakers, x)
+		}
+	}
+	i.watched.Store(next)
+	i.mu.Unlock()
+	w.stop()
+}
+
+// WatchBulkhead exports b's accepted, rejected, in-flight, queued and limit
+// figures and records its queue waits, until unwatch is called or the
+// Instrumentation is closed. Watching a watched bulkhead again returns the
+// first unwatch.
+func (i *Instrumentation) WatchBulkhead(b *bulkhead.Bulkhead) (unwatch func()) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if i.closed.Load() {
+		return func() {}
+	}
+	cur := i.watched.Load()
+	for _, w := range cur.bulkheads {
+		if w.b == b {
+			return func() { i.unwatchBulkhead(w) }
+		}
+	}
+	w := &watchedBulkhead{i: i, b: b, attrs: newAttrs(AttrBulkhead.String(b.Name()))}
+	b.AddObserver(w)
+	next := &watchList{breakers: cur.breakers, bulkheads: append(slices.Clip(cur.bulkheads), w)}
+	i.watched.Store(next)
+	return func() { i.unwatchBulkhead(w) }
+}
+
+func (i *Instrumentation) unwatchBulkhead(w *watchedBulkhead) {
+	i.mu.Lock()
+	cur := i.watched.Load()
+	next := &watchList{breakers: cur.breakers}
+	for _, x := range cur.bulkheads {
+		if x != w {
+			next.bulkheads = append(next.bulkheads, x)
+		}
+	}
+	i.watched.Store(next)
+	i.mu.Unlock()
+	w.stopped.Store(true)
+}
+
+// OnBreakerTransition counts and logs tr, and keeps the breaker's last
+// state for tierguard.breaker.state. Use it as breaker.Config.OnStateChange
+// for breakers that cannot be watched one by one, such as the members of a
+// breaker.Group, which are created on first use. Transitions of a breaker
+// watched by name are ignored here: its subscription reports them.
+func (i *Instrumentation) OnBreakerTransition(tr breaker.Transition) {
+	if i.closed.Load() {
+		return
+	}
+	for _, w := range i.watched.Load().breakers {
+		if w.b.Name() == tr.Name {
+			return
+		}
+	}
+	i.hookedMu.Lock()
+	i.hooked[tr.Name] = tr.To
+	i.hookedMu.Unlock()
+	i.breakerTransition(tr)
+}
+
+// Waited records a bulkhead's queue wait as tierguard.bulkhead.queue.wait.
+// It makes the Instrumentation a bulkhead.Observer, for bulkhead.WithObserver
+// on bulkheads that cannot be watched one by one, such as the members of a
+// bulkhead.Group. Waits of a bulkhead watched by name are ignored here.
+func (i *Instrumentation) Waited(name string, wait time.Duration, acquired bool) {
+	if i.closed.Load() {
+		return
+	}
+	for _, w := range i.watched.Load().bulkheads {
+		if w.b.Name() == name {
+			return
+		}
+	}
+	i.waited(name, wait, acquired)
+}
+
+var _ bulkhead.Observer = (*Instrumentation)(nil)
+
+type waitKey struct {
+	name     string
+	acquired bool
+}
+
+func (i *Instrumentation) waited(name string, wait time.Duration, acquired bool) {
+	k := waitKey{name, acquired}
+	v, ok := i.waits.Load(k)
+	if !ok {
+		v, _ = i.waits.LoadOrStore(k, newAttrs(AttrBulkhead.String(name), AttrAcquired.Bool(acquired)))
+	}
+	ctx := context.Background()
+	i.m.queueWait.Record(ctx, wait.Seconds(), v.(*attrs).rec...)
+	if i.logEnabled(ctx, slog.LevelDebug) {
+		i.logger.LogAttrs(ctx, slog.LevelDebug, "tierguard: bulkhead wait",
+			slog.String("bulkhead", name), slog.Float64("queue_wait_ms", ms(wait)), slog.Bool("acquired", acquired))
+	}
+}
+
+type transitionKey struct {
+	name, reason string
+	from, to     breaker.State
+}
+
+// breakerTransition counts and logs one transition. It runs in the
+// goroutine that caused it (a request, or the cooldown timer).
+func (i *Instrumentation) breakerTransition(tr breaker.Transition) {
+	k := transitionKey{tr.Name, tr.Reason, tr.From, tr.To}
+	v, ok := i.transitions.Load(k)
+	if !ok {
+		v, _ = i.transitions.LoadOrStore(k, newAttrs(AttrBreaker.String(tr.Name),
+			AttrBreakerFrom.String(tr.From.String()), AttrBreakerTo.String(tr.To.String()), AttrBreakerReason.String(tr.Reason)))
+	}
+	ctx := context.Background()
+	i.m.transitions.Add(ctx, 1, v.(*attrs).add...)
+	level, msg := slog.LevelInfo, "tierguard: circuit "+tr.To.String()
+	if tr.To == breaker.Open {
+		level = slog.LevelWarn
+	}
+	if i.logEnabled(ctx, level) {
+		var b logBuf
+		b.add(slog.String("breaker", tr.Name))
+		b.add(slog.String("from", tr.From.String()))
+		b.add(slog.String("to", tr.To.String()))
+		b.add(slog.String("reason", tr.Reason))
+		b.add(slog.Uint64("generation", tr.Generation))
+		if !tr.OpenUntil.IsZero() {
+			b.add(slog.Float64("cooldown_ms", ms(tr.OpenUntil.Sub(tr.At))))
+		}
+		i.logger.LogAttrs(ctx, level, msg, b.attrs()...)
+	}
+}
+
+// collect reports the watched guards' figures to the observable
+// instruments.
+func (i *Instrumentation) collect(_ context.Context, o metric.Observer) error {
+	w := i.watched.Load()
+	for _, b := range w.breakers {
+		o.ObserveInt64(i.m.breakerState, int64(b.b.State()), b.attrs.obs...)
+	}
+	i.hookedMu.Lock()
+	for name, st := range i.hooked {
+		o.ObserveInt64(i.m.breakerState, int64(st), metric.WithAttributes(AttrBreaker.String(name)))
+	}
+	i.hookedMu.Unlock()
+	for _, b := range w.bulkheads {
+		s := b.b.Stats()
+		o.ObserveInt64(i.m.bhAccepted, int64(s.Accepted), b.attrs.obs...)
+		o.ObserveInt64(i.m.bhRejected, int64(s.Rejected), b.attrs.obs...)
+		o.ObserveInt64(i.m.bhInFlight, int64(s.InFlight), b.attrs.obs...)
+		o.ObserveInt64(i.m.bhQueued, int64(s.Waiting), b.attrs.obs...)
+		o.ObserveInt64(i.m.bhLimit, int64(s.Max), b.attrs.obs...)
+	}
+	return nil
+}

@@ -1,0 +1,109 @@
+package otelx
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/tierguard/tierguard/classify"
+	"github.com/tierguard/tierguard/deadline"
+	"github.com/tierguard/tierguard/fallback"
+)
+
+// logEnabled reports whether a log event at level would be written; the
+// attributes are built only then.
+func (i *Instrumentation) logEnabled(ctx context.Context, level slog.Level) bool {
+	return i.logger != nil && i.logger.Enabled(ctx, level)
+}
+
+// logBuf collects a log event's attributes without growing a slice.
+type logBuf struct {
+	a [32]slog.Attr
+	n int
+}
+
+func (b *logBuf) add(a slog.Attr) {
+	if b.n < len(b.a) {
+		b.a[b.n] = a
+		b.n++
+	}
+}
+
+func (b *logBuf) attrs() []slog.Attr { return b.a[:b.n] }
+
+// kvBuf collects a span's attributes without growing a slice.
+type kvBuf struct {
+	a [14]attribute.KeyValue
+	n int
+}
+
+func (b *kvBuf) put(kv attribute.KeyValue) {
+	if b.n < len(b.a) {
+		b.a[b.n] = kv
+		b.n++
+	}
+}
+
+func (b *kvBuf) slice() []attribute.KeyValue { return b.a[:b.n] }
+
+// common adds what every request event carries: the operation, the
+// request's labels, and the trace and span ids to find its spans by.
+func (r *reqState) common(b *logBuf, op string, sc trace.SpanContext) {
+	b.add(slog.String("operation", op))
+	if r.id != "" {
+		b.add(slog.String("request_id", r.id))
+	}
+	if r.tenant != "" {
+		b.add(slog.String("tenant", r.tenant))
+	}
+	if r.scenario != "" {
+		b.add(slog.String("scenario", r.scenario))
+	}
+	for _, kv := range r.labels {
+		b.add(slog.Any(string(kv.Key), kv.Value.AsInterface()))
+	}
+	if sc.IsValid() {
+		b.add(slog.String("trace_id", sc.TraceID().String()))
+		b.add(slog.String("span_id", sc.SpanID().String()))
+	}
+}
+
+// stageLog names the event's tier.
+func stageLog(b *logBuf, e *fallback.Event) {
+	b.add(slog.String("tier", e.Tier))
+	b.add(slog.Int("tier_index", e.TierIndex))
+	if e.Model != "" {
+		b.add(slog.String("model", e.Model))
+	}
+	if e.Provider != "" {
+		b.add(slog.String("provider", e.Provider))
+	}
+}
+
+// verdictLog adds a verdict's fields; each is safe to export by
+// classify's contract (class, status code, canonical status name, fixed
+// reason phrase).
+func verdictLog(b *logBuf, v classify.Verdict, className string) {
+	b.add(slog.String("class", className))
+	if v.HTTPStatus != 0 {
+		b.add(slog.Int("http_status", v.HTTPStatus))
+	}
+	if v.Status != "" {
+		b.add(slog.String("status", v.Status))
+	}
+	if v.Reason != "" {
+		b.add(slog.String("reason", v.Reason))
+	}
+}
+
+func remainingLog(b *logBuf, remaining time.Duration) {
+	if remaining != deadline.Unlimited {
+		b.add(slog.Float64("deadline_remaining_ms", ms(max(remaining, 0))))
+	}
+}
+
+// ms converts d to milliseconds, keeping microseconds.
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

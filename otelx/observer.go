@@ -1,0 +1,580 @@
+package otelx
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/tierguard/tierguard/classify"
+	"github.com/tierguard/tierguard/deadline"
+	"github.com/tierguard/tierguard/fallback"
+	"github.com/tierguard/tierguard/retry"
+	"github.com/tierguard/tierguard/validate"
+)
+
+var _ fallback.Observer = (*Instrumentation)(nil)
+
+// reqState is one request's instrumentation state. It is also the
+// request's context: RequestStarted returns it, so that the chain hands it
+// back with every later event of the request, and one allocation serves
+// both. Its mutable fields are touched only by the request's goroutine;
+// Value, which a tier's goroutine may call, reads only fields set before
+// the context is handed out.
+type reqState struct {
+	context.Context
+	inst *Instrumentation
+	// started is set for a request seen from RequestStarted on; events of
+	// a request that was not are exported without spans.
+	started bool
+	op      *opState
+	span    trace.Span
+	attempt trace.Span
+	// sc is the request span's context, for log correlation.
+	sc trace.SpanContext
+	// cur is the stage of the current attempt; answered the stage of the
+	// last successful attempt.
+	cur      *stageState
+	answered *stageState
+	// last is when the previous decision was observed, kept only for
+	// chains whose bulkheads may queue; queueWait is the wait measured
+	// before the current attempt, or -1.
+	last      time.Time
+	queueWait time.Duration
+
+	id, tenant, scenario string
+	labels               []attribute.KeyValue
+	// extra are the labels copied onto metrics (Options.MetricAttributes);
+	// nil when none.
+	extra []attribute.KeyValue
+}
+
+// Value answers the request state for its Instrumentation and defers every
+// other key to the parent.
+func (r *reqState) Value(key any) any {
+	if k, ok := key.(*Instrumentation); ok && k == r.inst {
+		return r
+	}
+	return r.Context.Value(key)
+}
+
+func (r *reqState) add(a *attrs) []metric.AddOption {
+	if r.extra == nil {
+		return a.add
+	}
+	return []metric.AddOption{metric.WithAttributeSet(r.merge(a))}
+}
+
+func (r *reqState) rec(a *attrs) []metric.RecordOption {
+	if r.extra == nil {
+		return a.rec
+	}
+	return []metric.RecordOption{metric.WithAttributeSet(r.merge(a))}
+}
+
+func (r *reqState) merge(a *attrs) attribute.Set {
+	return attribute.NewSet(append(a.set.ToSlice(), r.extra...)...)
+}
+
+// Observe exports one decision of a chain. It implements fallback.Observer:
+// for RequestStarted it returns the request's context with the request
+// span, for AttemptStarted the attempt's context with the attempt span, so
+// that the tier's own spans (its HTTP client's) nest under the attempt.
+func (i *Instrumentation) Observe(ctx context.Context, e fallback.Event) context.Context {
+	if e.Kind == fallback.RequestStarted {
+		if i.closed.Load() {
+			return ctx
+		}
+		return i.requestStarted(ctx, &e)
+	}
+	r, _ := ctx.Value(i).(*reqState)
+	if r == nil {
+		if i.closed.Load() {
+			return ctx
+		}
+		r = i.unstarted(ctx, &e)
+	}
+	switch e.Kind {
+	case fallback.AttemptStarted:
+		return i.attemptStarted(ctx, r, &e)
+	case fallback.AttemptEnded:
+		i.attemptEnded(ctx, r, &e)
+	case fallback.StageSkipped:
+		i.stageSkipped(ctx, r, &e)
+	case fallback.LocalAnswered:
+		i.localAnswered(ctx, r, &e)
+	case fallback.RequestEnded:
+		i.requestEnded(ctx, r, &e)
+	case fallback.FirstChunkReceived:
+		i.firstChunk(ctx, r, &e)
+	}
+	return ctx
+}
+
+// readLabels reads the request labels from ctx.
+func (i *Instrumentation) readLabels(r *reqState, ctx context.Context) {
+	r.id, r.tenant, r.scenario = RequestID(ctx), Tenant(ctx), Scenario(ctx)
+	r.labels = Attributes(ctx)
+	if len(i.metricKeys) == 0 {
+		return
+	}
+	for _, k := range i.metricKeys {
+		var v string
+		found := false
+		switch k {
+		case KeyRequestID:
+			v, found = r.id, r.id != ""
+		case KeyTenant:
+			v, found = r.tenant, r.tenant != ""
+		case KeyScenario:
+			v, found = r.scenario, r.scenario != ""
+		default:
+			for _, kv := range r.labels {
+				if kv.Key == k {
+					r.extra = append(r.extra, kv)
+				}
+			}
+			continue
+		}
+		if found {
+			r.extra = append(r.extra, k.String(v))
+		}
+	}
+}
+
+// unstarted builds the state of a request whose RequestStarted this
+// Instrumentation did not see (it was closed, or the events come from
+// elsewhere): metrics and logs only.
+func (i *Instrumentation) unstarted(ctx context.Context, e *fallback.Event) *reqState {
+	r := &reqState{Context: ctx, inst: i, queueWait: -1}
+	r.op = i.op(opKey{op: e.Operation})
+	r.sc = trace.SpanContextFromContext(ctx)
+	i.readLabels(r, ctx)
+	return r
+}
+
+func (i *Instrumentation) requestStarted(ctx context.Context, e *fallback.Event) context.Context {
+	r := &reqState{inst: i, started: true, queueWait: -1}
+	r.op = i.op(opKey{op: e.Operation, model: e.Model, provider: e.Provider})
+	i.readLabels(r, ctx)
+	if i.traces {
+		ctx, r.span = i.tracer.Start(ctx, r.op.spanName, r.op.spanStart...)
+		if r.span.IsRecording() {
+			i.requestLabels(r)
+		}
+		r.sc = r.span.SpanContext()
+	} else {
+		r.sc = trace.SpanContextFromContext(ctx)
+	}
+	r.Context = ctx
+	i.m.active.Add(r, 1, r.add(r.op.active)...)
+	if i.logEnabled(r, slog.LevelDebug) {
+		var b logBuf
+		r.common(&b, e.Operation, r.sc)
+		if e.Model != "" {
+			b.add(slog.String("model", e.Model))
+		}
+		i.logger.LogAttrs(r, slog.LevelDebug, "tierguard: request started", b.attrs()...)
+	}
+	if r.op.waits.Load() {
+		r.last = time.Now()
+	}
+	return r
+}
+
+// requestLabels puts the request's labels on its span.
+func (i *Instrumentation) requestLabels(r *reqState) {
+	if r.id == "" && r.tenant == "" && r.scenario == "" && len(r.labels) == 0 {
+		return
+	}
+	var kv kvBuf
+	if r.id != "" {
+		kv.put(KeyRequestID.String(r.id))
+	}
+	if r.tenant != "" {
+		kv.put(KeyTenant.String(r.tenant))
+	}
+	if r.scenario != "" {
+		kv.put(KeyScenario.String(r.scenario))
+	}
+	if kv.n > 0 {
+		r.span.SetAttributes(kv.slice()...)
+	}
+	if len(r.labels) > 0 {
+		r.span.SetAttributes(r.labels...)
+	}
+}
+
+// stageOf returns the precomputed state of the event's stage, from the
+// request's cache when it is the current one.
+func (i *Instrumentation) stageOf(r *reqState, e *fallback.Event) *stageState {
+	if st := r.cur; st != nil && st.key.index == e.TierIndex && st.key.tier == e.Tier &&
+		st.key.model == e.Model && st.key.provider == e.Provider && st.key.op == e.Operation {
+		return st
+	}
+	return i.stage(stageKey{op: e.Operation, tier: e.Tier, model: e.Model, provider: e.Provider, index: e.TierIndex})
+}
+
+func (i *Instrumentation) attemptStarted(ctx context.Context, r *reqState, e *fallback.Event) context.Context {
+	st := i.stageOf(r, e)
+	r.cur = st
+	r.queueWait = -1
+	if e.Attempt == 1 && st.waits.Load() && !r.last.IsZero() {
+		r.queueWait = time.Since(r.last)
+	}
+	if !r.started || !i.traces {
+		return ctx
+	}
+	ctx, r.attempt = i.tracer.Start(ctx, st.spanName, st.spanStart...)
+	if r.attempt.IsRecording() {
+		var kv [4]attribute.KeyValue
+		n := 0
+		kv[n] = AttrAttempt.Int(e.Attempt)
+		n++
+		if e.HasBreaker {
+			kv[n] = AttrBreakerState.String(e.Breaker.String())
+			n++
+		}
+		if e.Remaining != deadline.Unlimited {
+			kv[n] = AttrDeadlineRemaining.Float64(max(e.Remaining, 0).Seconds())
+			n++
+		}
+		if r.queueWait >= 0 {
+			kv[n] = AttrQueueWait.Float64(r.queueWait.Seconds())
+			n++
+		}
+		r.attempt.SetAttributes(kv[:n]...)
+	}
+	return ctx
+}
+
+// validation returns the rule and reason of a rejected answer; a
+// *validate.Error's fields name no part of the answer.
+func validation(e *fallback.Event) (rule, reason string) {
+	if e.Err == nil || e.Verdict.Class != classify.InvalidOutput {
+		return "", ""
+	}
+	var ve *validate.Error
+	if errors.As(e.Err, &ve) {
+		return ve.Rule, ve.Reason
+	}
+	return "", ""
+}
+
+func (i *Instrumentation) attemptEnded(ctx context.Context, r *reqState, e *fallback.Event) {
+	st := i.stageOf(r, e)
+	// A stream its consumer stopped ends without an error but with class
+	// Canceled: not a success.
+	ok := e.Err == nil && e.Verdict.Class == classify.OK
+	cls := classIndex(e.Verdict.Class)
+	if !ok && cls == int(classify.OK) {
+		cls = int(classify.Unknown)
+	}
+	className := classify.Class(cls).String()
+	// committed is set for a stream that delivered chunks: it could not
+	// fall back silently, so no retry decision or route applies.
+	committed := e.Chunks > 0
+	if ok {
+		i.m.opDuration.Record(ctx, e.Latency.Seconds(), r.rec(st.durOK)...)
+		if e.HasUsage {
+			i.m.tokens.Record(ctx, e.Usage.InputTokens, r.rec(st.tokIn)...)
+			i.m.tokens.Record(ctx, e.Usage.OutputTokens, r.rec(st.tokOut)...)
+		}
+		r.answered = st
+	} else {
+		i.m.opDuration.Record(ctx, e.Latency.Seconds(), r.rec(st.durErr[cls])...)
+		if e.Retry {
+			i.m.retryWait.Record(ctx, e.Wait.Seconds(), r.rec(st.retryWait[cls])...)
+		}
+	}
+	i.m.attempts.Add(ctx, 1, r.add(st.attempts[cls])...)
+	rule, reason := validation(e)
+
+	asc := r.sc
+	if sp := r.attempt; sp != nil {
+		r.attempt = nil
+		asc = sp.SpanContext()
+		if sp.IsRecording() {
+			var kv kvBuf
+			kv.put(AttrClass.String(className))
+			if e.Verdict.HTTPStatus != 0 {
+				kv.put(AttrHTTPStatus.Int(e.Verdict.HTTPStatus))
+			}
+			if e.Verdict.Status != "" {
+				kv.put(AttrStatus.String(e.Verdict.Status))
+			}
+			if committed {
+				kv.put(AttrChunks.Int(e.Chunks))
+				kv.put(AttrIncomplete.Bool(e.Incomplete))
+			}
+			if ok && e.HasUsage {
+				kv.put(AttrInputTokens.Int64(e.Usage.InputTokens))
+				kv.put(AttrOutputTokens.Int64(e.Usage.OutputTokens))
+			}
+			if !ok {
+				kv.put(AttrErrorType.String(className))
+				if e.Verdict.Reason != "" {
+					kv.put(AttrReason.String(e.Verdict.Reason))
+				}
+				if !committed {
+					kv.put(AttrRetry.Bool(e.Retry))
+					if e.Retry {
+						kv.put(AttrRetryWait.Float64(e.Wait.Seconds()))
+					} else {
+						kv.put(AttrRetryStop.String(e.Stop.String()))
+						kv.put(AttrRoute.String(e.Route.String()))
+					}
+				}
+				if rule != "" {
+					kv.put(AttrValidationRule.String(rule))
+					kv.put(AttrValidationReason.String(reason))
+				}
+			}
+			sp.SetAttributes(kv.slice()...)
+			if !ok && i.attemptErrs {
+				sp.SetStatus(codes.Error, className)
+			}
+		}
+		sp.End()
+	}
+	if !ok && !committed && !e.Retry && e.Route != classify.RouteFailClosed && r.span != nil && r.span.IsRecording() {
+		r.span.AddEvent("tierguard.fallback", trace.WithAttributes(
+			AttrTier.String(e.Tier), AttrTierIndex.Int(e.TierIndex), AttrClass.String(className), AttrRoute.String(e.Route.String())))
+	}
+
+	level, msg := slog.LevelDebug, "tierguard: attempt succeeded"
+	switch {
+	case ok:
+	case committed && e.Err == nil:
+		level, msg = slog.LevelInfo, "tierguard: stream stopped by its consumer"
+	case committed:
+		level, msg = slog.LevelWarn, "tierguard: stream broke after its first chunk"
+	case e.Retry:
+		level, msg = slog.LevelInfo, "tierguard: attempt failed, retrying"
+	case e.Route == classify.RouteNextTier:
+		level, msg = slog.LevelWarn, "tierguard: tier failed, falling back"
+	case e.Route == classify.RouteLocal:
+		level, msg = slog.LevelWarn, "tierguard: tier failed, answering locally"
+	default:
+		level, msg = slog.LevelWarn, "tierguard: tier failed closed"
+	}
+	if i.logEnabled(ctx, level) {
+		var b logBuf
+		r.common(&b, e.Operation, asc)
+		stageLog(&b, e)
+		b.add(slog.Int("attempt", e.Attempt))
+		verdictLog(&b, e.Verdict, className)
+		if !ok && !committed {
+			b.add(slog.Bool("retryable", e.Retry || (e.Stop != retry.NotStopped && e.Stop != retry.NotRetryable)))
+			b.add(slog.Bool("retry", e.Retry))
+			if e.Retry {
+				b.add(slog.Float64("retry_wait_ms", ms(e.Wait)))
+			} else {
+				b.add(slog.String("stop", e.Stop.String()))
+				b.add(slog.String("route", e.Route.String()))
+			}
+		}
+		if committed {
+			b.add(slog.Int("chunks", e.Chunks))
+			b.add(slog.Bool("incomplete", e.Incomplete))
+		}
+		if e.HasBreaker {
+			b.add(slog.String("circuit", e.Breaker.String()))
+		}
+		if rule != "" {
+			b.add(slog.String("validation_rule", rule))
+			b.add(slog.String("validation_reason", reason))
+		}
+		if ok && e.HasUsage {
+			b.add(slog.Int64("input_tokens", e.Usage.InputTokens))
+			b.add(slog.Int64("output_tokens", e.Usage.OutputTokens))
+		}
+		b.add(slog.Float64("latency_ms", ms(e.Latency)))
+		remainingLog(&b, e.Remaining)
+		if r.queueWait >= 0 {
+			b.add(slog.Float64("queue_wait_ms", ms(r.queueWait)))
+		}
+		i.logger.LogAttrs(ctx, level, msg, b.attrs()...)
+	}
+	r.queueWait = -1
+	if r.op.waits.Load() {
+		r.last = time.Now()
+	}
+}
+
+// firstChunk reports a stream's commit point: its first chunk arrived, and
+// the tier can no longer be switched silently.
+func (i *Instrumentation) firstChunk(ctx context.Context, r *reqState, e *fallback.Event) {
+	st := i.stageOf(r, e)
+	r.answered = st
+	i.m.firstChunk.Record(ctx, e.Latency.Seconds(), r.rec(st.durOK)...)
+	asc := r.sc
+	if sp := r.attempt; sp != nil {
+		asc = sp.SpanContext()
+		if sp.IsRecording() {
+			sp.AddEvent("tierguard.first_chunk")
+		}
+	}
+	if i.logEnabled(ctx, slog.LevelDebug) {
+		var b logBuf
+		r.common(&b, e.Operation, asc)
+		stageLog(&b, e)
+		b.add(slog.Int("attempt", e.Attempt))
+		b.add(slog.Float64("latency_ms", ms(e.Latency)))
+		i.logger.LogAttrs(ctx, slog.LevelDebug, "tierguard: first chunk received", b.attrs()...)
+	}
+}
+
+func (i *Instrumentation) stageSkipped(ctx context.Context, r *reqState, e *fallback.Event) {
+	st := i.stageOf(r, e)
+	skip := int(e.Skip)
+	if skip >= numSkips {
+		skip = 0
+	}
+	i.m.skips.Add(ctx, 1, r.add(st.skips[skip])...)
+	wait := time.Duration(-1)
+	if st.waits.Load() && !r.last.IsZero() && (e.Skip == fallback.SkipFull || e.Skip == fallback.SkipOpen || e.Skip == fallback.SkipBudget) {
+		wait = time.Since(r.last)
+	}
+	if r.span != nil && r.span.IsRecording() {
+		r.span.AddEvent("tierguard.skip", trace.WithAttributes(
+			AttrTier.String(e.Tier), AttrTierIndex.Int(e.TierIndex), AttrSkipReason.String(e.Skip.String()),
+			AttrClass.String(e.Verdict.Class.String())))
+	}
+	if i.logEnabled(ctx, slog.LevelInfo) {
+		var b logBuf
+		r.common(&b, e.Operation, r.sc)
+		stageLog(&b, e)
+		b.add(slog.String("skip", e.Skip.String()))
+		verdictLog(&b, e.Verdict, e.Verdict.Class.String())
+		if e.HasBreaker {
+			b.add(slog.String("circuit", e.Breaker.String()))
+		}
+		if e.Verdict.RetryAfter > 0 {
+			b.add(slog.Float64("retry_after_ms", ms(e.Verdict.RetryAfter)))
+		}
+		b.add(slog.String("route", e.Route.String()))
+		remainingLog(&b, e.Remaining)
+		if wait >= 0 {
+			b.add(slog.Float64("queue_wait_ms", ms(wait)))
+		}
+		i.logger.LogAttrs(ctx, slog.LevelInfo, "tierguard: tier skipped", b.attrs()...)
+	}
+	if r.op.waits.Load() {
+		r.last = time.Now()
+	}
+}
+
+func (i *Instrumentation) localAnswered(ctx context.Context, r *reqState, e *fallback.Event) {
+	if r.span != nil && r.span.IsRecording() {
+		r.span.AddEvent("tierguard.local_answer", trace.WithAttributes(AttrSource.String(e.Source.String())))
+	}
+	if i.logEnabled(ctx, slog.LevelInfo) {
+		var b logBuf
+		r.common(&b, e.Operation, r.sc)
+		b.add(slog.String("source", e.Source.String()))
+		b.add(slog.Bool("degraded", e.Degraded))
+		b.add(slog.Int("upstream_calls", e.UpstreamCalls))
+		i.logger.LogAttrs(ctx, slog.LevelInfo, "tierguard: answered locally", b.attrs()...)
+	}
+}
+
+func (i *Instrumentation) requestEnded(ctx context.Context, r *reqState, e *fallback.Event) {
+	d := 0
+	if e.Degraded {
+		d = 1
+	}
+	cls := classIndex(e.Verdict.Class)
+	if !e.Answered && cls == int(classify.OK) {
+		cls = int(classify.Unknown)
+	}
+	className := classify.Class(cls).String()
+	source := "error"
+	var a *attrs
+	switch {
+	case !e.Answered:
+		a = r.op.failed[cls]
+	case e.Source == fallback.SourceCache:
+		a, source = r.op.cache[d], "cache"
+	case e.Source == fallback.SourceDefault:
+		a, source = r.op.def[d], "default"
+	default:
+		st := r.answered
+		if st == nil || st.key.index != e.TierIndex || st.key.tier != e.Tier {
+			st = i.stage(stageKey{op: e.Operation, tier: e.Tier, index: e.TierIndex})
+		}
+		a, source = st.result[d], "tier"
+	}
+	i.m.requests.Add(ctx, 1, r.add(a)...)
+	i.m.reqDuration.Record(ctx, e.Latency.Seconds(), r.rec(a)...)
+	if e.Remaining != deadline.Unlimited {
+		i.m.remaining.Record(ctx, max(e.Remaining, 0).Seconds(), r.rec(a)...)
+	}
+	if r.started {
+		i.m.active.Add(ctx, -1, r.add(r.op.active)...)
+	}
+
+	if sp := r.span; sp != nil {
+		if sp.IsRecording() {
+			var kv kvBuf
+			kv.put(AttrSource.String(source))
+			kv.put(AttrDegraded.Bool(e.Degraded))
+			kv.put(AttrUpstreamCalls.Int(e.UpstreamCalls))
+			if e.Answered && e.Source == fallback.SourceTier {
+				kv.put(AttrTier.String(e.Tier))
+				kv.put(AttrTierIndex.Int(e.TierIndex))
+			}
+			if e.Remaining != deadline.Unlimited {
+				kv.put(AttrDeadlineRemaining.Float64(max(e.Remaining, 0).Seconds()))
+			}
+			if e.Chunks > 0 {
+				kv.put(AttrChunks.Int(e.Chunks))
+				kv.put(AttrIncomplete.Bool(e.Incomplete))
+			}
+			if !e.Answered {
+				kv.put(AttrErrorType.String(className))
+				kv.put(AttrClass.String(className))
+			}
+			sp.SetAttributes(kv.slice()...)
+			if !e.Answered {
+				sp.SetStatus(codes.Error, className)
+			}
+		}
+		sp.End()
+		r.span = nil
+	}
+
+	level, msg := slog.LevelDebug, "tierguard: request answered"
+	switch {
+	case !e.Answered:
+		level, msg = slog.LevelError, "tierguard: request failed"
+	case e.Degraded:
+		level, msg = slog.LevelWarn, "tierguard: request answered degraded"
+	}
+	if i.logEnabled(ctx, level) {
+		var b logBuf
+		r.common(&b, e.Operation, r.sc)
+		b.add(slog.String("source", source))
+		if e.Answered && e.Source == fallback.SourceTier {
+			b.add(slog.String("tier", e.Tier))
+			b.add(slog.Int("tier_index", e.TierIndex))
+		}
+		b.add(slog.Bool("degraded", e.Degraded))
+		if !e.Answered {
+			verdictLog(&b, e.Verdict, className)
+		}
+		b.add(slog.Int("upstream_calls", e.UpstreamCalls))
+		if e.Chunks > 0 {
+			b.add(slog.Int("chunks", e.Chunks))
+			b.add(slog.Bool("incomplete", e.Incomplete))
+		}
+		b.add(slog.Float64("latency_ms", ms(e.Latency)))
+		remainingLog(&b, e.Remaining)
+		i.logger.LogAttrs(ctx, level, msg, b.attrs()...)
+	}
+}

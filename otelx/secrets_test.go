@@ -1,0 +1,165 @@
+package otelx_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
+	"github.com/tierguard/tierguard/classify"
+	"github.com/tierguard/tierguard/fallback"
+	"github.com/tierguard/tierguard/otelx"
+	"github.com/tierguard/tierguard/retry"
+	"github.com/tierguard/tierguard/validate"
+)
+
+// Recognisable secrets, fed through every path a request can take.
+const (
+	apiKey       = "AIzaSy-SECRET-API-KEY-4242"
+	promptSecret = "PROMPT-SECRET-card-4111-1111"
+	outputSecret = "OUTPUT-SECRET-diagnosis"
+	bodySecret   = "BODY-SECRET-upstream-echo"
+)
+
+var secrets = []string{apiKey, promptSecret, outputSecret, bodySecret, "SECRET"}
+
+// secretChain builds a chain whose every tier fails in a way that carries
+// the secrets: an API key in a wrapped error, the prompt echoed in an error
+// body, an answer (containing a secret) that a validator rejects with an
+// error quoting it, a status line made of upstream text.
+func secretChain(t *testing.T, cache bool) *fallback.Chain[string, string] {
+	t.Helper()
+	pro := fallback.Tier("pro", func(_ context.Context, in string) (string, error) {
+		upstream := &classify.HTTPError{Facts: classify.Facts{HTTPStatus: 503, Status: "UNAVAILABLE", Message: "echo: " + in + " " + bodySecret}}
+		return "", fmt.Errorf("POST /v1beta/models/gemini-2.5-pro:generateContent?key=%s: %w", apiKey, upstream)
+	})
+	flash := fallback.Tier("flash", func(_ context.Context, in string) (string, error) {
+		return "answer to " + in + ": " + outputSecret, nil
+	})
+	proxy := fallback.Tier("proxy", func(_ context.Context, in string) (string, error) {
+		return "", &classify.HTTPError{Facts: classify.Facts{Status: "502 " + bodySecret + " " + in}}
+	})
+	lite := fallback.Tier("lite", func(_ context.Context, in string) (string, error) {
+		return "", errors.New("unexpected failure for " + in + " with key " + apiKey)
+	})
+	rejectSecrets := validate.Func[string](func(out string) error {
+		if strings.Contains(out, "SECRET") {
+			return fmt.Errorf("answer %q leaks a secret", out)
+		}
+		return nil
+	})
+	cfg := fallback.Config[string, string]{Stages: []fallback.Stage[string, string]{
+		{Tier: pro, Model: "gemini-2.5-pro", Provider: "gcp.gemini", Retry: retry.Policy{MaxAttempts: 2, BaseDelay: 10 * time.Millisecond, Jitter: retry.NoJitter}},
+		{Tier: flash, Model: "gemini-2.5-flash", Provider: "gcp.gemini", Validate: rejectSecrets},
+		{Tier: proxy, Model: "gemini-2.5-flash-lite", Retry: retry.Policy{MaxAttempts: 1}},
+		{Tier: lite, Model: "gemini-2.0-flash", Retry: retry.Policy{MaxAttempts: 1}},
+	}}
+	if cache {
+		cfg.Cache = cacheFunc(func(_ context.Context, in string) (string, bool) { return "cached " + in + " " + outputSecret, true })
+	}
+	return newChain(t, cfg)
+}
+
+func TestNothingSensitiveIsExported(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t)
+		opts := h.options()
+		inst, err := otelx.New(opts)
+		require.NoError(t, err)
+		defer func() { require.NoError(t, inst.Close()) }()
+
+		withCache, failing := secretChain(t, true), secretChain(t, false)
+		inst.Attach(withCache)
+		inst.Attach(failing)
+		auth := newChain(t, fallback.Config[string, string]{Operation: "chat", Stages: []fallback.Stage[string, string]{{
+			Tier: fallback.Tier("pro", func(_ context.Context, in string) (string, error) {
+				return "", fmt.Errorf("key %s rejected: %w", apiKey,
+					&classify.HTTPError{Facts: classify.Facts{HTTPStatus: 403, Status: "PERMISSION_DENIED", Message: "API key " + apiKey + " invalid for " + in}})
+			}),
+			Model: "gemini-2.5-pro",
+		}}})
+		inst.Attach(auth)
+
+		ctx := otelx.WithRequestID(context.Background(), "req-safe")
+		input := "summarise " + promptSecret
+		res, err := withCache.Do(ctx, input)
+		require.NoError(t, err)
+		require.Equal(t, fallback.SourceCache, res.Source)
+		require.Contains(t, res.Value, outputSecret, "the caller gets the answer; the signals do not")
+		_, err = failing.Do(ctx, input)
+		require.Error(t, err)
+		_, err = auth.Do(ctx, input)
+		require.Error(t, err)
+
+		// Everything exported, rendered as text.
+		var b strings.Builder
+		rm := h.collect(t)
+		fmt.Fprintf(&b, "%+v\n", rm)
+		points := 0
+		for _, sm := range rm.ScopeMetrics {
+			for _, m := range sm.Metrics {
+				fmt.Fprintf(&b, "%s %s %s\n", m.Name, m.Description, m.Unit)
+				switch d := m.Data.(type) {
+				case metricdata.Sum[int64]:
+					for _, p := range d.DataPoints {
+						points++
+						fmt.Fprintln(&b, key(p.Attributes))
+					}
+				case metricdata.Histogram[float64]:
+					for _, p := range d.DataPoints {
+						points++
+						fmt.Fprintln(&b, key(p.Attributes))
+					}
+				case metricdata.Histogram[int64]:
+					for _, p := range d.DataPoints {
+						points++
+						fmt.Fprintln(&b, key(p.Attributes))
+					}
+				}
+			}
+		}
+		spans := h.spans.Ended()
+		for _, s := range spans {
+			fmt.Fprintf(&b, "%s %v %q\n", s.Name(), s.Status().Code, s.Status().Description)
+			for _, a := range s.Attributes() {
+				fmt.Fprintf(&b, "%s=%s\n", a.Key, a.Value.Emit())
+			}
+			for _, ev := range s.Events() {
+				fmt.Fprintf(&b, "event %s\n", ev.Name)
+				for _, a := range ev.Attributes {
+					fmt.Fprintf(&b, "%s=%s\n", a.Key, a.Value.Emit())
+				}
+			}
+			for _, l := range s.Links() {
+				fmt.Fprintf(&b, "link %+v\n", l)
+			}
+		}
+		logs := h.logs.String()
+		b.WriteString(logs)
+		exported := b.String()
+
+		// The signals are there...
+		assert.Greater(t, points, 10)
+		assert.Greater(t, len(spans), 10)
+		assert.Contains(t, logs, `"validation_rule":"custom"`)
+		assert.Contains(t, logs, `"class":"invalid_output"`)
+		assert.Contains(t, logs, `"http_status":502`)
+		assert.Contains(t, logs, `"class":"unknown"`)
+		assert.Contains(t, logs, `"class":"auth"`)
+		assert.Contains(t, logs, `"request_id":"req-safe"`)
+		assert.Contains(t, exported, "Error")
+		// ...and no secret is.
+		for _, s := range append(secrets, "summarise", "answer to") {
+			if i := strings.Index(exported, s); i >= 0 {
+				t.Errorf("%q exported: ...%s...", s, exported[max(i-200, 0):min(i+100, len(exported))])
+			}
+		}
+	})
+}
