@@ -508,3 +508,14 @@ func TestHugeCooldownsDoNotOverflow(t *testing.T) {
 		}
 	})
 }
+
+func TestGroupOnMember(t *testing.T) {
+	g, err := breaker.NewGroup(breaker.Config{Name: "gemini"}, 4)
+	require.NoError(t, err)
+	g.Get("pro")
+	var members []string
+	g.OnMember(func(key string, _ *breaker.Breaker) { members = append(members, key) })
+	g.Get("flash")
+	g.Get("flash")
+	assert.ElementsMatch(t, []string{"pro", breaker.OverflowKey, "flash"}, members)
+}

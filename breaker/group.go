@@ -18,6 +18,7 @@ type Group struct {
 	maxKeys int
 
 	mu       sync.RWMutex
+	watchers []func(key string, b *Breaker)
 	byKey    map[string]*Breaker
 	overflow *Breaker
 }
@@ -64,7 +65,24 @@ func (g *Group) Get(key string) *Breaker {
 		return g.overflow
 	}
 	g.byKey[key] = b
+	for _, w := range g.watchers {
+		w(key, b)
+	}
 	return b
+}
+
+// OnMember calls fn for every member of the group — now, and for each one
+// created later, as it is created (under the group's lock: fn must not call
+// back into the group). Instrumentation uses it to watch members as they
+// appear.
+func (g *Group) OnMember(fn func(key string, b *Breaker)) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.watchers = append(g.watchers, fn)
+	for k, b := range g.byKey {
+		fn(k, b)
+	}
+	fn(OverflowKey, g.overflow)
 }
 
 // Each calls fn for every breaker of the group, the overflow one included.

@@ -95,6 +95,7 @@ type Bulkhead struct {
 	// observers are added by AddObserver; copy-on-write.
 	observers atomic.Pointer[[]Observer]
 	obsMu     sync.Mutex
+	obsList   []*observerEntry
 
 	mu    sync.Mutex
 	queue []*waiter
@@ -255,17 +256,40 @@ func (b *Bulkhead) observe(wait time.Duration, ok bool) {
 }
 
 // AddObserver reports every queued wait from now on to o, in addition to
-// the observers already added. Instrumentation such as otelx uses it to
-// watch bulkheads it did not create.
-func (b *Bulkhead) AddObserver(o Observer) {
+// the observers already added, and returns the function that removes it.
+// Instrumentation such as otelx uses it to watch bulkheads it did not
+// create.
+func (b *Bulkhead) AddObserver(o Observer) (remove func()) {
+	entry := &observerEntry{o}
 	b.obsMu.Lock()
 	defer b.obsMu.Unlock()
-	var next []Observer
-	if cur := b.observers.Load(); cur != nil {
-		next = append(next, *cur...)
+	b.obsList = append(b.obsList, entry)
+	b.publishObserversLocked()
+	return func() {
+		b.obsMu.Lock()
+		defer b.obsMu.Unlock()
+		for i, e := range b.obsList {
+			if e == entry {
+				b.obsList = append(b.obsList[:i:i], b.obsList[i+1:]...)
+				b.publishObserversLocked()
+				return
+			}
+		}
 	}
-	next = append(next, o)
-	b.observers.Store(&next)
+}
+
+type observerEntry struct{ o Observer }
+
+func (b *Bulkhead) publishObserversLocked() {
+	if len(b.obsList) == 0 {
+		b.observers.Store(nil)
+		return
+	}
+	os := make([]Observer, len(b.obsList))
+	for i, e := range b.obsList {
+		os[i] = e.o
+	}
+	b.observers.Store(&os)
 }
 
 // MaxWait returns the longest an acquisition may wait for a slot; 0 when

@@ -266,3 +266,25 @@ func BenchmarkAcquireRelease(b *testing.B) {
 		}
 	})
 }
+
+func TestObserverRemovalAndGroupMembers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		obs := &waits{}
+		b := newBulkhead(t, 1, bulkhead.WithMaxWait(time.Millisecond, 1))
+		remove := b.AddObserver(obs)
+		require.True(t, b.TryAcquire())
+		_ = b.Acquire(context.Background())
+		remove()
+		_ = b.Acquire(context.Background())
+		assert.Len(t, obs.got, 1, "a removed observer sees nothing more")
+
+		g, err := bulkhead.NewGroup("tenant", 1, 4)
+		require.NoError(t, err)
+		g.Get("a")
+		var members []string
+		g.OnMember(func(key string, _ *bulkhead.Bulkhead) { members = append(members, key) })
+		g.Get("b")
+		g.Get("b")
+		assert.ElementsMatch(t, []string{"a", bulkhead.OverflowKey, "b"}, members)
+	})
+}

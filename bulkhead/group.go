@@ -20,6 +20,7 @@ type Group struct {
 	opts    []Option
 
 	mu       sync.RWMutex
+	watchers []func(key string, b *Bulkhead)
 	byKey    map[string]*Bulkhead
 	overflow *Bulkhead
 }
@@ -63,7 +64,24 @@ func (g *Group) Get(key string) *Bulkhead {
 		panic(err)
 	}
 	g.byKey[key] = b
+	for _, w := range g.watchers {
+		w(key, b)
+	}
 	return b
+}
+
+// OnMember calls fn for every member of the group — now, and for each one
+// created later, as it is created (under the group's lock: fn must not call
+// back into the group). Instrumentation uses it to watch members as they
+// appear.
+func (g *Group) OnMember(fn func(key string, b *Bulkhead)) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.watchers = append(g.watchers, fn)
+	for k, b := range g.byKey {
+		fn(k, b)
+	}
+	fn(OverflowKey, g.overflow)
 }
 
 // Each calls fn for every bulkhead of the group, the overflow one included.

@@ -141,8 +141,9 @@ func New[In, Out any](cfg Config[In, Out]) (*Chain[In, Out], error) {
 }
 
 // Observe adds an observer to the chain; it sees the requests that start
-// after the call. Safe to call while the chain serves requests.
-func (c *Chain[In, Out]) Observe(o Observer) { c.observer.add(o) }
+// after the call. Safe to call while the chain serves requests. The
+// returned function removes it.
+func (c *Chain[In, Out]) Observe(o Observer) (remove func()) { return c.observer.add(o) }
 
 // StageInfo describes one compiled stage, for instrumentation.
 type StageInfo struct {
@@ -178,6 +179,9 @@ type request[Out any] struct {
 	// slotHandedOff is set when an abandoned call took over the stage's
 	// bulkhead slot.
 	slotHandedOff bool
+	// queueWait is the current stage's wait for its bulkhead, reported on
+	// its first event and then cleared.
+	queueWait time.Duration
 }
 
 // Do answers in. It tries each tier in order — preflight, bulkhead,
@@ -209,6 +213,7 @@ func (c *Chain[In, Out]) Do(ctx context.Context, in In) (Result[Out], error) {
 		r.obs = o
 		r.timing = true
 		r.start = time.Now()
+		defer c.endOnPanic(&r)
 		r.ctx = r.obs.Observe(r.ctx, Event{Kind: RequestStarted, Operation: c.op, TierIndex: -1, Model: c.stages[0].Model, Provider: c.stages[0].Provider})
 	} else {
 		r.timing = c.timing
@@ -273,6 +278,15 @@ func (c *Chain[In, Out]) localAnswer(r *request[Out], out Out, src Source) (Resu
 	return r.res, nil
 }
 
+// endOnPanic closes an observed request that a tier's panic is unwinding,
+// so its span ends and its gauges come back down; the panic goes on.
+func (c *Chain[In, Out]) endOnPanic(r *request[Out]) {
+	if p := recover(); p != nil {
+		c.end(r, &PanicError{Value: p}, classify.Verdict{Class: classify.Unknown, Reason: "tier panicked"})
+		panic(p)
+	}
+}
+
 func (c *Chain[In, Out]) end(r *request[Out], err error, v classify.Verdict) {
 	if r.obs == nil {
 		return
@@ -318,7 +332,15 @@ func (c *Chain[In, Out]) runStage(r *request[Out], i int, st *stage[In, Out], in
 		if st.Bulkhead.MaxWait() > 0 {
 			admitted = time.Time{} // it may wait: read the clock afresh
 		}
-		if err := st.Bulkhead.Acquire(r.ctx); err != nil {
+		var queued time.Time
+		if r.obs != nil && st.Bulkhead.MaxWait() > 0 {
+			queued = time.Now()
+		}
+		err := st.Bulkhead.Acquire(r.ctx)
+		if !queued.IsZero() {
+			r.queueWait = time.Since(queued)
+		}
+		if err != nil {
 			if !errors.Is(err, bulkhead.ErrFull) {
 				// The context ended while queued for a slot.
 				return out, classify.InContext(r.ctx, classify.Verdict{Class: classify.Canceled}), err
@@ -379,7 +401,9 @@ func (c *Chain[In, Out]) attempts(r *request[Out], i int, st *stage[In, Out], in
 			return out, v, err
 		}
 		if r.obs != nil {
-			actx = r.obs.Observe(actx, c.stageEvent(r, AttemptStarted, i, st, n))
+			e := c.stageEvent(r, AttemptStarted, i, st, n)
+			e.QueueWait, r.queueWait = r.queueWait, 0
+			actx = r.obs.Observe(actx, e)
 		}
 		var start time.Time
 		if r.timing {
@@ -473,6 +497,7 @@ func (c *Chain[In, Out]) skip(r *request[Out], i int, st *stage[In, Out], why Sk
 	if r.obs != nil {
 		e := c.stageEvent(r, StageSkipped, i, st, 0)
 		e.Skip, e.Verdict, e.Err, e.Route = why, v, err, c.table.Action(v.Class).Route
+		e.QueueWait, r.queueWait = r.queueWait, 0
 		r.obs.Observe(r.ctx, e)
 	}
 	return v

@@ -146,3 +146,13 @@ func buildError(tiers []string, trail []Attempt, cause classify.Verdict, closed 
 	}
 	return e
 }
+
+// PanicError is what observers see as the failure of a request that a
+// tier's panic ended; the caller gets the panic itself.
+type PanicError struct {
+	Value any
+}
+
+// Error says that a tier panicked, without the panic's value (it may hold
+// anything).
+func (e *PanicError) Error() string { return "tierguard: a tier panicked" }

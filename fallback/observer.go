@@ -2,6 +2,7 @@ package fallback
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -107,6 +108,11 @@ type Event struct {
 	// deadline.Unlimited (AttemptStarted, AttemptEnded, RequestEnded).
 	Remaining time.Duration
 
+	// QueueWait is how long the request waited for the tier's bulkhead
+	// (a bulkhead with WithMaxWait), on the tier's first AttemptStarted or
+	// on its StageSkipped for a full bulkhead; 0 otherwise.
+	QueueWait time.Duration
+
 	// Chunks counts the chunks a streamed attempt delivered, and
 	// Incomplete is set when it failed after its first chunk (AttemptEnded
 	// of a stream).
@@ -163,10 +169,14 @@ func (os observers) Observe(ctx context.Context, e Event) context.Context {
 // observerSlot holds a chain's observers; the request path reads it with one
 // atomic load.
 type observerSlot struct {
-	p atomic.Pointer[observerBox]
+	p    atomic.Pointer[observerBox]
+	mu   sync.Mutex
+	list []*observerEntry
 }
 
 type observerBox struct{ o Observer }
+
+type observerEntry struct{ o Observer }
 
 func (s *observerSlot) load() Observer {
 	if b := s.p.Load(); b != nil {
@@ -175,15 +185,34 @@ func (s *observerSlot) load() Observer {
 	return nil
 }
 
-func (s *observerSlot) add(o Observer) {
-	for {
-		old := s.p.Load()
-		next := o
-		if old != nil {
-			next = Observers(old.o, o)
-		}
-		if s.p.CompareAndSwap(old, &observerBox{o: next}) {
-			return
+// add appends o and returns the function that removes it.
+func (s *observerSlot) add(o Observer) (remove func()) {
+	e := &observerEntry{o: o}
+	s.mu.Lock()
+	s.list = append(s.list, e)
+	s.publishLocked()
+	s.mu.Unlock()
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for i, x := range s.list {
+			if x == e {
+				s.list = append(s.list[:i:i], s.list[i+1:]...)
+				s.publishLocked()
+				return
+			}
 		}
 	}
+}
+
+func (s *observerSlot) publishLocked() {
+	if len(s.list) == 0 {
+		s.p.Store(nil)
+		return
+	}
+	os := make([]Observer, len(s.list))
+	for i, e := range s.list {
+		os[i] = e.o
+	}
+	s.p.Store(&observerBox{o: Observers(os...)})
 }

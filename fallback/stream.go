@@ -289,7 +289,7 @@ func cmpOr(d, def time.Duration) time.Duration {
 }
 
 // Observe adds an observer; see Chain.Observe.
-func (c *StreamChain[In, Chunk]) Observe(o Observer) { c.observer.add(o) }
+func (c *StreamChain[In, Chunk]) Observe(o Observer) (remove func()) { return c.observer.add(o) }
 
 // Operation returns the chain's operation name.
 func (c *StreamChain[In, Chunk]) Operation() string { return c.op }
@@ -392,6 +392,8 @@ type streamRun[In, Chunk any] struct {
 	start   time.Time
 	partial strings.Builder
 	keep    bool // keep the partial text: needed for Continue or Validate
+	// queueWait is the current stage's bulkhead wait, reported once.
+	queueWait time.Duration
 }
 
 func (c *StreamChain[In, Chunk]) run(s *Stream[In, Chunk], yield func(Chunk, error) bool) {
@@ -407,6 +409,12 @@ func (c *StreamChain[In, Chunk]) run(s *Stream[In, Chunk], yield func(Chunk, err
 	if o := c.observer.load(); o != nil {
 		r.obs = o
 		r.ctx = o.Observe(r.ctx, Event{Kind: RequestStarted, Operation: c.op, TierIndex: -1, Model: c.stages[0].Model, Provider: c.stages[0].Provider})
+		defer func() {
+			if p := recover(); p != nil {
+				c.end(r, &PanicError{Value: p}, classify.Verdict{Class: classify.Unknown, Reason: "tier panicked"})
+				panic(p)
+			}
+		}()
 	}
 	in := s.in
 	var last classify.Verdict
@@ -519,6 +527,7 @@ func (c *StreamChain[In, Chunk]) skip(r *streamRun[In, Chunk], i int, st *stream
 	if r.obs != nil {
 		e := c.event(r, StageSkipped, i, st, 0)
 		e.Skip, e.Verdict, e.Err, e.Route = why, v, err, c.table.Action(v.Class).Route
+		e.QueueWait, r.queueWait = r.queueWait, 0
 		r.obs.Observe(r.ctx, e)
 	}
 	return v
@@ -534,7 +543,15 @@ func (c *StreamChain[In, Chunk]) runStage(r *streamRun[In, Chunk], i int, st *st
 		return endBeforeCommit, c.skip(r, i, st, SkipBudget, aerr), aerr
 	}
 	if st.Bulkhead != nil {
-		if err := st.Bulkhead.Acquire(r.ctx); err != nil {
+		var queued time.Time
+		if r.obs != nil && st.Bulkhead.MaxWait() > 0 {
+			queued = time.Now()
+		}
+		err := st.Bulkhead.Acquire(r.ctx)
+		if !queued.IsZero() {
+			r.queueWait = time.Since(queued)
+		}
+		if err != nil {
 			if !errors.Is(err, bulkhead.ErrFull) {
 				return endBeforeCommit, classify.InContext(r.ctx, classify.Verdict{Class: classify.Canceled}), err
 			}
@@ -607,7 +624,9 @@ func (c *StreamChain[In, Chunk]) attempt(r *streamRun[In, Chunk], i int, st *str
 		timer = time.AfterFunc(firstWait, func() { cancel(ErrFirstChunkTimeout) })
 	}
 	if r.obs != nil {
-		actx = r.obs.Observe(actx, c.event(r, AttemptStarted, i, st, n))
+		e := c.event(r, AttemptStarted, i, st, n)
+		e.QueueWait, r.queueWait = r.queueWait, 0
+		actx = r.obs.Observe(actx, e)
 	}
 	start := time.Now()
 	next, stop := iter.Pull2(st.Tier.Stream(actx, in))

@@ -104,12 +104,9 @@
 //
 // # Queue wait
 //
-// A fallback.Event does not carry the time a request waited for a tier's
-// bulkhead, so the queue_wait_ms of a request's log event (and the
-// tierguard.bulkhead.queue.wait attribute of its attempt span) is the time
-// between the previous decision and the tier's first attempt or skip,
-// measured only for tiers whose bulkhead may queue (bulkhead.WithMaxWait);
-// the breaker check and the preflight in that interval take microseconds.
-// The tierguard.bulkhead.queue.wait histogram comes from the bulkhead
-// itself and is exact.
+// For tiers whose bulkhead may queue (bulkhead.WithMaxWait), the chain
+// measures each request's wait for a slot (fallback.Event.QueueWait): it is
+// the queue_wait_ms of the tier's first attempt or skip in the logs and the
+// tierguard.bulkhead.queue.wait attribute of its attempt span. The
+// tierguard.bulkhead.queue.wait histogram comes from the bulkhead itself.
 package otelx

@@ -30,13 +30,14 @@ type watchedBreaker struct {
 
 func (w *watchedBreaker) stop() { w.once.Do(w.unsub) }
 
-// watchedBulkhead is the bulkhead.Observer otelx adds to a bulkhead. A
-// bulkhead cannot drop an observer, so unwatching silences it instead.
+// watchedBulkhead is the bulkhead.Observer otelx adds to a bulkhead;
+// unwatching removes it.
 type watchedBulkhead struct {
 	i       *Instrumentation
 	b       *bulkhead.Bulkhead
 	attrs   *attrs
 	stopped atomic.Bool
+	remove  func()
 }
 
 // Waited records a queued acquisition's wait.
@@ -102,7 +103,7 @@ func (i *Instrumentation) WatchBulkhead(b *bulkhead.Bulkhead) (unwatch func()) {
 		}
 	}
 	w := &watchedBulkhead{i: i, b: b, attrs: newAttrs(AttrBulkhead.String(b.Name()))}
-	b.AddObserver(w)
+	w.remove = b.AddObserver(w)
 	next := &watchList{breakers: cur.breakers, bulkheads: append(slices.Clip(cur.bulkheads), w)}
 	i.watched.Store(next)
 	return func() { i.unwatchBulkhead(w) }
@@ -120,13 +121,26 @@ func (i *Instrumentation) unwatchBulkhead(w *watchedBulkhead) {
 	i.watched.Store(next)
 	i.mu.Unlock()
 	w.stopped.Store(true)
+	w.remove()
+}
+
+// WatchBreakerGroup watches every breaker of g, those created later
+// included, as WatchBreaker does.
+func (i *Instrumentation) WatchBreakerGroup(g *breaker.Group) {
+	g.OnMember(func(_ string, b *breaker.Breaker) { i.WatchBreaker(b) })
+}
+
+// WatchBulkheadGroup watches every bulkhead of g, those created later
+// included, as WatchBulkhead does.
+func (i *Instrumentation) WatchBulkheadGroup(g *bulkhead.Group) {
+	g.OnMember(func(_ string, b *bulkhead.Bulkhead) { i.WatchBulkhead(b) })
 }
 
 // OnBreakerTransition counts and logs tr, and keeps the breaker's last
 // state for tierguard.breaker.state. Use it as breaker.Config.OnStateChange
-// for breakers that cannot be watched one by one, such as the members of a
-// breaker.Group, which are created on first use. Transitions of a breaker
-// watched by name are ignored here: its subscription reports them.
+// for breakers that cannot be watched (WatchBreakerGroup watches a group's
+// members as they appear). Transitions of a watched breaker are ignored
+// here: its subscription reports them.
 func (i *Instrumentation) OnBreakerTransition(tr breaker.Transition) {
 	if i.closed.Load() {
 		return
@@ -144,8 +158,8 @@ func (i *Instrumentation) OnBreakerTransition(tr breaker.Transition) {
 
 // Waited records a bulkhead's queue wait as tierguard.bulkhead.queue.wait.
 // It makes the Instrumentation a bulkhead.Observer, for bulkhead.WithObserver
-// on bulkheads that cannot be watched one by one, such as the members of a
-// bulkhead.Group. Waits of a bulkhead watched by name are ignored here.
+// on bulkheads that are not watched (WatchBulkheadGroup watches a group's
+// members as they appear). Waits of a watched bulkhead are ignored here.
 func (i *Instrumentation) Waited(name string, wait time.Duration, acquired bool) {
 	if i.closed.Load() {
 		return

@@ -41,10 +41,8 @@ type reqState struct {
 	// last successful attempt.
 	cur      *stageState
 	answered *stageState
-	// last is when the previous decision was observed, kept only for
-	// chains whose bulkheads may queue; queueWait is the wait measured
-	// before the current attempt, or -1.
-	last      time.Time
+	// queueWait is the bulkhead wait the chain measured before the current
+	// attempt (fallback.Event.QueueWait), or -1.
 	queueWait time.Duration
 
 	id, tenant, scenario string
@@ -181,9 +179,6 @@ func (i *Instrumentation) requestStarted(ctx context.Context, e *fallback.Event)
 		}
 		i.logger.LogAttrs(r, slog.LevelDebug, "tierguard: request started", b.attrs()...)
 	}
-	if r.op.waits.Load() {
-		r.last = time.Now()
-	}
 	return r
 }
 
@@ -224,8 +219,8 @@ func (i *Instrumentation) attemptStarted(ctx context.Context, r *reqState, e *fa
 	st := i.stageOf(r, e)
 	r.cur = st
 	r.queueWait = -1
-	if e.Attempt == 1 && st.waits.Load() && !r.last.IsZero() {
-		r.queueWait = time.Since(r.last)
+	if e.Attempt == 1 && st.waits.Load() {
+		r.queueWait = e.QueueWait
 	}
 	if !r.started || !i.traces {
 		return ctx
@@ -402,9 +397,6 @@ func (i *Instrumentation) attemptEnded(ctx context.Context, r *reqState, e *fall
 		i.logger.LogAttrs(ctx, level, msg, b.attrs()...)
 	}
 	r.queueWait = -1
-	if r.op.waits.Load() {
-		r.last = time.Now()
-	}
 }
 
 // firstChunk reports a stream's commit point: its first chunk arrived, and
@@ -438,8 +430,8 @@ func (i *Instrumentation) stageSkipped(ctx context.Context, r *reqState, e *fall
 	}
 	i.m.skips.Add(ctx, 1, r.add(st.skips[skip])...)
 	wait := time.Duration(-1)
-	if st.waits.Load() && !r.last.IsZero() && (e.Skip == fallback.SkipFull || e.Skip == fallback.SkipOpen || e.Skip == fallback.SkipBudget) {
-		wait = time.Since(r.last)
+	if st.waits.Load() && e.Skip == fallback.SkipFull {
+		wait = e.QueueWait
 	}
 	if r.span != nil && r.span.IsRecording() {
 		r.span.AddEvent("tierguard.skip", trace.WithAttributes(
@@ -464,9 +456,6 @@ func (i *Instrumentation) stageSkipped(ctx context.Context, r *reqState, e *fall
 			b.add(slog.Float64("queue_wait_ms", ms(wait)))
 		}
 		i.logger.LogAttrs(ctx, slog.LevelInfo, "tierguard: tier skipped", b.attrs()...)
-	}
-	if r.op.waits.Load() {
-		r.last = time.Now()
 	}
 }
 

@@ -50,8 +50,9 @@ type Options struct {
 // Chain is what Instrument needs of a chain. *fallback.Chain[In, Out]
 // implements it for every In and Out.
 type Chain interface {
-	// Observe adds an observer to the chain.
-	Observe(fallback.Observer)
+	// Observe adds an observer to the chain and returns the function that
+	// removes it.
+	Observe(fallback.Observer) (remove func())
 	// Stages describes the chain's stages, in order.
 	Stages() []fallback.StageInfo
 	// Operation returns the chain's operation name.
@@ -75,6 +76,9 @@ type Instrumentation struct {
 
 	registration metric.Registration
 	closed       atomic.Bool
+	// detach removes the Instrumentation from the chains it was attached
+	// to; guarded by mu.
+	detach []func()
 
 	// reg caches precomputed attribute sets per operation and stage;
 	// copy-on-write under mu.
@@ -169,7 +173,10 @@ func Instrument(c Chain, opts Options) (*Instrumentation, error) {
 // its fallback.Config.Observer needs only Watch.
 func (i *Instrumentation) Attach(c Chain) {
 	i.Watch(c)
-	c.Observe(i)
+	remove := c.Observe(i)
+	i.mu.Lock()
+	i.detach = append(i.detach, remove)
+	i.mu.Unlock()
 }
 
 // Watch prepares the attribute sets of c's stages and watches the breakers
@@ -212,10 +219,10 @@ func (i *Instrumentation) Watch(c Chain) {
 }
 
 // Close stops the Instrumentation: the gauge callback is unregistered, the
-// breaker subscriptions removed, the bulkhead observers silenced, and
-// requests that start afterwards are not observed (a chain cannot drop an
-// observer, so it stays attached, inert). Requests in flight finish their
-// spans. Close is idempotent.
+// breaker subscriptions and bulkhead observers removed, the Instrumentation
+// detached from the chains it was attached to, and
+// requests that start afterwards are not observed. Requests in flight
+// finish their spans. Close is idempotent.
 func (i *Instrumentation) Close() error {
 	if !i.closed.CompareAndSwap(false, true) {
 		return nil
@@ -223,12 +230,18 @@ func (i *Instrumentation) Close() error {
 	err := i.registration.Unregister()
 	i.mu.Lock()
 	w := i.watched.Swap(&watchList{})
+	detach := i.detach
+	i.detach = nil
 	i.mu.Unlock()
+	for _, remove := range detach {
+		remove()
+	}
 	for _, b := range w.breakers {
 		b.stop()
 	}
 	for _, b := range w.bulkheads {
 		b.stopped.Store(true)
+		b.remove()
 	}
 	i.hookedMu.Lock()
 	clear(i.hooked)
