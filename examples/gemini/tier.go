@@ -1,0 +1,225 @@
+package gemini
+
+import (
+	"context"
+	"errors"
+	"strings"
+
+	"google.golang.org/genai"
+
+	"github.com/tierguard/tierguard/classify"
+	"github.com/tierguard/tierguard/fallback"
+)
+
+// Answer is a Gemini tier's answer.
+type Answer struct {
+	// Text is the first candidate's text: its text parts, thoughts left
+	// out, concatenated. Answers from a cache or a default fill only Text.
+	Text string
+	// FinishReason is the first candidate's finish reason (STOP,
+	// MAX_TOKENS, ...). A tier never returns SAFETY-like reasons as an
+	// answer; they are errors.
+	FinishReason genai.FinishReason
+	// ModelVersion is the model version that answered, as the API reports.
+	ModelVersion string
+	// Usage is the token usage the API reported: input is the prompt plus
+	// tool-use prompt tokens, output the candidates plus thinking tokens.
+	Usage fallback.Usage
+	// HasUsage is set when the response carried usage metadata.
+	HasUsage bool
+	// Response is the SDK's whole response, for function calls, citations,
+	// safety ratings and the like; nil for answers not from a tier.
+	Response *genai.GenerateContentResponse
+}
+
+// PromptFunc builds one tier's request from the chain's input: the
+// contents and an optional config (nil is fine). Each tier has its own, so
+// a Flash prompt need not be the Pro prompt. It must not keep or share the
+// returned config: the tier sets per-request options on a copy, not on it.
+type PromptFunc[In any] func(in In) ([]*genai.Content, *genai.GenerateContentConfig)
+
+// TierConfig configures a Tier.
+type TierConfig[In any] struct {
+	// Name is the tier's name in results, logs and metrics ("pro").
+	// Required.
+	Name string
+	// Model is the model id ("gemini-2.5-pro"). Required.
+	Model string
+	// Client makes the calls. Build it with NewClient so that Retry-After
+	// headers reach the classifier. Required.
+	Client *genai.Client
+	// Prompt builds the request from the chain's input. Required.
+	Prompt PromptFunc[In]
+	// Continuation lets the SDK follow a CONTINUATION finish reason with
+	// further requests inside one attempt (genai's AutomaticContinuation).
+	// Off by default: each continuation is another billed request that the
+	// chain cannot see, count, time or retry, so one attempt would no longer
+	// be one request. With it off, an answer that stops with CONTINUATION
+	// is an InvalidOutput and the chain moves on.
+	Continuation bool
+}
+
+// Tier is a fallback.ModelTier that calls client.Models.GenerateContent
+// for one model. Every call makes exactly one HTTP request (unless
+// Continuation is on):
+//
+//   - the SDK's own retries are off for its requests (HTTPOptions.
+//     RetryOptions with Attempts 1, which overrides any the client was
+//     built with), because the chain owns retrying: it knows the deadline,
+//     the breaker and the retry budget, the SDK does not;
+//   - automatic continuation is off (see TierConfig.Continuation);
+//   - the genai Go SDK (v1.77.0) has no automatic function calling for
+//     GenerateContent, so a function call comes back as the answer, for
+//     you to execute and send in a new request.
+//
+// A 200 is not always an answer. Call returns an error that classifies as
+//
+//   - Safety when promptFeedback.blockReason is set, or when the candidate
+//     finished with SAFETY, PROHIBITED_CONTENT, BLOCKLIST, SPII,
+//     IMAGE_SAFETY or IMAGE_PROHIBITED_CONTENT (a *BlockedError);
+//   - InvalidOutput when there is no candidate, the candidate has no finish
+//     reason, or it stopped for CONTINUATION with continuation off.
+//
+// Error responses come back as a *ResponseError around the genai.APIError,
+// carrying the Retry-After headers a Transport captured. Tier implements
+// fallback.UsageReporter, so observers see the token usage.
+type Tier[In any] struct {
+	name         string
+	model        string
+	client       *genai.Client
+	prompt       PromptFunc[In]
+	continuation bool
+	provider     string
+}
+
+// NewTier returns a tier, or an error naming the missing fields.
+func NewTier[In any](cfg TierConfig[In]) (*Tier[In], error) {
+	var errs []error
+	if cfg.Name == "" {
+		errs = append(errs, errors.New("Name is required"))
+	}
+	if cfg.Model == "" {
+		errs = append(errs, errors.New("Model is required"))
+	}
+	if cfg.Client == nil {
+		errs = append(errs, errors.New("Client is required"))
+	}
+	if cfg.Prompt == nil {
+		errs = append(errs, errors.New("Prompt is required"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, errors.New("gemini: invalid tier config: " + strings.ReplaceAll(err.Error(), "\n", "; "))
+	}
+	provider := "gcp.gemini"
+	if cfg.Client.ClientConfig().Backend == genai.BackendVertexAI {
+		provider = "gcp.vertex_ai"
+	}
+	return &Tier[In]{
+		name: cfg.Name, model: cfg.Model, client: cfg.Client, prompt: cfg.Prompt,
+		continuation: cfg.Continuation, provider: provider,
+	}, nil
+}
+
+// Name returns the tier's name.
+func (t *Tier[In]) Name() string { return t.name }
+
+// Model returns the model id.
+func (t *Tier[In]) Model() string { return t.model }
+
+// Stage returns a fallback stage for the tier with Model and Provider
+// ("gcp.gemini", or "gcp.vertex_ai") filled in; add the guards you want
+// (Breaker, Retry, TryTimeout, Validate) to it.
+func (t *Tier[In]) Stage() fallback.Stage[In, Answer] {
+	return fallback.Stage[In, Answer]{Tier: t, Model: t.model, Provider: t.provider}
+}
+
+// Usage reports the answer's token usage (fallback.UsageReporter).
+func (t *Tier[In]) Usage(a Answer) (fallback.Usage, bool) { return a.Usage, a.HasUsage }
+
+var one int32 = 1
+
+// Call makes one GenerateContent request and checks the answer.
+func (t *Tier[In]) Call(ctx context.Context, in In) (Answer, error) {
+	contents, cfg := t.prompt(in)
+	var c genai.GenerateContentConfig
+	if cfg != nil {
+		c = *cfg
+	}
+	var h genai.HTTPOptions
+	if c.HTTPOptions != nil {
+		h = *c.HTTPOptions
+	}
+	h.RetryOptions = &genai.HTTPRetryOptions{Attempts: &one}
+	c.HTTPOptions = &h
+	c.AutomaticContinuation = &t.continuation
+
+	ctx, capture := WithCapture(ctx)
+	resp, err := t.client.Models.GenerateContent(ctx, t.model, contents, &c)
+	if err != nil {
+		return Answer{}, capture.Wrap(err)
+	}
+	return t.answer(resp)
+}
+
+// answer turns a 200 into an Answer, or into the error it really is.
+func (t *Tier[In]) answer(resp *genai.GenerateContentResponse) (Answer, error) {
+	if resp == nil {
+		return Answer{}, classify.Wrap(ErrNoCandidates, classify.Verdict{Class: classify.InvalidOutput, Reason: "empty response"})
+	}
+	a := Answer{ModelVersion: resp.ModelVersion, Response: resp}
+	if u := resp.UsageMetadata; u != nil {
+		a.HasUsage = true
+		a.Usage = fallback.Usage{
+			InputTokens:  int64(u.PromptTokenCount) + int64(u.ToolUsePromptTokenCount),
+			OutputTokens: int64(u.CandidatesTokenCount) + int64(u.ThoughtsTokenCount),
+		}
+	}
+	if pf := resp.PromptFeedback; pf != nil && pf.BlockReason != "" && pf.BlockReason != genai.BlockedReasonUnspecified {
+		return Answer{}, classify.Wrap(&BlockedError{BlockReason: pf.BlockReason}, classify.Verdict{Class: classify.Safety, Reason: "prompt blocked"})
+	}
+	if len(resp.Candidates) == 0 || resp.Candidates[0] == nil {
+		return Answer{}, classify.Wrap(ErrNoCandidates, classify.Verdict{Class: classify.InvalidOutput, Reason: "no candidates"})
+	}
+	cand := resp.Candidates[0]
+	a.FinishReason = cand.FinishReason
+	switch cand.FinishReason {
+	case "", genai.FinishReasonUnspecified:
+		if len(cand.ContinuationToken) > 0 {
+			return Answer{}, classify.Wrap(ErrContinuation, classify.Verdict{Class: classify.InvalidOutput, Reason: "answer needs continuation"})
+		}
+		return Answer{}, classify.Wrap(ErrNoFinishReason, classify.Verdict{Class: classify.InvalidOutput, Reason: "no finish reason"})
+	case genai.FinishReasonContinuation:
+		return Answer{}, classify.Wrap(ErrContinuation, classify.Verdict{Class: classify.InvalidOutput, Reason: "answer needs continuation"})
+	}
+	if safetyFinish[cand.FinishReason] {
+		return Answer{}, classify.Wrap(&BlockedError{FinishReason: cand.FinishReason}, classify.Verdict{Class: classify.Safety, Reason: "candidate blocked"})
+	}
+	a.Text = text(cand)
+	return a, nil
+}
+
+// safetyFinish are the finish reasons that mean a policy stopped the
+// answer.
+var safetyFinish = map[genai.FinishReason]bool{
+	genai.FinishReasonSafety:                 true,
+	genai.FinishReasonProhibitedContent:      true,
+	genai.FinishReasonBlocklist:              true,
+	genai.FinishReasonSPII:                   true,
+	genai.FinishReasonImageSafety:            true,
+	genai.FinishReasonImageProhibitedContent: true,
+}
+
+// text concatenates a candidate's text parts, thoughts left out. Unlike
+// GenerateContentResponse.Text it logs nothing.
+func text(c *genai.Candidate) string {
+	if c.Content == nil {
+		return ""
+	}
+	var b strings.Builder
+	for _, p := range c.Content.Parts {
+		if p != nil && !p.Thought {
+			b.WriteString(p.Text)
+		}
+	}
+	return b.String()
+}
