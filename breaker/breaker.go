@@ -167,6 +167,17 @@ func (b *Breaker) Name() string { return b.cfg.Name }
 // State returns the current state.
 func (b *Breaker) State() State { return b.cur.Load().state }
 
+// OpenError returns the error Allow would return now if the breaker is open,
+// and nil otherwise (closed, or half-open). It takes nothing: no token, no
+// probe. Callers use it to skip work, such as reading the clock or taking a
+// bulkhead slot, that an open breaker would waste.
+func (b *Breaker) OpenError() error {
+	if ph := b.cur.Load(); ph.state == Open {
+		return ph.rejection
+	}
+	return nil
+}
+
 // Generation returns the current state's generation number.
 func (b *Breaker) Generation() uint64 { return b.cur.Load().gen }
 

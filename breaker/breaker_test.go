@@ -519,3 +519,18 @@ func TestGroupOnMember(t *testing.T) {
 	g.Get("flash")
 	assert.ElementsMatch(t, []string{"pro", breaker.OverflowKey, "flash"}, members)
 }
+
+func TestOpenErrorPeeksWithoutTakingAnything(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b, _ := newBreaker(t, breaker.Config{ConsecutiveFailures: 1, Cooldown: time.Second})
+		assert.NoError(t, b.OpenError())
+		call(t, b, breaker.Failure)
+		require.ErrorIs(t, b.OpenError(), breaker.ErrOpen)
+		time.Sleep(time.Second)
+		synctest.Wait()
+		assert.NoError(t, b.OpenError(), "half-open: the peek takes no probe")
+		probe, err := b.Allow()
+		require.NoError(t, err, "the probe is still free")
+		probe.Done(breaker.Success)
+	})
+}

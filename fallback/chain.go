@@ -321,6 +321,13 @@ func (c *Chain[In, Out]) runStage(r *request[Out], i int, st *stage[In, Out], in
 		err = skipError(st.name, st.Model, skip)
 		return out, c.skip(r, i, st, skip, err), err
 	}
+	if st.Breaker != nil {
+		// An open breaker would reject the call after the bulkhead: skip
+		// now, without reading the clock or taking a slot.
+		if oerr := st.Breaker.OpenError(); oerr != nil {
+			return out, c.skip(r, i, st, SkipOpen, oerr), oerr
+		}
+	}
 	// Check the time before taking any guard: a request that cannot make
 	// a useful attempt must not hold a slot or a probe someone else could
 	// use. The clock read is reused by the first attempt.

@@ -67,25 +67,46 @@ func TestRetriesCountOnceTowardTheBreaker(t *testing.T) {
 }
 
 // TestOpenBreakerFreesTheSlot: the breaker sits inside the bulkhead, so a
-// rejected call releases its slot at once.
+// rejected call releases its slot at once; an open breaker is seen before
+// any slot is taken.
 func TestOpenBreakerFreesTheSlot(t *testing.T) {
-	bh := newBulkhead(t, "pro", 1)
-	br := newBreaker(t, breaker.Config{Name: "pro"})
-	br.ForceOpen()
-	var slotsDuringFlash int
-	flash := fallback.Tier("flash", func(context.Context, string) (string, error) {
-		slotsDuringFlash = bh.Stats().InFlight
-		return "quick", nil
+	synctest.Test(t, func(t *testing.T) {
+		bh := newBulkhead(t, "pro", 1)
+		br := newBreaker(t, breaker.Config{Name: "pro", ConsecutiveFailures: 1, Cooldown: time.Second})
+		slotsDuringFlash := -1
+		flash := fallback.Tier("flash", func(context.Context, string) (string, error) {
+			slotsDuringFlash = bh.Stats().InFlight
+			return "quick", nil
+		})
+		c := newChain(t, fallback.Config[string, string]{Stages: []fallback.Stage[string, string]{
+			{Tier: newFake("pro", ok("deep")), Bulkhead: bh, Breaker: br},
+			{Tier: flash},
+		}})
+
+		br.ForceOpen()
+		res, err := c.Do(context.Background(), "q")
+		require.NoError(t, err)
+		assert.Equal(t, "quick", res.Value)
+		assert.Zero(t, slotsDuringFlash)
+		assert.Zero(t, bh.Stats().Accepted, "an open breaker is seen before the slot is taken")
+
+		// Half-open with its only probe in flight: the slot is taken, the
+		// breaker refuses, and the slot is free again before flash runs.
+		br.Reset()
+		tok, _ := br.Allow()
+		tok.Done(breaker.Failure)
+		time.Sleep(time.Second)
+		synctest.Wait()
+		probe, err := br.Allow()
+		require.NoError(t, err)
+		defer probe.Done(breaker.Ignored)
+		slotsDuringFlash = -1
+		res, err = c.Do(context.Background(), "q")
+		require.NoError(t, err)
+		assert.Equal(t, "quick", res.Value)
+		assert.Zero(t, slotsDuringFlash, "the refused call released pro's slot before flash ran")
+		assert.Equal(t, uint64(1), bh.Stats().Accepted)
 	})
-	c := newChain(t, fallback.Config[string, string]{Stages: []fallback.Stage[string, string]{
-		{Tier: newFake("pro", ok("deep")), Bulkhead: bh, Breaker: br},
-		{Tier: flash},
-	}})
-	res, err := c.Do(context.Background(), "q")
-	require.NoError(t, err)
-	assert.Equal(t, "quick", res.Value)
-	assert.Zero(t, slotsDuringFlash, "the open breaker released pro's slot before flash ran")
-	assert.Equal(t, uint64(1), bh.Stats().Accepted)
 }
 
 func TestFullBulkheadSkipsTheTier(t *testing.T) {

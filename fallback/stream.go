@@ -539,6 +539,11 @@ func (c *StreamChain[In, Chunk]) runStage(r *streamRun[In, Chunk], i int, st *st
 		err = skipError(st.name, st.Model, skip)
 		return endBeforeCommit, c.skip(r, i, st, skip, err), err
 	}
+	if st.Breaker != nil {
+		if oerr := st.Breaker.OpenError(); oerr != nil {
+			return endBeforeCommit, c.skip(r, i, st, SkipOpen, oerr), oerr
+		}
+	}
 	if _, aerr := r.budget.Admit(st.try); aerr != nil {
 		return endBeforeCommit, c.skip(r, i, st, SkipBudget, aerr), aerr
 	}
