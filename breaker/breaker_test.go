@@ -97,7 +97,7 @@ func TestFullCycle(t *testing.T) {
 
 		time.Sleep(10*time.Second - 1)
 		assert.Equal(t, breaker.Open, b.State())
-		time.Sleep(1)
+		time.Sleep(time.Nanosecond)
 		synctest.Wait()
 		assert.Equal(t, breaker.HalfOpen, b.State(), "the timer moves open to half-open when the cooldown ends")
 

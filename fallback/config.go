@@ -129,7 +129,7 @@ func (cfg *Config[In, Out]) validate() error {
 		errs = append(errs, errors.New("at least one stage is required"))
 	}
 	if cfg.Total < 0 {
-		errs = append(errs, fmt.Errorf("Total must not be negative, got %v", cfg.Total))
+		errs = append(errs, fmt.Errorf("negative Total %v", cfg.Total))
 	}
 	if cfg.MinAttempt < 0 || cfg.QuotaCooldown < 0 || cfg.RetiredRecheck < 0 || cfg.AbandonAfter < 0 {
 		errs = append(errs, errors.New("MinAttempt, QuotaCooldown, RetiredRecheck and AbandonAfter must not be negative"))

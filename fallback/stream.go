@@ -204,7 +204,7 @@ func NewStream[In, Chunk any](cfg StreamConfig[In, Chunk]) (*StreamChain[In, Chu
 		errs = append(errs, errors.New("at least one stage is required"))
 	}
 	if cfg.Total < 0 || cfg.MinAttempt < 0 || cfg.QuotaCooldown < 0 || cfg.RetiredRecheck < 0 {
-		errs = append(errs, errors.New("Total, MinAttempt, QuotaCooldown and RetiredRecheck must not be negative"))
+		errs = append(errs, errors.New("negative duration: Total, MinAttempt, QuotaCooldown and RetiredRecheck must not be negative"))
 	}
 	names := map[string]bool{}
 	for i, st := range cfg.Stages {

@@ -158,7 +158,7 @@ func TestPrimaryDownFallsBack(t *testing.T) {
 			case s.Parent().SpanID() == root.SpanID():
 				a := spanAttrs(s)
 				assert.Equal(t, trace.SpanKindClient, s.SpanKind())
-				attempts = append(attempts, s.Name()+" #"+a[otelx.AttrAttempt].Emit()+" "+a[otelx.AttrClass].AsString())
+				attempts = append(attempts, s.Name()+" #"+a[otelx.AttrAttempt].String()+" "+a[otelx.AttrClass].AsString())
 				assert.Equal(t, "generate_content", a[otelx.AttrOperation].AsString())
 				assert.Equal(t, "gcp.gemini", a[otelx.AttrProvider].AsString())
 				if a[otelx.AttrTier].AsString() == "pro" {

@@ -129,12 +129,12 @@ func TestNothingSensitiveIsExported(t *testing.T) {
 		for _, s := range spans {
 			fmt.Fprintf(&b, "%s %v %q\n", s.Name(), s.Status().Code, s.Status().Description)
 			for _, a := range s.Attributes() {
-				fmt.Fprintf(&b, "%s=%s\n", a.Key, a.Value.Emit())
+				fmt.Fprintf(&b, "%s=%s\n", a.Key, a.Value.String())
 			}
 			for _, ev := range s.Events() {
 				fmt.Fprintf(&b, "event %s\n", ev.Name)
 				for _, a := range ev.Attributes {
-					fmt.Fprintf(&b, "%s=%s\n", a.Key, a.Value.Emit())
+					fmt.Fprintf(&b, "%s=%s\n", a.Key, a.Value.String())
 				}
 			}
 			for _, l := range s.Links() {
