@@ -98,6 +98,9 @@ type Transition struct {
 	// OpenUntil is when an open breaker will let probes through (zero if
 	// not open or forced open).
 	OpenUntil time.Time
+	// Forced is set for ForceOpen and ForceClosed: a drill, not a verdict
+	// on the upstream's health (a shared store keeps it local).
+	Forced bool
 }
 
 // phase is one state of a breaker, from one transition to the next. It is
@@ -385,7 +388,7 @@ func (b *Breaker) switchLocked(to State, reason string, forced bool, openUntil t
 		ph.rejection = &OpenError{Name: b.cfg.Name, Until: ph.until}
 	}
 	b.cur.Store(ph)
-	return Transition{Name: b.cfg.Name, From: old.state, To: to, Reason: reason, At: now, Generation: gen, OpenUntil: ph.until}
+	return Transition{Name: b.cfg.Name, From: old.state, To: to, Reason: reason, At: now, Generation: gen, OpenUntil: ph.until, Forced: forced}
 }
 
 // cooldown returns the cooldown for the current trip: Cooldown, doubled for

@@ -534,3 +534,14 @@ func TestOpenErrorPeeksWithoutTakingAnything(t *testing.T) {
 		probe.Done(breaker.Success)
 	})
 }
+
+func TestTransitionSaysWhenForced(t *testing.T) {
+	var forced []bool
+	b, _ := newBreaker(t, breaker.Config{ConsecutiveFailures: 1})
+	b.Subscribe(func(tr breaker.Transition) { forced = append(forced, tr.Forced) })
+	b.ForceOpen()
+	b.ForceClosed()
+	b.Reset()
+	call(t, b, breaker.Failure)
+	assert.Equal(t, []bool{true, true, false, false}, forced)
+}

@@ -126,7 +126,7 @@ func (m *member) Transitioned(t breaker.Transition) {
 	}
 	var kind byte
 	switch {
-	case t.Reason == "forced open" || t.Reason == "forced closed":
+	case t.Forced:
 		return
 	case t.Reason == "reset":
 		kind = 'r'
@@ -147,7 +147,7 @@ func (m *member) Transitioned(t breaker.Transition) {
 func (m *member) track(t breaker.Transition) {
 	m.mu.Lock()
 	m.state, m.until = t.To, t.OpenUntil
-	m.forced = t.Reason == "forced open" || t.Reason == "forced closed"
+	m.forced = t.Forced
 	m.localGen = max(m.localGen, t.Generation)
 	if t.Reason == "shared" {
 		m.appliedGen = max(m.appliedGen, t.Generation)
