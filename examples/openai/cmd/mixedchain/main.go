@@ -96,24 +96,9 @@ type reply struct {
 	HasUsage bool
 }
 
-// adapter makes a provider's tier answer replies.
-type adapter[A any] struct {
-	tier    fallback.ModelTier[string, A]
-	toReply func(A) reply
-}
-
-func (a adapter[A]) Name() string { return a.tier.Name() }
-
-func (a adapter[A]) Call(ctx context.Context, q string) (reply, error) {
-	out, err := a.tier.Call(ctx, q)
-	if err != nil {
-		return reply{}, err // errors pass through untouched: the classifier needs them
-	}
-	return a.toReply(out), nil
-}
-
-// Usage keeps token usage flowing to observers (fallback.UsageReporter).
-func (a adapter[A]) Usage(r reply) (fallback.Usage, bool) { return r.Usage, r.HasUsage }
+// replyUsage keeps token usage flowing to observers once answers are
+// replies (fallback.MapTier makes the mapped tier a UsageReporter).
+func replyUsage(r reply) (fallback.Usage, bool) { return r.Usage, r.HasUsage }
 
 // newChain builds gemini → openai-compatible → default.
 func newChain(ctx context.Context, cfg config) (*fallback.Chain[string, reply], error) {
@@ -162,17 +147,17 @@ func newChain(ctx context.Context, cfg config) (*fallback.Chain[string, reply], 
 	nonEmpty := validate.Field(func(r reply) string { return r.Text }, validate.NonEmpty())
 	stages := []fallback.Stage[string, reply]{
 		{
-			Tier: adapter[gemini.Answer]{tier: gem, toReply: func(a gemini.Answer) reply {
+			Tier: fallback.MapTier(gem, func(a gemini.Answer) reply {
 				return reply{Text: a.Text, Provider: "gemini", Usage: a.Usage, HasUsage: a.HasUsage}
-			}},
+			}, replyUsage),
 			Model: gem.Model(), Provider: gem.Stage().Provider,
 			Breaker: gemBreaker, TryTimeout: 6 * time.Second, Validate: nonEmpty,
 			Retry: retry.Policy{MaxAttempts: 2, BaseDelay: 100 * time.Millisecond},
 		},
 		{
-			Tier: adapter[tgopenai.Answer]{tier: gpt, toReply: func(a tgopenai.Answer) reply {
+			Tier: fallback.MapTier(gpt, func(a tgopenai.Answer) reply {
 				return reply{Text: a.Text, Provider: "openai-compatible", Usage: a.Usage, HasUsage: a.HasUsage}
-			}},
+			}, replyUsage),
 			Model: gpt.Model(), Provider: gpt.Stage().Provider,
 			TryTimeout: 6 * time.Second, Validate: nonEmpty,
 			Retry: retry.Policy{MaxAttempts: 2, BaseDelay: 100 * time.Millisecond},
