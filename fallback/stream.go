@@ -193,7 +193,16 @@ type streamStage[In, Chunk any] struct {
 	name   string
 	policy retry.Policy
 	try    deadline.Try
+	usage  ChunkUsageReporter[Chunk]
 	parking
+}
+
+// ChunkUsageReporter is implemented by stream tiers whose chunks carry token
+// usage (Gemini sends it on the last chunk). The chain reports the last
+// usage a stream carried to observers, which export
+// gen_ai.client.token.usage.
+type ChunkUsageReporter[Chunk any] interface {
+	ChunkUsage(c Chunk) (Usage, bool)
 }
 
 // NewStream compiles a streaming chain, or returns an error naming every
@@ -262,6 +271,9 @@ func NewStream[In, Chunk any](cfg StreamConfig[In, Chunk]) (*StreamChain[In, Chu
 		}
 		st.policy = st.policy.WithDefaults()
 		st.try = deadline.Try{Cap: s.FirstChunkTimeout, MinUseful: cmpOr(s.MinAttempt, minAttempt)}
+		if u, ok := s.Tier.(ChunkUsageReporter[Chunk]); ok {
+			st.usage = u
+		}
 	}
 	for i := range c.stages {
 		st := &c.stages[i]
@@ -341,13 +353,24 @@ type Stream[In, Chunk any] struct {
 	in   In
 	used bool
 	res  StreamResult
+
+	deadline    time.Time
+	hasDeadline bool
 }
 
 // Stream prepares a streaming request; nothing is sent until Chunks is
 // ranged over.
 func (c *StreamChain[In, Chunk]) Stream(ctx context.Context, in In) *Stream[In, Chunk] {
-	return &Stream[In, Chunk]{c: c, ctx: ctx, in: in, res: StreamResult{TierIndex: -1}}
+	s := &Stream[In, Chunk]{c: c, ctx: ctx, in: in, res: StreamResult{TierIndex: -1}}
+	s.deadline, s.hasDeadline = ctx.Deadline()
+	return s
 }
+
+// Deadline returns the request's deadline (the earlier of its context's
+// and the chain's Total), and false when it has none. The chain's Total
+// counts from the start of the iteration: before it, Deadline reports the
+// context's deadline only.
+func (s *Stream[In, Chunk]) Deadline() (time.Time, bool) { return s.deadline, s.hasDeadline }
 
 // Result describes the stream; complete once Chunks' iteration has ended.
 func (s *Stream[In, Chunk]) Result() StreamResult { return s.res }
@@ -406,6 +429,7 @@ func (c *StreamChain[In, Chunk]) run(s *Stream[In, Chunk], yield func(Chunk, err
 		}
 	}
 	r := &streamRun[In, Chunk]{s: s, yield: yield, ctx: ctx, budget: deadline.New(ctx, 0), start: time.Now(), keep: c.cont != nil}
+	s.deadline, s.hasDeadline = r.budget.Deadline()
 	if o := c.observer.load(); o != nil {
 		r.obs = o
 		r.ctx = o.Observe(r.ctx, Event{Kind: RequestStarted, Operation: c.op, TierIndex: -1, Model: c.stages[0].Model, Provider: c.stages[0].Provider})
@@ -578,7 +602,7 @@ func (c *StreamChain[In, Chunk]) runStage(r *streamRun[In, Chunk], i int, st *st
 		end, v, err, retryable := c.attempt(r, i, st, in, n, tok)
 		if end != endBeforeCommit {
 			outcome = streamOutcome(c.table, end, v)
-			if end == endBeforeCommit || end == endIncomplete {
+			if end == endIncomplete {
 				st.park(c.epoch, c.catalog, st.Model, v, c.quotaPark, c.retirePark)
 			}
 			return end, v, err
@@ -639,8 +663,11 @@ func (c *StreamChain[In, Chunk]) attempt(r *streamRun[In, Chunk], i int, st *str
 	r.s.res.UpstreamCalls++
 
 	chunk, cerr, ok := next()
-	if timer != nil {
-		timer.Stop()
+	if timer != nil && !timer.Stop() && ok && cerr == nil {
+		// The timer fired as the first chunk arrived: the attempt's context
+		// is cancelled and the stream cannot go on. Nothing was shown yet,
+		// so this is a first-chunk timeout, not an incomplete stream.
+		cerr = ErrFirstChunkTimeout
 	}
 	if !ok || cerr != nil {
 		// Failed before the first chunk: the unary chain's rules apply.
@@ -687,8 +714,10 @@ func (c *StreamChain[In, Chunk]) attempt(r *streamRun[In, Chunk], i int, st *str
 	}
 	keepText := r.keep || st.Validate != nil
 	var text strings.Builder
-	chunks := 0
+	chunks, bytes := 0, 0
 	var finish string
+	var usage Usage
+	var hasUsage bool
 	// The idle timer runs only while waiting on the upstream, so a slow
 	// consumer is never mistaken for a stalled stream.
 	var idle *time.Timer
@@ -702,6 +731,12 @@ func (c *StreamChain[In, Chunk]) attempt(r *streamRun[In, Chunk], i int, st *str
 		chunks++
 		res.Chunks++
 		res.Bytes += len(info.Text)
+		bytes += len(info.Text)
+		if st.usage != nil {
+			if u, ok := st.usage.ChunkUsage(chunk); ok {
+				usage, hasUsage = u, true
+			}
+		}
 		if info.FinishReason != "" {
 			finish = info.FinishReason
 		}
@@ -714,7 +749,7 @@ func (c *StreamChain[In, Chunk]) attempt(r *streamRun[In, Chunk], i int, st *str
 		if !r.yield(chunk, nil) {
 			// The consumer stopped: cancel upstream, decide nothing.
 			cancel(context.Canceled)
-			c.attemptEnded(r, i, st, n, start, chunks, classify.Verdict{Class: classify.Canceled, Reason: "consumer stopped"}, nil, false)
+			c.attemptEnded(r, i, st, n, start, chunks, classify.Verdict{Class: classify.Canceled, Reason: "consumer stopped"}, nil, false, usage, hasUsage)
 			return endDone, classify.Verdict{Class: classify.Canceled, Reason: "consumer stopped"}, nil, false
 		}
 		if idle != nil {
@@ -737,13 +772,13 @@ func (c *StreamChain[In, Chunk]) attempt(r *streamRun[In, Chunk], i int, st *str
 			if verr := st.Validate.Validate(text.String()); verr != nil {
 				verr = validate.AsInvalidOutput(verr)
 				v = st.policy.Classifier.Classify(verr)
-				c.attemptEnded(r, i, st, n, start, chunks, v, verr, false)
+				c.attemptEnded(r, i, st, n, start, chunks, v, verr, false, usage, hasUsage)
 				r.yield(*new(Chunk), verr)
 				return endDone, v, verr, false
 			}
 		}
 		res.Complete = true
-		c.attemptEnded(r, i, st, n, start, chunks, classify.Verdict{}, nil, false)
+		c.attemptEnded(r, i, st, n, start, chunks, classify.Verdict{}, nil, false, usage, hasUsage)
 		return endDone, classify.Verdict{}, nil, false
 	case errors.Is(cause, ErrIdleTimeout) && r.ctx.Err() == nil:
 		cause = ErrIdleTimeout
@@ -755,17 +790,18 @@ func (c *StreamChain[In, Chunk]) attempt(r *streamRun[In, Chunk], i int, st *str
 		cause = cerr
 		v = classify.InContext(r.ctx, st.policy.Classifier.Classify(cerr))
 	}
-	ie := &IncompleteError{Tier: st.name, Chunks: chunks, Bytes: res.Bytes, FinishReason: finish, Cause: cause, V: v}
-	c.attemptEnded(r, i, st, n, start, chunks, v, ie, true)
+	ie := &IncompleteError{Tier: st.name, Chunks: chunks, Bytes: bytes, FinishReason: finish, Cause: cause, V: v}
+	c.attemptEnded(r, i, st, n, start, chunks, v, ie, true, usage, hasUsage)
 	return endIncomplete, v, ie, false
 }
 
-func (c *StreamChain[In, Chunk]) attemptEnded(r *streamRun[In, Chunk], i int, st *streamStage[In, Chunk], n int, start time.Time, chunks int, v classify.Verdict, err error, incomplete bool) {
+func (c *StreamChain[In, Chunk]) attemptEnded(r *streamRun[In, Chunk], i int, st *streamStage[In, Chunk], n int, start time.Time, chunks int, v classify.Verdict, err error, incomplete bool, usage Usage, hasUsage bool) {
 	latency := time.Since(start)
 	r.s.res.Attempts = append(r.s.res.Attempts, Attempt{Tier: st.name, TierIndex: i, N: n, Verdict: v, Latency: latency, Err: err})
 	if r.obs != nil {
 		e := c.event(r, AttemptEnded, i, st, n)
 		e.Verdict, e.Latency, e.Err, e.Chunks, e.Incomplete = v, latency, err, chunks, incomplete
+		e.Usage, e.HasUsage = usage, hasUsage
 		r.obs.Observe(r.ctx, e)
 	}
 }

@@ -396,3 +396,63 @@ func TestStreamInvalidConfig(t *testing.T) {
 	_, err = fallback.NewStream(fallback.StreamConfig[string, chunk]{Stages: []fallback.StreamStage[string, chunk]{{Tier: (&streamFake{name: "a"}).tier(), IdleTimeout: -1}}})
 	assert.ErrorContains(t, err, "timeouts must not be negative")
 }
+
+// TestStreamFirstChunkAtTheTimeoutFallsBack: a first chunk that arrives as
+// the first-chunk timer fires is a timeout, not an incomplete stream.
+func TestStreamFirstChunkAtTheTimeoutFallsBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		late := fallback.StreamTierFunc("pro", func(ctx context.Context, _ string) iter.Seq2[chunk, error] {
+			return func(yield func(chunk, error) bool) {
+				<-ctx.Done() // the chunk arrives exactly as the timer fires
+				if !yield(chunk{text: "a"}, nil) {
+					return
+				}
+				yield(chunk{}, ctx.Err())
+			}
+		}, inspect)
+		flash := &streamFake{name: "flash", def: streamScript{chunks: words("quick"), finishing: true}}
+		c := newStreamChain(t, fallback.StreamConfig[string, chunk]{Stages: []fallback.StreamStage[string, chunk]{
+			{Tier: late, FirstChunkTimeout: 100 * time.Millisecond, Retry: retry.Policy{MaxAttempts: 1}},
+			{Tier: flash.tier()},
+		}})
+		s := c.Stream(context.Background(), "q")
+		text, err := collect(s)
+		require.NoError(t, err)
+		assert.Equal(t, "quick", text)
+		assert.ErrorIs(t, s.Result().Attempts[0].Err, fallback.ErrFirstChunkTimeout)
+	})
+}
+
+type usageTier struct{ fallback.StreamTier[string, chunk] }
+
+func (usageTier) ChunkUsage(c chunk) (fallback.Usage, bool) {
+	if c.finish == "" {
+		return fallback.Usage{}, false
+	}
+	return fallback.Usage{InputTokens: 7, OutputTokens: 3}, true
+}
+
+func TestStreamReportsUsageAndDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var got fallback.Usage
+		obs := fallback.ObserverFunc(func(ctx context.Context, e fallback.Event) context.Context {
+			if e.Kind == fallback.AttemptEnded && e.HasUsage {
+				got = e.Usage
+			}
+			return ctx
+		})
+		pro := &streamFake{name: "pro", def: streamScript{chunks: words("a", "b"), finishing: true}}
+		c := newStreamChain(t, fallback.StreamConfig[string, chunk]{
+			Stages: []fallback.StreamStage[string, chunk]{{Tier: usageTier{pro.tier()}}}, Observer: obs, Total: 5 * time.Second,
+		})
+		s := c.Stream(context.Background(), "q")
+		_, has := s.Deadline()
+		assert.False(t, has, "no deadline before the iteration starts the Total")
+		_, err := collect(s)
+		require.NoError(t, err)
+		assert.Equal(t, fallback.Usage{InputTokens: 7, OutputTokens: 3}, got)
+		d, has := s.Deadline()
+		require.True(t, has)
+		assert.Equal(t, 5*time.Second, time.Until(d))
+	})
+}

@@ -22,6 +22,11 @@
 //     SDK reads whole.
 //   - ListModels and NewCatalog: a preflight catalog from models.list, every
 //     page, keeping the models that support generateContent.
+//   - Tier.Stream and Tier.StreamStage: the same tier as a
+//     fallback.StreamTier over client.Models.GenerateContentStream, for a
+//     fallback.StreamChain. The SDK fails a stream on an SSE comment line
+//     (": keepalive") and returns mid-stream failures unwrapped; Tier.Stream
+//     documents how each classifies (ErrStreamComment, ErrMalformedChunk).
 //
 // # One retry owner
 //

@@ -140,6 +140,19 @@ var one int32 = 1
 
 // Call makes one GenerateContent request and checks the answer.
 func (t *Tier[In]) Call(ctx context.Context, in In) (Answer, error) {
+	contents, c := t.request(in)
+	ctx, capture := WithCapture(ctx)
+	resp, err := t.client.Models.GenerateContent(ctx, t.model, contents, c)
+	if err != nil {
+		return Answer{}, capture.Wrap(err)
+	}
+	return t.answer(resp)
+}
+
+// request builds the request for in: the prompt's contents, and a copy of
+// its config with the SDK's retries off and continuation as configured.
+// The SDK sets defaults on the config it is given, so it gets the copy.
+func (t *Tier[In]) request(in In) ([]*genai.Content, *genai.GenerateContentConfig) {
 	contents, cfg := t.prompt(in)
 	var c genai.GenerateContentConfig
 	if cfg != nil {
@@ -151,14 +164,39 @@ func (t *Tier[In]) Call(ctx context.Context, in In) (Answer, error) {
 	}
 	h.RetryOptions = &genai.HTTPRetryOptions{Attempts: &one}
 	c.HTTPOptions = &h
-	c.AutomaticContinuation = &t.continuation
+	continuation := t.continuation
+	c.AutomaticContinuation = &continuation
+	return contents, &c
+}
 
-	ctx, capture := WithCapture(ctx)
-	resp, err := t.client.Models.GenerateContent(ctx, t.model, contents, &c)
-	if err != nil {
-		return Answer{}, capture.Wrap(err)
+// usage reads a response's usage metadata.
+func usage(resp *genai.GenerateContentResponse) (fallback.Usage, bool) {
+	u := resp.UsageMetadata
+	if u == nil {
+		return fallback.Usage{}, false
 	}
-	return t.answer(resp)
+	return fallback.Usage{
+		InputTokens:  int64(u.PromptTokenCount) + int64(u.ToolUsePromptTokenCount),
+		OutputTokens: int64(u.CandidatesTokenCount) + int64(u.ThoughtsTokenCount),
+	}, true
+}
+
+// promptBlocked returns the Safety error for a response whose prompt was
+// blocked, or nil.
+func promptBlocked(resp *genai.GenerateContentResponse) error {
+	if pf := resp.PromptFeedback; pf != nil && pf.BlockReason != "" && pf.BlockReason != genai.BlockedReasonUnspecified {
+		return classify.Wrap(&BlockedError{BlockReason: pf.BlockReason}, classify.Verdict{Class: classify.Safety, Reason: "prompt blocked"})
+	}
+	return nil
+}
+
+// candidateBlocked returns the Safety error for a candidate that a policy
+// stopped, or nil.
+func candidateBlocked(cand *genai.Candidate) error {
+	if safetyFinish[cand.FinishReason] {
+		return classify.Wrap(&BlockedError{FinishReason: cand.FinishReason}, classify.Verdict{Class: classify.Safety, Reason: "candidate blocked"})
+	}
+	return nil
 }
 
 // answer turns a 200 into an Answer, or into the error it really is.
@@ -167,15 +205,9 @@ func (t *Tier[In]) answer(resp *genai.GenerateContentResponse) (Answer, error) {
 		return Answer{}, classify.Wrap(ErrNoCandidates, classify.Verdict{Class: classify.InvalidOutput, Reason: "empty response"})
 	}
 	a := Answer{ModelVersion: resp.ModelVersion, Response: resp}
-	if u := resp.UsageMetadata; u != nil {
-		a.HasUsage = true
-		a.Usage = fallback.Usage{
-			InputTokens:  int64(u.PromptTokenCount) + int64(u.ToolUsePromptTokenCount),
-			OutputTokens: int64(u.CandidatesTokenCount) + int64(u.ThoughtsTokenCount),
-		}
-	}
-	if pf := resp.PromptFeedback; pf != nil && pf.BlockReason != "" && pf.BlockReason != genai.BlockedReasonUnspecified {
-		return Answer{}, classify.Wrap(&BlockedError{BlockReason: pf.BlockReason}, classify.Verdict{Class: classify.Safety, Reason: "prompt blocked"})
+	a.Usage, a.HasUsage = usage(resp)
+	if err := promptBlocked(resp); err != nil {
+		return Answer{}, err
 	}
 	if len(resp.Candidates) == 0 || resp.Candidates[0] == nil {
 		return Answer{}, classify.Wrap(ErrNoCandidates, classify.Verdict{Class: classify.InvalidOutput, Reason: "no candidates"})
@@ -191,8 +223,8 @@ func (t *Tier[In]) answer(resp *genai.GenerateContentResponse) (Answer, error) {
 	case genai.FinishReasonContinuation:
 		return Answer{}, classify.Wrap(ErrContinuation, classify.Verdict{Class: classify.InvalidOutput, Reason: "answer needs continuation"})
 	}
-	if safetyFinish[cand.FinishReason] {
-		return Answer{}, classify.Wrap(&BlockedError{FinishReason: cand.FinishReason}, classify.Verdict{Class: classify.Safety, Reason: "candidate blocked"})
+	if err := candidateBlocked(cand); err != nil {
+		return Answer{}, err
 	}
 	a.Text = text(cand)
 	return a, nil

@@ -25,9 +25,17 @@ type config struct {
 	Catalog  bool
 	Seed     uint64
 
+	// Streaming clients and their faults.
+	StreamClients int
+	FirstChunk    time.Duration
+	Idle          time.Duration
+	StreamCuts    float64
+	NoFinish      float64
+
 	Slack      time.Duration
 	MinSuccess float64
 	Progress   bool
+	Metrics    bool
 }
 
 func defaultConfig() config {
@@ -47,9 +55,16 @@ func defaultConfig() config {
 		Cooldown:    2 * time.Second,
 		Catalog:     true,
 		Seed:        1,
-		Slack:       50 * time.Millisecond,
-		MinSuccess:  0.99,
-		Progress:    true,
+
+		StreamClients: 4,
+		FirstChunk:    500 * time.Millisecond,
+		Idle:          300 * time.Millisecond,
+		StreamCuts:    0.08,
+		NoFinish:      0.02,
+
+		Slack:      50 * time.Millisecond,
+		MinSuccess: 0.99,
+		Progress:   true,
 	}
 }
 
@@ -69,9 +84,15 @@ func (c *config) register(fs *flag.FlagSet) {
 	fs.DurationVar(&c.Cooldown, "cooldown", c.Cooldown, "breaker cooldown before half-open probes (doubles on a failed probe)")
 	fs.BoolVar(&c.Catalog, "catalog", c.Catalog, "preflight tiers against models.list; false: the retired tier is parked after its first 404")
 	fs.Uint64Var(&c.Seed, "seed", c.Seed, "seed of the fake server's and the clients' random draws")
+	fs.IntVar(&c.StreamClients, "stream-clients", c.StreamClients, "concurrent streaming clients (0: none), through a stream chain pro → flash → default")
+	fs.DurationVar(&c.FirstChunk, "first-chunk-timeout", c.FirstChunk, "streams: longest wait for a tier's first chunk (time to first token) per attempt")
+	fs.DurationVar(&c.Idle, "idle-timeout", c.Idle, "streams: longest gap between two chunks once a stream has started")
+	fs.Float64Var(&c.StreamCuts, "stream-cuts", c.StreamCuts, "share of pro's answers whose connection drops mid-body (a stream after two chunks), before the first outage or storm")
+	fs.Float64Var(&c.NoFinish, "no-finish", c.NoFinish, "share of pro's answers that end without a finish reason, before the first outage or storm")
 	fs.DurationVar(&c.Slack, "slack", c.Slack, "invariant: no answer later than its deadline plus this")
 	fs.Float64Var(&c.MinSuccess, "min-success", c.MinSuccess, "invariant: at least this share of requests answered (any source)")
 	fs.BoolVar(&c.Progress, "progress", c.Progress, "show live progress on stderr")
+	fs.BoolVar(&c.Metrics, "metrics", c.Metrics, "instrument the chains with otelx (OpenTelemetry SDK, in-process reader) and print the metrics at the end")
 }
 
 func (c *config) validate() error {
@@ -82,6 +103,8 @@ func (c *config) validate() error {
 		}
 	}
 	check(c.Clients >= 1, "-clients must be at least 1")
+	check(c.StreamClients >= 0, "-stream-clients must not be negative")
+	check(c.FirstChunk >= 0 && c.Idle >= 0, "-first-chunk-timeout and -idle-timeout must not be negative")
 	check(c.Duration > 0, "-duration must be positive")
 	check(c.Deadline >= 300*time.Millisecond, "-deadline must be at least 300ms (each tier needs a useful attempt)")
 	check(c.Think >= 0, "-think must not be negative")
@@ -91,7 +114,8 @@ func (c *config) validate() error {
 	for _, p := range []struct {
 		name string
 		v    float64
-	}{{"-malformed", c.Malformed}, {"-stall", c.Stall}, {"-flash-errors", c.FlashErrors}, {"-min-success", c.MinSuccess}} {
+	}{{"-malformed", c.Malformed}, {"-stall", c.Stall}, {"-flash-errors", c.FlashErrors}, {"-min-success", c.MinSuccess},
+		{"-stream-cuts", c.StreamCuts}, {"-no-finish", c.NoFinish}} {
 		check(p.v >= 0 && p.v <= 1, "%s must be within [0, 1], got %v", p.name, p.v)
 	}
 	check(c.Cooldown > 0, "-cooldown must be positive")

@@ -2,7 +2,8 @@
 // an in-process fake Gemini server while the primary model has a bad day.
 // No API key, no network, no setup:
 //
-//	go run ./examples/outage        # or: make demo
+//	go run ./examples/outage           # or: make demo
+//	go run ./examples/outage -metrics  # and print the OpenTelemetry metrics
 //
 // # The story
 //
@@ -12,14 +13,32 @@
 //
 //	pro (gemini-2.5-pro) → legacy (gemini-1.0-pro) → flash (gemini-2.5-flash) → cache → default answer
 //
-// Every tier sits behind a bulkhead, a circuit breaker and a retry policy
-// with a shared retry budget; every attempt has a per-try timeout. The
-// timeline, on the fake server's clock:
+// Four more clients stream their answers (streamGenerateContent, server-sent
+// events) through a stream chain with the same deadline:
+//
+//	pro → flash → default answer
+//
+// A stream falls back only until its first chunk arrives (the commit
+// point); after that a failure ends it as incomplete, since the client has
+// already shown text. Each stream attempt must deliver its first chunk
+// within -first-chunk-timeout, and no gap between chunks may exceed
+// -idle-timeout. The stream chain shares the chain's circuit breakers: one
+// per model, whichever endpoint finds it failing.
+//
+// Every tier sits behind a bulkhead (unary chain), a circuit breaker and a
+// retry policy with a shared retry budget; every attempt has a per-try
+// timeout. The timeline, on the fake server's clock:
 //
 //   - 0s–3s: healthy. pro answers; 3% of its answers are malformed JSON,
 //     which the stage's validator rejects: those requests move on to flash
-//     and do not count against pro's breaker. Now and then pro stalls and
-//     the per-try timeout cuts the attempt short.
+//     and do not count against pro's breaker (a malformed streamed answer
+//     is only seen whole: the stream ends with the validator's error).
+//     Now and then pro stalls and the per-try (or first-chunk) timeout cuts
+//     the attempt short. In this first phase only, 8% of pro's connections
+//     drop mid-answer — a stream after two chunks, too late to fall back,
+//     so it ends incomplete; a unary call is retried — and 2% of its
+//     answers end without a finish reason (an incomplete stream; for a
+//     unary call, invalid output).
 //   - 3s–8s: pro outage, every call answers 503 UNAVAILABLE. The first
 //     failures retry (within the retry budget) and fall through to flash;
 //     pro's breaker opens, so later requests skip pro without calling it.
@@ -52,15 +71,28 @@
 //     error;
 //   - by phase: the same per phase, with pro's upstream calls per request:
 //     above 1 means retries, near 0 means the breaker is shedding load;
+//   - streams: how many completed, how many broke after their first chunk
+//     and why (connection cut, no finish reason, idle timeout, deadline),
+//     how many the validator rejected at the end, how many fell back
+//     before their first chunk (to flash or the default), the time to
+//     first chunk (p50, p95), and the worst overrun of a stream's end past
+//     its deadline;
 //   - breaker transitions with their time since the start, and how long
 //     after the outage pro's breaker closed again;
-//   - upstream calls per model as the fake server counted them, by outcome;
+//   - upstream calls per model as the fake server counted them (unary and
+//     streams), by outcome;
 //   - validation rejects, retries and skips (open circuit, full bulkhead,
-//     retired model, too little time left) per tier.
+//     retired model, too little time left) per tier, and the streams each
+//     tier started;
+//   - with -metrics: every metric otelx exported (GenAI semantic
+//     conventions and tierguard.*), read from an in-process OpenTelemetry
+//     SDK MeterProvider with a ManualReader, one row per series: counters
+//     and gauges with their value, histograms with count, sum, mean and
+//     max.
 //
-// The command exits 1 when an invariant breaks: an answer later than its
-// deadline plus -slack, or less than -min-success of the requests answered.
-// Every knob is a flag; see -help.
+// The command exits 1 when an invariant breaks: an answer (or the end of a
+// stream) later than its deadline plus -slack, or less than -min-success of
+// the requests answered. Every knob is a flag; see -help.
 package main
 
 import (
@@ -127,10 +159,28 @@ type answer struct {
 	Answer string `json:"answer"`
 }
 
-// guards are the chain's circuit breakers, for the progress line and for
-// the cleanup at the end.
+// validAnswer accepts the JSON of an answer with a non-empty answer field.
+var validAnswer = validate.Decode(func(a answer) error {
+	if a.Answer == "" {
+		return validate.Errorf("decode", "empty answer")
+	}
+	return nil
+})
+
+// guards are the chain's circuit breakers, for the stream chain (which
+// shares them), the progress line and the cleanup at the end.
 type guards struct {
 	breakers []*breaker.Breaker
+}
+
+// breaker returns the breaker of the named tier.
+func (g *guards) breaker(name string) *breaker.Breaker {
+	for _, b := range g.breakers {
+		if b.Name() == name {
+			return b
+		}
+	}
+	return nil
 }
 
 // buildChain assembles pro → legacy → flash → cache → default. This is the
@@ -142,13 +192,7 @@ func buildChain(cfg config, srv *fakegemini.Server, catalog *fallback.Catalog, o
 	}
 	// Answers must be JSON of the right shape: a malformed one moves on to
 	// the next tier without counting against the breaker.
-	valid := validate.Field(func(r gemrest.Response) string { return r.Text },
-		validate.Decode(func(a answer) error {
-			if a.Answer == "" {
-				return validate.Errorf("decode", "empty answer")
-			}
-			return nil
-		}))
+	valid := validate.Field(func(r gemrest.Response) string { return r.Text }, validAnswer)
 
 	type tierSpec struct {
 		name, model string

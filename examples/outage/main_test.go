@@ -5,6 +5,7 @@ import (
 	"context"
 	"flag"
 	"io"
+	"slices"
 	"testing"
 	"time"
 
@@ -35,6 +36,8 @@ func shortConfig() config {
 	cfg.Malformed = 0.05
 	cfg.Stall = 0.01
 	cfg.Cooldown = 200 * time.Millisecond
+	cfg.StreamClients = 3
+	cfg.FirstChunk = 400 * time.Millisecond
 	cfg.Slack = 500 * time.Millisecond
 	cfg.Progress = false
 	return cfg
@@ -50,6 +53,7 @@ func TestRunShort(t *testing.T) {
 			t.Parallel()
 			cfg := shortConfig()
 			cfg.Catalog = catalog
+			cfg.Metrics = catalog // one run with -metrics, one without
 			require.NoError(t, cfg.validate())
 			var progress bytes.Buffer
 			sum, err := run(context.Background(), cfg, &progress)
@@ -66,10 +70,20 @@ func TestRunShort(t *testing.T) {
 			for _, tr := range sum.tiers {
 				tiers[tr.name] = tr
 			}
-			pro, legacy := tiers["pro"], tiers["legacy"]
+			pro, legacy, flash := tiers["pro"], tiers["legacy"], tiers["flash"]
 			assert.Positive(t, pro.upstream.Requests)
 			assert.Positive(t, pro.upstream.Outcomes["unavailable"], "the outage reached pro")
-			assert.Equal(t, int(pro.upstream.Requests), pro.calls, "the chain's trails and the server agree on pro's calls")
+			assert.Equal(t, int(pro.upstream.Requests), pro.calls+pro.streamCalls, "the chains' trails and the server agree on pro's calls")
+			assert.Equal(t, int(flash.upstream.Requests), flash.calls+flash.streamCalls, "the chains' trails and the server agree on flash's calls")
+
+			st := sum.streams
+			assert.Positive(t, st.streams)
+			assert.Positive(t, st.byEnd[streamComplete], "streams complete")
+			assert.Zero(t, st.byEnd[streamFailed], "the default answers when no tier can stream")
+			assert.Positive(t, st.bySource[slices.Index(streamSources, "flash")], "streams fall back to flash before their first chunk")
+			assert.Positive(t, st.ttfcP50)
+			assert.LessOrEqual(t, st.ttfcP50, st.ttfcP95)
+			assert.Positive(t, pro.streamCalls)
 			if catalog {
 				assert.Zero(t, legacy.upstream.Requests, "the catalog skips the retired model without a call")
 			} else {
@@ -89,11 +103,61 @@ func TestRunShort(t *testing.T) {
 
 			var out bytes.Buffer
 			sum.print(&out)
-			for _, s := range []string{"answers by source", "by phase", "breaker transitions", "upstream calls", "per tier", "invariants hold"} {
+			for _, s := range []string{"answers by source", "by phase", "streams:", "time to first chunk", "breaker transitions", "upstream calls", "per tier", "invariants hold"} {
 				assert.Contains(t, out.String(), s)
 			}
+			if !catalog {
+				assert.Nil(t, sum.metrics)
+				assert.NotContains(t, out.String(), "metrics (otelx", "metrics only with -metrics")
+				return
+			}
+			checkMetrics(t, sum, out.String())
 		})
 	}
+}
+
+// checkMetrics checks what -metrics collected and printed.
+func checkMetrics(t *testing.T, sum *summary, printed string) {
+	t.Helper()
+	require.NotNil(t, sum.metrics)
+	seen := map[string]bool{}
+	for _, row := range sum.metrics.rows {
+		op, _ := row.attrs.Value(opKey)
+		seen[row.metric+" "+op.Emit()] = true
+	}
+	for _, want := range []string{
+		"gen_ai.client.operation.duration (s) generate_content",
+		"gen_ai.client.operation.duration (s) stream_generate_content",
+		"gen_ai.client.operation.time_to_first_chunk (s) stream_generate_content",
+		"tierguard.requests ({request}) generate_content",
+		"tierguard.requests ({request}) stream_generate_content",
+		"tierguard.breaker.state ({state}) ",
+		"tierguard.breaker.transitions ({transition}) ",
+	} {
+		assert.True(t, seen[want], "%s not collected: %v", want, seen)
+	}
+	for _, s := range []string{"metrics (otelx", "gen_ai.client.operation.time_to_first_chunk (s)", "gen_ai.request.model, by tier:", "count "} {
+		assert.Contains(t, printed, s)
+	}
+}
+
+// Streams cut after their first chunk end incomplete, with no fallback and
+// within their deadline.
+func TestStreamsBreak(t *testing.T) {
+	cfg := shortConfig()
+	cfg.Duration = 600 * time.Millisecond
+	cfg.Clients, cfg.StreamClients = 1, 2
+	cfg.OutageLen, cfg.StormLen = 0, 0
+	cfg.Malformed, cfg.Stall, cfg.NoFinish = 0, 0, 0
+	cfg.StreamCuts = 1 // every pro answer is cut
+	sum, err := run(context.Background(), cfg, nil)
+	require.NoError(t, err)
+	assert.Empty(t, sum.violations())
+	st := sum.streams
+	require.Positive(t, st.byEnd[streamIncomplete], "%+v", st)
+	assert.Equal(t, st.byEnd[streamIncomplete], st.causes["connection cut"])
+	assert.Zero(t, st.bySource[slices.Index(streamSources, "error")])
+	assert.Positive(t, st.byEnd[streamComplete], "flash streams once pro's breaker opens")
 }
 
 func TestViolations(t *testing.T) {
@@ -147,11 +211,13 @@ func TestConfig(t *testing.T) {
 	fs := flag.NewFlagSet("outage", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	cfg.register(fs)
-	require.NoError(t, fs.Parse([]string{"-clients", "0", "-malformed", "1.5", "-deadline", "10ms", "-catalog=false"}))
+	require.NoError(t, fs.Parse([]string{"-clients", "0", "-malformed", "1.5", "-deadline", "10ms", "-catalog=false",
+		"-stream-clients", "-1", "-stream-cuts", "2", "-metrics"}))
 	assert.False(t, cfg.Catalog)
+	assert.True(t, cfg.Metrics)
 	err := cfg.validate()
 	require.Error(t, err)
-	for _, s := range []string{"-clients", "-malformed", "-deadline"} {
+	for _, s := range []string{"-clients", "-malformed", "-deadline", "-stream-clients", "-stream-cuts"} {
 		assert.Contains(t, err.Error(), s)
 	}
 }

@@ -42,6 +42,10 @@ type tally struct {
 	waited  map[string]int // retries after a 429, which waited for RetryInfo
 	rejects map[string]int // answers a validator rejected, per tier
 	skips   map[string]map[fallback.Skip]int
+
+	streams            []streamRecord
+	streamCalls        map[string]int // upstream streams started per tier
+	firstChunkTimeouts map[string]int // stream attempts with no first chunk in time
 }
 
 func bump[K comparable](m *map[K]int, k K) {
@@ -138,7 +142,9 @@ func (r *recorder) merge(t *tally) {
 	defer r.mu.Unlock()
 	m := &r.merged
 	m.records = append(m.records, t.records...)
-	for _, pair := range []struct{ dst, src *map[string]int }{{&m.calls, &t.calls}, {&m.retries, &t.retries}, {&m.waited, &t.waited}, {&m.rejects, &t.rejects}} {
+	m.streams = append(m.streams, t.streams...)
+	for _, pair := range []struct{ dst, src *map[string]int }{{&m.calls, &t.calls}, {&m.retries, &t.retries}, {&m.waited, &t.waited}, {&m.rejects, &t.rejects},
+		{&m.streamCalls, &t.streamCalls}, {&m.firstChunkTimeouts, &t.firstChunkTimeouts}} {
 		for k, v := range *pair.src {
 			if *pair.dst == nil {
 				*pair.dst = make(map[string]int)

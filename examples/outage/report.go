@@ -81,9 +81,12 @@ func (c *console) run(rec *recorder, g *guards) (stop func()) {
 		prevSource := make([]int64, len(sources))
 		for n := 0; ; n++ {
 			elapsed := time.Since(rec.t0)
-			if p := phaseAt(ps, elapsed); p != cur && elapsed < rec.cfg.Duration {
-				cur = p
-				c.event(fmt.Sprintf("%5.1fs  ▸ %s", ps[p].from.Seconds(), describe(ps[p].label)))
+			// Announce every phase entered since the last tick, even one
+			// shorter than a tick (or passed while this goroutine waited
+			// for a busy CPU).
+			for p := phaseAt(ps, elapsed); cur < p && elapsed < rec.cfg.Duration; {
+				cur++
+				c.event(fmt.Sprintf("%5.1fs  ▸ %s", ps[cur].from.Seconds(), describe(ps[cur].label)))
 			}
 			if n > 0 {
 				total := rec.total.Load()
@@ -184,6 +187,8 @@ type summary struct {
 	recovered   bool
 	tiers       []tierRow
 	errors      map[classify.Class]int
+	streams     streamSummary
+	metrics     *metricsReport // nil without -metrics
 }
 
 type phaseRow struct {
@@ -202,6 +207,7 @@ type tierRow struct {
 	waited      int
 	rejects     int
 	skips       map[fallback.Skip]int
+	streamCalls int
 }
 
 // summarize turns the records into a summary.
@@ -260,8 +266,10 @@ func (r *recorder) summarize(stats map[string]fakegemini.ModelStats, stages []fa
 		s.tiers = append(s.tiers, tierRow{
 			name: st.Tier, model: st.Model, upstream: stats[st.Model],
 			calls: m.calls[st.Tier], retries: m.retries[st.Tier], waited: m.waited[st.Tier], rejects: m.rejects[st.Tier], skips: m.skips[st.Tier],
+			streamCalls: m.streamCalls[st.Tier],
 		})
 	}
+	s.streams = summarizeStreams(m)
 	return s
 }
 
@@ -290,6 +298,9 @@ func (s *summary) violations() []string {
 	}
 	if s.overrun > s.cfg.Slack {
 		v = append(v, fmt.Sprintf("an answer came %v after its deadline (slack %v)", round(s.overrun), s.cfg.Slack))
+	}
+	if s.streams.overrun > s.cfg.Slack {
+		v = append(v, fmt.Sprintf("a stream ended %v after its deadline (slack %v)", round(s.streams.overrun), s.cfg.Slack))
 	}
 	if s.requests > 0 && s.successRate() < s.cfg.MinSuccess {
 		v = append(v, fmt.Sprintf("%.2f%% of requests answered, below %.2f%%", 100*s.successRate(), 100*s.cfg.MinSuccess))
@@ -354,6 +365,10 @@ func (s *summary) print(w io.Writer) {
 	}
 	tw.Flush()
 
+	if s.streams.streams > 0 {
+		s.streams.print(w, c)
+	}
+
 	fmt.Fprintln(w, "\nbreaker transitions (time since start)")
 	if len(s.transitions) == 0 {
 		fmt.Fprintln(w, "  none")
@@ -370,26 +385,31 @@ func (s *summary) print(w io.Writer) {
 		fmt.Fprintln(w, "  pro's breaker did not close after the outage before the run ended")
 	}
 
-	fmt.Fprintln(w, "\nupstream calls, as the fake server counted them")
+	fmt.Fprintln(w, "\nupstream calls, as the fake server counted them (unary and streams; cancelled: the client gave up)")
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "  tier\tmodel\tcalls\tok\t503\t429\t404\tmalformed\tstalled\tother\t")
+	fmt.Fprintln(tw, "  tier\tmodel\tcalls\tok\t503\t429\t404\tmalformed\tcut\tno finish\tcancelled\tother\t")
 	for _, t := range s.tiers {
 		o := t.upstream.Outcomes
 		stalled := o[fakegemini.Canceled] + o[fakegemini.Stall]
-		listed := o[fakegemini.Success] + o[fakegemini.Unavailable] + o[fakegemini.RateLimited] + o[fakegemini.Retired] + o[fakegemini.MalformedJSON] + stalled
-		fmt.Fprintf(tw, "  %s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", t.name, t.model, t.upstream.Requests, o[fakegemini.Success],
-			o[fakegemini.Unavailable], o[fakegemini.RateLimited], o[fakegemini.Retired], o[fakegemini.MalformedJSON], stalled,
-			t.upstream.Requests-listed)
+		listed := o[fakegemini.Success] + o[fakegemini.Unavailable] + o[fakegemini.RateLimited] + o[fakegemini.Retired] + o[fakegemini.MalformedJSON] +
+			o[fakegemini.StreamCut] + o[fakegemini.NoFinishReason] + stalled
+		fmt.Fprintf(tw, "  %s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", t.name, t.model, t.upstream.Requests, o[fakegemini.Success],
+			o[fakegemini.Unavailable], o[fakegemini.RateLimited], o[fakegemini.Retired], o[fakegemini.MalformedJSON],
+			o[fakegemini.StreamCut], o[fakegemini.NoFinishReason], stalled, t.upstream.Requests-listed)
 	}
 	tw.Flush()
 
-	fmt.Fprintln(w, "\nper tier, from the chain's trails")
+	fmt.Fprintln(w, "\nper tier, from the chains' trails (streams: started by the stream chain; the rest: the unary chain)")
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "  tier\tcalls\tretries\t(after a 429)\tvalidation rejects\tskipped without a call\t")
+	fmt.Fprintln(tw, "  tier\tcalls\tretries\t(after a 429)\tvalidation rejects\tskipped without a call\tstreams\t")
 	for _, t := range s.tiers {
-		fmt.Fprintf(tw, "  %s\t%d\t%d\t%d\t%d\t%s\t\n", t.name, t.calls, t.retries, t.waited, t.rejects, skipText(t.skips))
+		fmt.Fprintf(tw, "  %s\t%d\t%d\t%d\t%d\t%s\t%d\t\n", t.name, t.calls, t.retries, t.waited, t.rejects, skipText(t.skips), t.streamCalls)
 	}
 	tw.Flush()
+
+	if s.metrics != nil {
+		s.metrics.print(w)
+	}
 
 	fmt.Fprintln(w)
 	if v := s.violations(); len(v) > 0 {
@@ -398,7 +418,11 @@ func (s *summary) print(w io.Writer) {
 		}
 		return
 	}
-	fmt.Fprintln(w, "invariants hold: every answer within its deadline (+"+c.Slack.String()+"), "+
+	what := "every answer"
+	if s.streams.streams > 0 {
+		what = "every answer and every stream"
+	}
+	fmt.Fprintln(w, "invariants hold: "+what+" within its deadline (+"+c.Slack.String()+"), "+
 		fmt.Sprintf("%.2f%% answered", 100*s.successRate()))
 }
 

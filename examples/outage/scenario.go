@@ -12,6 +12,7 @@ import (
 	"github.com/tierguard/tierguard/fallback"
 	"github.com/tierguard/tierguard/internal/fakegemini"
 	"github.com/tierguard/tierguard/internal/gemrest"
+	"github.com/tierguard/tierguard/otelx"
 )
 
 // numQuestions is the size of the question pool: small enough that the
@@ -22,22 +23,46 @@ const numQuestions = 400
 // on the server's clock, t0 being the start of the run.
 func script(srv *fakegemini.Server, cfg config, t0 time.Time) {
 	at := func(d time.Duration) time.Time { return t0.Add(d) }
+	// Connections drop and answers lose their finish reason in the first
+	// healthy phase only (the whole run when there is no outage or storm).
+	// The fake's rules cannot tell a stream from a unary call, and the
+	// failures they cause count against pro's breaker: later, they would
+	// fail its half-open probes at random and blur the recovery story.
+	var flakyUntil time.Time
+	for _, w := range [][2]time.Duration{{cfg.OutageStart, cfg.OutageLen}, {cfg.StormStart, cfg.StormLen}} {
+		if w[1] > 0 && (flakyUntil.IsZero() || at(w[0]).Before(flakyUntil)) {
+			flakyUntil = at(w[0])
+		}
+	}
 	srv.SetScript(proModel, fakegemini.Script{
 		Latency:      fakegemini.Latency{Fixed: 40 * time.Millisecond, Jitter: 40 * time.Millisecond},
 		FaultLatency: fakegemini.Latency{Fixed: 5 * time.Millisecond, Jitter: 10 * time.Millisecond},
+		// Streams: six chunks, 25ms apart.
+		Chunks:     6,
+		ChunkDelay: 25 * time.Millisecond,
 		Rules: []fakegemini.Rule{
 			{Kind: fakegemini.Unavailable, P: fakegemini.Always, From: at(cfg.OutageStart), Until: at(cfg.OutageStart + cfg.OutageLen)},
 			{Kind: fakegemini.RateLimited, P: fakegemini.Always, From: at(cfg.StormStart), Until: at(cfg.StormStart + cfg.StormLen),
 				Params: fakegemini.Params{RetryDelay: cfg.StormRetry}},
-			// Held until the client's per-try timeout gives up.
+			// Held until the client's per-try (or first-chunk) timeout
+			// gives up.
 			{Kind: fakegemini.Stall, P: cfg.Stall},
 			// A 200 whose text is not JSON: `{"answer": "this JSON is cut off`.
 			{Kind: fakegemini.MalformedJSON, P: cfg.Malformed},
+			// The connection drops mid-body: a stream after two chunks (too
+			// late to fall back: it ends incomplete), a unary answer halfway
+			// (retried).
+			{Kind: fakegemini.StreamCut, P: cfg.StreamCuts, Until: flakyUntil, Params: fakegemini.Params{CutAfter: 2}},
+			// The answer ends without a finish reason: a stream is
+			// incomplete, a unary answer is invalid output.
+			{Kind: fakegemini.NoFinishReason, P: cfg.NoFinish, Until: flakyUntil},
 		},
 	})
 	srv.SetScript(flashModel, fakegemini.Script{
 		Latency:      fakegemini.Latency{Fixed: 15 * time.Millisecond, Jitter: 20 * time.Millisecond},
 		FaultLatency: fakegemini.Latency{Fixed: 5 * time.Millisecond},
+		Chunks:       3,
+		ChunkDelay:   15 * time.Millisecond,
 		Rules:        []fakegemini.Rule{{Kind: fakegemini.Unavailable, P: cfg.FlashErrors}},
 	})
 }
@@ -72,6 +97,22 @@ func run(ctx context.Context, cfg config, progress io.Writer) (*summary, error) 
 	if err != nil {
 		return nil, err
 	}
+	var streams *fallback.StreamChain[question, gemrest.Chunk]
+	if cfg.StreamClients > 0 {
+		if streams, err = buildStreamChain(cfg, srv, catalog, g); err != nil {
+			return nil, err
+		}
+	}
+	var m *meters
+	if cfg.Metrics {
+		chains := []otelx.Chain{chain}
+		if streams != nil {
+			chains = append(chains, streams)
+		}
+		if m, err = newMeters(chains...); err != nil {
+			return nil, err
+		}
+	}
 
 	// The clock starts now: the scripts' windows and every record are
 	// relative to it.
@@ -83,16 +124,28 @@ func run(ctx context.Context, cfg config, progress io.Writer) (*summary, error) 
 	for i := range cfg.Clients {
 		wg.Go(func() { client(ctx, cfg, chain, rec, i) })
 	}
+	for i := range cfg.StreamClients {
+		wg.Go(func() { streamClient(ctx, cfg, streams, rec, i) })
+	}
 	wg.Wait()
 	stopProgress()
 
+	// Read the metrics while the breakers still hold their last state.
+	var report *metricsReport
+	if m != nil {
+		if report, err = m.collect(context.Background()); err != nil {
+			return nil, err
+		}
+	}
 	// Silence the breakers before the report: stop recording, then reset
 	// them, which also stops their cooldown timers.
 	rec.freeze()
 	for _, b := range g.breakers {
 		b.Reset()
 	}
-	return rec.summarize(srv.Stats(), chain.Stages()), nil
+	sum := rec.summarize(srv.Stats(), chain.Stages())
+	sum.metrics = report
+	return sum, nil
 }
 
 // client sends one request after another until the run's duration ends.

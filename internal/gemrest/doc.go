@@ -5,10 +5,12 @@
 // the scenario benchmarks and the tests need tiers that make real HTTP calls
 // against internal/fakegemini. A [Client] is such a tier: one model, one
 // POST {BaseURL}/{APIVersion}/models/{model}:generateContent per Call, the
-// API key in the x-goog-api-key header.
+// API key in the x-goog-api-key header; and a streaming tier, one
+// streamGenerateContent request per stream (see Streaming).
 //
 //	pro, err := gemrest.New(gemrest.Config{BaseURL: url, APIKey: key, Model: "gemini-2.5-pro", Name: "pro"})
 //	// pro is a fallback.ModelTier[gemrest.Request, gemrest.Response]
+//	// and a fallback.StreamTier[gemrest.Request, gemrest.Chunk]
 //
 // Each tier may build its own request from the chain's input (seed 000: a
 // Flash prompt is not the Pro prompt): [NewTier] adapts a Client to any
@@ -48,6 +50,43 @@
 // The answer's text is not validated here beyond the checks above: attach a
 // validator (validate.NonEmpty, validate.JSON, validate.Decode) to the
 // stage, with validate.Field and [Response.Text].
+//
+// # Streaming
+//
+// [Client.Stream] (and [Tier.Stream]) make one POST
+// {BaseURL}/{APIVersion}/models/{model}:streamGenerateContent?alt=sse per
+// range over the returned sequence and yield its [Chunk] values, so a
+// Client or a Tier is also a fallback.StreamTier for a
+// fallback.StreamChain. The body is read as server-sent events: "data:"
+// lines (several in one event are joined), events separated by a blank
+// line, lines ending in "\n" or "\r\n". Comment lines such as
+// ": keepalive" and other fields are skipped, as the SSE specification
+// says (the genai SDK, by contrast, fails on a comment). A line or an
+// event larger than Config.MaxResponseBytes ends the stream with
+// [ErrResponseTooLarge] (InvalidOutput). Each event is one
+// GenerateContentResponse; a chunk without candidates before the first
+// one with is skipped, so that the chain does not commit to a stream that
+// has said nothing. Errors:
+//
+//   - before the first byte of the body, as for Call: a non-2xx answer
+//     through classify.ResponseError, a connection refused, dropped or
+//     stalled past the attempt's context as a transport or context error;
+//     a 200 that is not text/event-stream is Transient
+//     ([ErrNotEventStream]);
+//   - an event {"error":{...}} after the 200 header is classified from its
+//     JSON like an error response (a *classify.HTTPError): 503 Transient,
+//     429 RateLimited with its RetryInfo, and so on;
+//   - a body cut mid-stream is io.ErrUnexpectedEOF (Transient); an event
+//     that is not JSON is Transient, like a malformed unary body;
+//   - a blocked prompt or a safety finish reason is Safety, as for Call;
+//   - a clean end of the body ends the sequence without an error, with or
+//     without a finish reason: fallback.StreamChain reports a stream
+//     without one as incomplete (fallback.ErrNoFinishReason).
+//
+// The request runs under ctx. When ctx ends, or when the consumer stops
+// ranging, the body is closed and the connection with it, so the server
+// sees the request cancelled; an error read after ctx ended wraps ctx's
+// error.
 //
 // # Catalog
 //

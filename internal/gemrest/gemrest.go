@@ -51,8 +51,9 @@ type Config struct {
 	// header would follow them to any host, and one Call must stay one
 	// request. A redirect is returned as an error (classified Unknown).
 	HTTPClient *http.Client
-	// MaxResponseBytes bounds a success body; a larger one fails with
-	// ErrResponseTooLarge. 0 means DefaultMaxResponseBytes.
+	// MaxResponseBytes bounds a success body, and each line and event of a
+	// stream; a larger one fails with ErrResponseTooLarge. 0 means
+	// DefaultMaxResponseBytes.
 	MaxResponseBytes int64
 }
 
@@ -125,17 +126,22 @@ var blockReasons = map[string]string{
 
 // Client calls one Gemini model over REST. It is a
 // fallback.ModelTier[Request, Response] and a
-// fallback.UsageReporter[Response]. It is safe for concurrent use.
+// fallback.UsageReporter[Response] (Call), and a
+// fallback.StreamTier[Request, Chunk] (Stream). It is safe for concurrent
+// use.
 type Client struct {
 	name     string
 	model    string
 	genURL   string
+	sseURL   string
 	listURL  string
 	apiKey   string
 	http     *http.Client
 	maxBytes int64
-	// op prefixes errors: "gemrest: gemini-2.5-pro generateContent".
-	op string
+	// op and streamOp prefix errors: "gemrest: gemini-2.5-pro
+	// generateContent", "gemrest: gemini-2.5-pro streamGenerateContent".
+	op       string
+	streamOp string
 }
 
 var (
@@ -186,15 +192,18 @@ func New(cfg Config) (*Client, error) {
 		cfg.MaxResponseBytes = DefaultMaxResponseBytes
 	}
 	root := base.String() + "/" + cfg.APIVersion
+	modelURL := root + "/models/" + url.PathEscape(model)
 	return &Client{
 		name:     cfg.Name,
 		model:    model,
-		genURL:   root + "/models/" + url.PathEscape(model) + ":generateContent",
+		genURL:   modelURL + ":generateContent",
+		sseURL:   modelURL + ":streamGenerateContent?alt=sse",
 		listURL:  root + "/models",
 		apiKey:   cfg.APIKey,
 		http:     &hc,
 		maxBytes: cfg.MaxResponseBytes,
 		op:       "gemrest: " + model + " generateContent",
+		streamOp: "gemrest: " + model + " streamGenerateContent",
 	}, nil
 }
 
@@ -299,49 +308,86 @@ func (c *Client) readBody(body io.Reader) ([]byte, error) {
 func (c *Client) parse(raw []byte) (Response, error) {
 	var w wireResponse
 	if err := json.Unmarshal(raw, &w); err != nil {
-		// The json error may quote a byte of the body: report the offset only.
-		reason := "malformed response body"
-		var se *json.SyntaxError
-		if errors.As(err, &se) {
-			reason += " at offset " + strconv.FormatInt(se.Offset, 10)
-		} else {
-			reason += ": not a GenerateContentResponse"
-		}
-		return Response{}, classify.Wrap(errors.New(c.op+": "+reason),
-			classify.Verdict{Class: classify.Transient, HTTPStatus: http.StatusOK, Reason: "malformed response body"})
+		return Response{}, malformed(c.op, err)
 	}
-	if w.PromptFeedback != nil && w.PromptFeedback.BlockReason != "" {
-		why, ok := blockReasons[w.PromptFeedback.BlockReason]
-		if !ok {
-			why = "OTHER"
-		}
-		return Response{}, classify.Wrap(fmt.Errorf("%w (%s, block reason %s)", ErrPromptBlocked, c.model, why),
-			classify.Verdict{Class: classify.Safety, HTTPStatus: http.StatusOK, Reason: "prompt blocked"})
+	if err := c.promptBlocked(&w); err != nil {
+		return Response{}, err
 	}
 	if len(w.Candidates) == 0 {
 		return Response{}, fmt.Errorf("%s: %w", c.op, &validate.Error{Rule: "gemini_response", Reason: "no candidates"})
 	}
-	cand := w.Candidates[0]
-	if why, ok := safetyFinish[cand.FinishReason]; ok {
-		return Response{}, classify.Wrap(fmt.Errorf("%w (%s, finish reason %s)", ErrAnswerBlocked, c.model, why),
-			classify.Verdict{Class: classify.Safety, HTTPStatus: http.StatusOK, Reason: "answer blocked"})
+	cand := &w.Candidates[0]
+	if err := c.answerBlocked(cand); err != nil {
+		return Response{}, err
 	}
 	if cand.FinishReason == "" {
 		return Response{}, fmt.Errorf("%s: %w", c.op, &validate.Error{Rule: "gemini_response", Reason: "no finish reason: the answer may be incomplete"})
 	}
-	out := Response{FinishReason: cand.FinishReason, ModelVersion: w.ModelVersion, ResponseID: w.ResponseID}
-	if cand.Content != nil {
-		var text strings.Builder
-		for _, p := range cand.Content.Parts {
-			if !p.Thought {
-				text.WriteString(p.Text)
-			}
-		}
-		out.Text = text.String()
-	}
-	if u := w.UsageMetadata; u != nil {
-		out.Usage = fallback.Usage{InputTokens: u.PromptTokenCount, OutputTokens: u.CandidatesTokenCount + u.ThoughtsTokenCount}
-		out.HasUsage = true
-	}
+	out := Response{FinishReason: cand.FinishReason, ModelVersion: w.ModelVersion, ResponseID: w.ResponseID, Text: cand.text()}
+	out.Usage, out.HasUsage = w.usage()
 	return out, nil
+}
+
+// malformed is the Transient error for a 200 body (or stream event) that
+// is not the JSON of a GenerateContentResponse. The json error may quote a
+// byte of the body: only the offset is reported.
+func malformed(op string, err error) error {
+	reason := "malformed response body"
+	var se *json.SyntaxError
+	switch {
+	case errors.As(err, &se):
+		reason += " at offset " + strconv.FormatInt(se.Offset, 10)
+	case err != nil:
+		reason += ": not a GenerateContentResponse"
+	}
+	return classify.Wrap(errors.New(op+": "+reason),
+		classify.Verdict{Class: classify.Transient, HTTPStatus: http.StatusOK, Reason: "malformed response body"})
+}
+
+// promptBlocked returns the Safety error for a response whose prompt was
+// blocked, or nil.
+func (c *Client) promptBlocked(w *wireResponse) error {
+	if w.PromptFeedback == nil || w.PromptFeedback.BlockReason == "" {
+		return nil
+	}
+	why, ok := blockReasons[w.PromptFeedback.BlockReason]
+	if !ok {
+		why = "OTHER"
+	}
+	return classify.Wrap(fmt.Errorf("%w (%s, block reason %s)", ErrPromptBlocked, c.model, why),
+		classify.Verdict{Class: classify.Safety, HTTPStatus: http.StatusOK, Reason: "prompt blocked"})
+}
+
+// answerBlocked returns the Safety error for a candidate that a policy
+// stopped, or nil.
+func (c *Client) answerBlocked(cand *wireCandidate) error {
+	why, ok := safetyFinish[cand.FinishReason]
+	if !ok {
+		return nil
+	}
+	return classify.Wrap(fmt.Errorf("%w (%s, finish reason %s)", ErrAnswerBlocked, c.model, why),
+		classify.Verdict{Class: classify.Safety, HTTPStatus: http.StatusOK, Reason: "answer blocked"})
+}
+
+// text joins a candidate's parts, thought parts left out.
+func (cand *wireCandidate) text() string {
+	if cand.Content == nil {
+		return ""
+	}
+	var text strings.Builder
+	for _, p := range cand.Content.Parts {
+		if !p.Thought {
+			text.WriteString(p.Text)
+		}
+	}
+	return text.String()
+}
+
+// usage reads usageMetadata; OutputTokens includes thought tokens.
+func (w *wireResponse) usage() (fallback.Usage, bool) {
+	u := w.UsageMetadata
+	if u == nil {
+		return fallback.Usage{}, false
+	}
+	return fallback.Usage{InputTokens: u.PromptTokenCount, OutputTokens: u.CandidatesTokenCount + u.ThoughtsTokenCount}, true
 }

@@ -2,12 +2,15 @@ package gemrest
 
 import (
 	"context"
+	"iter"
 
 	"github.com/tierguard/tierguard/fallback"
 )
 
 // Tier is a Client that builds its own Request from the chain's input: a
-// fallback.ModelTier[In, Response] and a fallback.UsageReporter[Response].
+// fallback.ModelTier[In, Response] and a fallback.UsageReporter[Response]
+// for a fallback.Chain, and a fallback.StreamTier[In, Chunk] for a
+// fallback.StreamChain.
 // Each tier of a chain receives the same In and may phrase its prompt
 // differently (a shorter one for a Flash model, say).
 type Tier[In any] struct {
@@ -42,3 +45,15 @@ func (t *Tier[In]) Call(ctx context.Context, in In) (Response, error) {
 
 // Usage returns the answer's token usage.
 func (t *Tier[In]) Usage(r Response) (fallback.Usage, bool) { return t.client.Usage(r) }
+
+// Stream builds the request for in and streams one answer; see
+// Client.Stream.
+func (t *Tier[In]) Stream(ctx context.Context, in In) iter.Seq2[Chunk, error] {
+	return t.client.Stream(ctx, t.build(in))
+}
+
+// Inspect describes a chunk to a fallback.StreamChain.
+func (t *Tier[In]) Inspect(ch Chunk) fallback.ChunkInfo { return t.client.Inspect(ch) }
+
+// ChunkUsage returns the token usage a chunk carries.
+func (t *Tier[In]) ChunkUsage(ch Chunk) (fallback.Usage, bool) { return t.client.ChunkUsage(ch) }
