@@ -123,7 +123,7 @@ func checkMetrics(t *testing.T, sum *summary, printed string) {
 	seen := map[string]bool{}
 	for _, row := range sum.metrics.rows {
 		op, _ := row.attrs.Value(opKey)
-		seen[row.metric+" "+op.Emit()] = true
+		seen[row.metric+" "+op.String()] = true
 	}
 	for _, want := range []string{
 		"gen_ai.client.operation.duration (s) generate_content",

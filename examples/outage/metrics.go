@@ -129,7 +129,7 @@ func newMetricsReport(rm metricdata.ResourceMetrics) *metricsReport {
 	sortKey := func(r metricRow) string {
 		op, _ := r.attrs.Value(opKey)
 		tier, _ := r.attrs.Value(tierKey)
-		return r.metric + "\x00" + op.Emit() + "\x00" + tier.Emit() + "\x00" + r.attrs.Encoded(attribute.DefaultEncoder())
+		return r.metric + "\x00" + op.String() + "\x00" + tier.String() + "\x00" + r.attrs.Encoded(attribute.DefaultEncoder())
 	}
 	slices.SortStableFunc(r.rows, func(a, b metricRow) int { return strings.Compare(sortKey(a), sortKey(b)) })
 
@@ -144,12 +144,12 @@ func newMetricsReport(rm metricdata.ResourceMetrics) *metricsReport {
 				values[kv.Key] = map[string]bool{}
 				perTier[kv.Key] = map[string]map[string]bool{}
 			}
-			values[kv.Key][kv.Value.Emit()] = true
+			values[kv.Key][kv.Value.String()] = true
 			if hasTier {
-				if perTier[kv.Key][tier.Emit()] == nil {
-					perTier[kv.Key][tier.Emit()] = map[string]bool{}
+				if perTier[kv.Key][tier.String()] == nil {
+					perTier[kv.Key][tier.String()] = map[string]bool{}
 				}
-				perTier[kv.Key][tier.Emit()][kv.Value.Emit()] = true
+				perTier[kv.Key][tier.String()][kv.Value.String()] = true
 			}
 		}
 	}
@@ -221,7 +221,7 @@ func (r *metricsReport) print(w io.Writer) {
 	if len(r.common) > 0 {
 		var parts []string
 		for _, kv := range r.common {
-			parts = append(parts, string(kv.Key)+"="+kv.Value.Emit())
+			parts = append(parts, string(kv.Key)+"="+kv.Value.String())
 		}
 		fmt.Fprintln(w, "  on every series that has it:", strings.Join(parts, " "))
 	}
@@ -248,9 +248,9 @@ func (r *metricsReport) print(w io.Writer) {
 			if kv.Key == opKey || kv.Key == tierKey || r.byTier[kv.Key] != nil || slices.ContainsFunc(r.common, func(c attribute.KeyValue) bool { return c.Key == kv.Key }) {
 				continue
 			}
-			parts = append(parts, strings.TrimPrefix(string(kv.Key), "tierguard.")+"="+kv.Value.Emit())
+			parts = append(parts, strings.TrimPrefix(string(kv.Key), "tierguard.")+"="+kv.Value.String())
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t\n", name, op.Emit(), tier.Emit(), strings.Join(parts, " "), row.value)
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t\n", name, op.String(), tier.String(), strings.Join(parts, " "), row.value)
 	}
 	tw.Flush()
 }
