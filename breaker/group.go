@@ -2,7 +2,8 @@ package breaker
 
 import (
 	"fmt"
-	"sync"
+
+	"github.com/tierguard/tierguard/internal/keyed"
 )
 
 // OverflowKey names the breaker that keys beyond a Group's limit share.
@@ -14,13 +15,7 @@ const OverflowKey = "_overflow"
 // flood of distinct keys cannot grow memory without bound. Group is safe for
 // concurrent use.
 type Group struct {
-	cfg     Config
-	maxKeys int
-
-	mu       sync.RWMutex
-	watchers []func(key string, b *Breaker)
-	byKey    map[string]*Breaker
-	overflow *Breaker
+	g *keyed.Group[*Breaker]
 }
 
 // NewGroup returns a group of breakers configured by cfg; at most maxKeys
@@ -29,72 +24,30 @@ func NewGroup(cfg Config, maxKeys int) (*Group, error) {
 	if maxKeys <= 0 {
 		return nil, fmt.Errorf("breaker group %q: maxKeys must be positive, got %d", cfg.Name, maxKeys)
 	}
-	overflow, err := New(keyed(cfg, OverflowKey))
+	overflow, err := New(named(cfg, OverflowKey))
 	if err != nil {
 		return nil, err
 	}
-	return &Group{cfg: cfg, maxKeys: maxKeys, byKey: make(map[string]*Breaker), overflow: overflow}, nil
+	// The config was validated by the overflow breaker; only a Store's Join
+	// can fail later, and a store must fail open: such a key gets the
+	// overflow breaker rather than a refused call.
+	mk := func(key string) (*Breaker, error) { return New(named(cfg, key)) }
+	return &Group{g: keyed.New(mk, maxKeys, overflow, OverflowKey)}, nil
 }
 
-func keyed(cfg Config, key string) Config {
+func named(cfg Config, key string) Config {
 	cfg.Name = cfg.Name + "/" + key
 	return cfg
 }
 
 // Get returns key's breaker, creating it on first use.
-func (g *Group) Get(key string) *Breaker {
-	g.mu.RLock()
-	b, ok := g.byKey[key]
-	g.mu.RUnlock()
-	if ok {
-		return b
-	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if b, ok := g.byKey[key]; ok {
-		return b
-	}
-	if len(g.byKey) >= g.maxKeys {
-		return g.overflow
-	}
-	b, err := New(keyed(g.cfg, key))
-	if err != nil {
-		// The config was validated by NewGroup; only a Store's Join can
-		// fail here, and a store must fail open: use the overflow breaker
-		// rather than refuse the call.
-		return g.overflow
-	}
-	g.byKey[key] = b
-	for _, w := range g.watchers {
-		w(key, b)
-	}
-	return b
-}
+func (g *Group) Get(key string) *Breaker { return g.g.Get(key) }
 
 // OnMember calls fn for every member of the group — now, and for each one
 // created later, as it is created (under the group's lock: fn must not call
 // back into the group). Instrumentation uses it to watch members as they
 // appear.
-func (g *Group) OnMember(fn func(key string, b *Breaker)) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.watchers = append(g.watchers, fn)
-	for k, b := range g.byKey {
-		fn(k, b)
-	}
-	fn(OverflowKey, g.overflow)
-}
+func (g *Group) OnMember(fn func(key string, b *Breaker)) { g.g.OnMember(fn) }
 
 // Each calls fn for every breaker of the group, the overflow one included.
-func (g *Group) Each(fn func(key string, b *Breaker)) {
-	g.mu.RLock()
-	snapshot := make(map[string]*Breaker, len(g.byKey))
-	for k, b := range g.byKey {
-		snapshot[k] = b
-	}
-	g.mu.RUnlock()
-	for k, b := range snapshot {
-		fn(k, b)
-	}
-	fn(OverflowKey, g.overflow)
-}
+func (g *Group) Each(fn func(key string, b *Breaker)) { g.g.Each(fn) }

@@ -1,0 +1,79 @@
+package keyed
+
+import "sync"
+
+// Group maps keys to values made by a constructor. Keys beyond the limit, and
+// keys whose construction fails, share the overflow value. Safe for
+// concurrent use.
+type Group[T any] struct {
+	make     func(key string) (T, error)
+	maxKeys  int
+	overflow T
+	// overflowKey names the overflow value for OnMember and Each.
+	overflowKey string
+
+	mu       sync.RWMutex
+	byKey    map[string]T
+	watchers []func(key string, v T)
+}
+
+// New returns a group whose values are made by mk; at most maxKeys keys get
+// their own value, the rest share overflow, reported under overflowKey.
+func New[T any](mk func(key string) (T, error), maxKeys int, overflow T, overflowKey string) *Group[T] {
+	return &Group[T]{make: mk, maxKeys: maxKeys, overflow: overflow, overflowKey: overflowKey, byKey: make(map[string]T)}
+}
+
+// Get returns key's value, creating it on first use.
+func (g *Group[T]) Get(key string) T {
+	g.mu.RLock()
+	v, ok := g.byKey[key]
+	g.mu.RUnlock()
+	if ok {
+		return v
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if v, ok := g.byKey[key]; ok {
+		return v
+	}
+	if len(g.byKey) >= g.maxKeys {
+		return g.overflow
+	}
+	v, err := g.make(key)
+	if err != nil {
+		return g.overflow
+	}
+	g.byKey[key] = v
+	for _, w := range g.watchers {
+		w(key, v)
+	}
+	return v
+}
+
+// OnMember calls fn for every value — now, and for each one created later,
+// as it is created (under the group's lock: fn must not call back into the
+// group).
+func (g *Group[T]) OnMember(fn func(key string, v T)) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.watchers = append(g.watchers, fn)
+	for k, v := range g.byKey {
+		fn(k, v)
+	}
+	fn(g.overflowKey, g.overflow)
+}
+
+// Each calls fn for every value, the overflow one included, outside the
+// group's lock.
+func (g *Group[T]) Each(fn func(key string, v T)) {
+	g.mu.RLock()
+	snapshot := make(map[string]T, len(g.byKey))
+	for k, v := range g.byKey {
+		snapshot[k] = v
+	}
+	g.mu.RUnlock()
+	for k, v := range snapshot {
+		fn(k, v)
+	}
+	fn(g.overflowKey, g.overflow)
+}
