@@ -50,8 +50,8 @@ type stage[In, Out any] struct {
 	Stage[In, Out]
 	name   string
 	policy retry.Policy
-	try    deadline.Try
 	usage  UsageReporter[Out]
+	guards
 	parking
 }
 
@@ -113,7 +113,7 @@ func New[In, Out any](cfg Config[In, Out]) (*Chain[In, Out], error) {
 			st.policy.Classifier = c.classifier
 		}
 		st.policy = st.policy.WithDefaults()
-		st.try = deadline.Try{Cap: s.TryTimeout, MinUseful: s.MinAttempt}
+		st.guards = guards{bulkhead: s.Bulkhead, breaker: s.Breaker, try: deadline.Try{Cap: s.TryTimeout, MinUseful: s.MinAttempt}}
 		if st.try.MinUseful == 0 {
 			st.try.MinUseful = minAttempt
 		}
@@ -321,39 +321,16 @@ func (c *Chain[In, Out]) runStage(r *request[Out], i int, st *stage[In, Out], in
 		err = skipError(st.name, st.Model, skip)
 		return out, c.skip(r, i, st, skip, err), err
 	}
-	if st.Breaker != nil {
-		// An open breaker would reject the call after the bulkhead: skip
-		// now, without reading the clock or taking a slot.
-		if oerr := st.Breaker.OpenError(); oerr != nil {
-			return out, c.skip(r, i, st, SkipOpen, oerr), oerr
+	e, why, gerr := st.enter(r.ctx, r.budget, r.obs != nil)
+	r.queueWait = e.queueWait
+	if gerr != nil {
+		if why == NotSkipped {
+			// The context ended while queued for a slot.
+			return out, classify.InContext(r.ctx, classify.Verdict{Class: classify.Canceled}), gerr
 		}
+		return out, c.skip(r, i, st, why, gerr), gerr
 	}
-	// Check the time before taking any guard: a request that cannot make
-	// a useful attempt must not hold a slot or a probe someone else could
-	// use. The clock read is reused by the first attempt.
-	admitted, aerr := r.budget.Admit(st.try)
-	if aerr != nil {
-		return out, c.skip(r, i, st, SkipBudget, aerr), aerr
-	}
-	if st.Bulkhead != nil {
-		if st.Bulkhead.MaxWait() > 0 {
-			admitted = time.Time{} // it may wait: read the clock afresh
-		}
-		var queued time.Time
-		if r.obs != nil && st.Bulkhead.MaxWait() > 0 {
-			queued = time.Now()
-		}
-		err := st.Bulkhead.Acquire(r.ctx)
-		if !queued.IsZero() {
-			r.queueWait = time.Since(queued)
-		}
-		if err != nil {
-			if !errors.Is(err, bulkhead.ErrFull) {
-				// The context ended while queued for a slot.
-				return out, classify.InContext(r.ctx, classify.Verdict{Class: classify.Canceled}), err
-			}
-			return out, c.skip(r, i, st, SkipFull, err), err
-		}
+	if e.slot {
 		defer func() {
 			if r.slotHandedOff {
 				// An abandoned call keeps the slot until it returns.
@@ -363,13 +340,7 @@ func (c *Chain[In, Out]) runStage(r *request[Out], i int, st *stage[In, Out], in
 			st.Bulkhead.Release()
 		}()
 	}
-	var tok breaker.Token
-	if st.Breaker != nil {
-		var berr error
-		if tok, berr = st.Breaker.Allow(); berr != nil {
-			return out, c.skip(r, i, st, SkipOpen, berr), berr
-		}
-	}
+	tok, admitted := e.tok, e.admitted
 	decided := false
 	defer func() {
 		if !decided {

@@ -192,8 +192,8 @@ type streamStage[In, Chunk any] struct {
 	StreamStage[In, Chunk]
 	name   string
 	policy retry.Policy
-	try    deadline.Try
 	usage  ChunkUsageReporter[Chunk]
+	guards
 	parking
 }
 
@@ -270,7 +270,7 @@ func NewStream[In, Chunk any](cfg StreamConfig[In, Chunk]) (*StreamChain[In, Chu
 			st.policy.Classifier = c.classifier
 		}
 		st.policy = st.policy.WithDefaults()
-		st.try = deadline.Try{Cap: s.FirstChunkTimeout, MinUseful: cmpOr(s.MinAttempt, minAttempt)}
+		st.guards = guards{bulkhead: s.Bulkhead, breaker: s.Breaker, try: deadline.Try{Cap: s.FirstChunkTimeout, MinUseful: cmpOr(s.MinAttempt, minAttempt)}}
 		if u, ok := s.Tier.(ChunkUsageReporter[Chunk]); ok {
 			st.usage = u
 		}
@@ -563,38 +563,18 @@ func (c *StreamChain[In, Chunk]) runStage(r *streamRun[In, Chunk], i int, st *st
 		err = skipError(st.name, st.Model, skip)
 		return endBeforeCommit, c.skip(r, i, st, skip, err), err
 	}
-	if st.Breaker != nil {
-		if oerr := st.Breaker.OpenError(); oerr != nil {
-			return endBeforeCommit, c.skip(r, i, st, SkipOpen, oerr), oerr
+	e, why, gerr := st.enter(r.ctx, r.budget, r.obs != nil)
+	r.queueWait = e.queueWait
+	if gerr != nil {
+		if why == NotSkipped {
+			return endBeforeCommit, classify.InContext(r.ctx, classify.Verdict{Class: classify.Canceled}), gerr
 		}
+		return endBeforeCommit, c.skip(r, i, st, why, gerr), gerr
 	}
-	if _, aerr := r.budget.Admit(st.try); aerr != nil {
-		return endBeforeCommit, c.skip(r, i, st, SkipBudget, aerr), aerr
-	}
-	if st.Bulkhead != nil {
-		var queued time.Time
-		if r.obs != nil && st.Bulkhead.MaxWait() > 0 {
-			queued = time.Now()
-		}
-		err := st.Bulkhead.Acquire(r.ctx)
-		if !queued.IsZero() {
-			r.queueWait = time.Since(queued)
-		}
-		if err != nil {
-			if !errors.Is(err, bulkhead.ErrFull) {
-				return endBeforeCommit, classify.InContext(r.ctx, classify.Verdict{Class: classify.Canceled}), err
-			}
-			return endBeforeCommit, c.skip(r, i, st, SkipFull, err), err
-		}
+	if e.slot {
 		defer st.Bulkhead.Release()
 	}
-	var tok breaker.Token
-	if st.Breaker != nil {
-		var berr error
-		if tok, berr = st.Breaker.Allow(); berr != nil {
-			return endBeforeCommit, c.skip(r, i, st, SkipOpen, berr), berr
-		}
-	}
+	tok := e.tok
 	outcome := breaker.Ignored
 	defer func() { tok.Done(outcome) }()
 

@@ -423,7 +423,9 @@ func TestStreamFirstChunkAtTheTimeoutFallsBack(t *testing.T) {
 	})
 }
 
-type usageTier struct{ fallback.StreamTier[string, chunk] }
+type usageTier struct {
+	fallback.StreamTier[string, chunk]
+}
 
 func (usageTier) ChunkUsage(c chunk) (fallback.Usage, bool) {
 	if c.finish == "" {

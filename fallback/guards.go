@@ -1,0 +1,87 @@
+package fallback
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/tierguard/tierguard/breaker"
+	"github.com/tierguard/tierguard/bulkhead"
+	"github.com/tierguard/tierguard/deadline"
+)
+
+// guards are a stage's bulkhead, breaker and share of the budget, which
+// both chains take in the same fixed order.
+type guards struct {
+	bulkhead *bulkhead.Bulkhead
+	breaker  *breaker.Breaker
+	try      deadline.Try
+}
+
+// entered is what a stage holds once inside its guards.
+type entered struct {
+	// admitted is when the budget was checked, for the first attempt to
+	// reuse; zero when the clock must be read afresh (after a queue wait).
+	admitted time.Time
+	// queueWait is the bulkhead wait, when it was measured.
+	queueWait time.Duration
+	// slot is set when a bulkhead slot is held and must be released.
+	slot bool
+	// tok is the breaker's permission (inert without a breaker).
+	tok breaker.Token
+}
+
+// enter takes a stage's guards: a peek at the breaker (an open one is
+// skipped before anything else is spent), the budget check, a bulkhead slot,
+// then the breaker's token. On failure it holds nothing and returns why the
+// tier is skipped — NotSkipped when the context ended while queued for a
+// slot — with the error. measure times a wait in the bulkhead's queue.
+func (g *guards) enter(ctx context.Context, b deadline.Budget, measure bool) (entered, Skip, error) {
+	var e entered
+	if g.breaker != nil {
+		if err := g.breaker.OpenError(); err != nil {
+			return e, SkipOpen, err
+		}
+	}
+	// Check the time before taking any guard: a request that cannot make a
+	// useful attempt must not hold a slot or a probe someone else could use.
+	admitted, err := b.Admit(g.try)
+	if err != nil {
+		return e, SkipBudget, err
+	}
+	e.admitted = admitted
+	if g.bulkhead != nil {
+		waits := g.bulkhead.MaxWait() > 0
+		if waits {
+			e.admitted = time.Time{}
+		}
+		var queued time.Time
+		if measure && waits {
+			queued = time.Now()
+		}
+		err := g.bulkhead.Acquire(ctx)
+		if !queued.IsZero() {
+			e.queueWait = time.Since(queued)
+		}
+		if err != nil {
+			if !errors.Is(err, bulkhead.ErrFull) {
+				return e, NotSkipped, err
+			}
+			return e, SkipFull, err
+		}
+		e.slot = true
+	}
+	if g.breaker != nil {
+		tok, err := g.breaker.Allow()
+		if err != nil {
+			// Half-open with its probes taken: the slot goes back at once.
+			if e.slot {
+				g.bulkhead.Release()
+				e.slot = false
+			}
+			return e, SkipOpen, err
+		}
+		e.tok = tok
+	}
+	return e, NotSkipped, nil
+}
