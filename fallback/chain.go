@@ -130,7 +130,7 @@ func New[In, Out any](cfg Config[In, Out]) (*Chain[In, Out], error) {
 			st.try.Reserve = st.Reserve
 		default:
 			for j := i + 1; j < len(c.stages); j++ {
-				st.try.Reserve += c.stages[j].try.MinUseful
+				st.try.Reserve += reserveFor(c.stages[j].try.MinUseful)
 			}
 		}
 	}
@@ -422,7 +422,7 @@ func (c *Chain[In, Out]) attempts(r *request[Out], i int, st *stage[In, Out], in
 		}
 		var zero Out
 		out = zero
-		v = classify.InContext(r.ctx, st.policy.Classifier.Classify(err))
+		v = c.classifyAttempt(r.ctx, actx, st, err)
 		var a retry.Attempt
 		if abandoned {
 			// A tier that ignores its context gets no second call from
@@ -455,6 +455,26 @@ func (c *Chain[In, Out]) attempts(r *request[Out], i int, st *stage[In, Out], in
 			return out, v, err
 		}
 	}
+}
+
+// classifyAttempt classifies a failed attempt. An attempt whose own per-try
+// deadline passed is a per-try timeout — Transient, counted against the
+// breaker — even when the tier returned so late that the request's deadline
+// has passed too: the tier was slow, whatever the request's fate. Otherwise
+// the request's context decides between the caller's cancel, the end of the
+// budget, and the tier's own error.
+func (c *Chain[In, Out]) classifyAttempt(request, attempt context.Context, st *stage[In, Out], err error) classify.Verdict {
+	v := st.policy.Classifier.Classify(err)
+	// A separate attempt context always ends before the request's (the
+	// chain's budget is its context), so its DeadlineExceeded is its own.
+	ownTimeout := attempt != request && errors.Is(attempt.Err(), context.DeadlineExceeded)
+	if ownTimeout && !errors.Is(request.Err(), context.Canceled) {
+		if v.Class == classify.DeadlineExhausted || v.Class == classify.Canceled {
+			return classify.Verdict{Class: classify.Transient, HTTPStatus: v.HTTPStatus, Status: v.Status, Reason: "per-try timeout"}
+		}
+		return v
+	}
+	return classify.InContext(request, v)
 }
 
 func (c *Chain[In, Out]) stageEvent(r *request[Out], kind EventKind, i int, st *stage[In, Out], n int) Event {

@@ -234,8 +234,8 @@ func TestReserveKeepsTimeForTheFallback(t *testing.T) {
 		res, err := c.Do(context.Background(), "q")
 		require.NoError(t, err)
 		assert.Equal(t, "quick", res.Value)
-		assert.Equal(t, 8*time.Second, time.Since(start), "pro's attempt ends at the reserve")
-		assert.Equal(t, 2*time.Second, flashBudget, "flash gets the reserve")
+		assert.Equal(t, 7800*time.Millisecond, time.Since(start), "pro's attempt ends at the reserve: flash's 2s plus a tenth")
+		assert.Equal(t, 2200*time.Millisecond, flashBudget, "flash gets the reserve")
 		assert.Equal(t, classify.Transient, res.Attempts()[0].Verdict.Class, "a per-try timeout is transient")
 	})
 }
@@ -823,5 +823,46 @@ func TestWaitIsRecordedOnlyWhenARetryFollows(t *testing.T) {
 		res, err := c.Do(context.Background(), "q")
 		require.NoError(t, err)
 		assert.Zero(t, res.Attempts()[0].Wait, "no retry followed: no wait")
+	})
+}
+
+// TestFallbackIsNotSkippedAfterAStalledPrimary: the primary's attempt uses
+// its whole share; the time it takes to give up must not leave the fallback
+// a hair short of its minimum.
+func TestFallbackIsNotSkippedAfterAStalledPrimary(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		stalled := newFake("pro", step{fn: func(ctx context.Context) (string, error) {
+			<-ctx.Done()
+			time.Sleep(5 * time.Millisecond) // slow to notice the cancel
+			return "", ctx.Err()
+		}})
+		c := newChain(t, fallback.Config[string, string]{
+			Stages: []fallback.Stage[string, string]{{Tier: stalled, Retry: retry.Policy{MaxAttempts: 1}}, {Tier: newFake("flash", ok("quick"))}},
+			Total:  time.Second,
+		})
+		res, err := c.Do(context.Background(), "q")
+		require.NoError(t, err)
+		assert.Equal(t, "flash", res.Tier)
+	})
+}
+
+// TestLateTimeoutStillCountsAgainstTheBreaker: a tier that returns after the
+// request's deadline, having blown its own per-try deadline, is a per-try
+// timeout (Transient, counted), not the end of the budget (ignored).
+func TestLateTimeoutStillCountsAgainstTheBreaker(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		br := newBreaker(t, breaker.Config{Name: "pro", ConsecutiveFailures: 1})
+		slow := newFake("pro", step{fn: func(ctx context.Context) (string, error) {
+			<-ctx.Done()
+			time.Sleep(2 * time.Second) // returns long after the request's deadline
+			return "", ctx.Err()
+		}})
+		c := newChain(t, fallback.Config[string, string]{
+			Stages: []fallback.Stage[string, string]{{Tier: slow, Breaker: br, TryTimeout: 300 * time.Millisecond, Retry: retry.Policy{MaxAttempts: 1}}},
+			Total:  time.Second,
+		})
+		_, err := c.Do(context.Background(), "q")
+		require.Error(t, err)
+		assert.Equal(t, breaker.Open, br.State(), "the slow tier counts against its breaker")
 	})
 }

@@ -52,7 +52,8 @@ type Stage[In, Out any] struct {
 	// Config.MinAttempt.
 	MinAttempt time.Duration
 	// Reserve is the time this tier's attempts leave for later tiers. 0
-	// means the sum of the later tiers' MinAttempt, so each of them can make
+	// means the sum of the later tiers' MinAttempt (each plus a tenth, for
+	// the time a fallback takes), so each of them can make
 	// one meaningful attempt; negative means none.
 	Reserve time.Duration
 	// Validate checks the tier's answers; a rejected answer moves on to the

@@ -85,3 +85,13 @@ func (g *guards) enter(ctx context.Context, b deadline.Budget, measure bool) (en
 	}
 	return e, NotSkipped, nil
 }
+
+// reserveFor is what an earlier tier keeps back so that a later tier with
+// this MinAttempt can still make its attempt: MinAttempt plus a tenth, for
+// the time it takes to classify a timed-out attempt and enter the next
+// tier's guards. Without the margin, a primary that uses its whole share
+// would leave the fallback a hair less than its minimum, and the fallback
+// would be skipped exactly when it is needed.
+func reserveFor(minAttempt time.Duration) time.Duration {
+	return minAttempt + max(minAttempt/10, time.Millisecond)
+}

@@ -283,7 +283,7 @@ func NewStream[In, Chunk any](cfg StreamConfig[In, Chunk]) (*StreamChain[In, Chu
 			st.try.Reserve = st.Reserve
 		default:
 			for j := i + 1; j < len(c.stages); j++ {
-				st.try.Reserve += c.stages[j].try.MinUseful
+				st.try.Reserve += reserveFor(c.stages[j].try.MinUseful)
 			}
 		}
 	}
