@@ -7,8 +7,11 @@ MODULES := $(shell find . -name go.mod -not -path './.git/*' -exec dirname {} \;
 FUZZTIME ?= 10s
 BENCHCOUNT ?= 6
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
+BENCHSTAT := golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da
+BENCHCMP_OUT ?= $(or $(TMPDIR),/tmp)/tierguard-benchcmp.txt
+SCENARIO_FLAGS ?= -runs 3
 
-.PHONY: test fmt-check vet race bench fuzz cover demo lint
+.PHONY: test fmt-check vet race bench bench-lib bench-compare fuzz cover demo lint scenarios
 
 ## test: gofmt check, go vet and race tests over every module (what CI runs)
 test: fmt-check vet race
@@ -23,11 +26,30 @@ vet:
 race:
 	@set -e; for m in $(MODULES); do echo "go test -race $$m"; (cd $$m && $(GO) test -race -count=1 ./...); done
 
-## bench: the library's own benchmarks, with allocations, $(BENCHCOUNT) runs
-bench:
-	$(GO) test -run '^$$' -bench . -benchmem -count $(BENCHCOUNT) ./...
+## bench: the library's own benchmarks, then tierguard side by side with failsafe-go and sony/gobreaker
+bench: bench-lib bench-compare
 
-## fuzz: every fuzz target for $(FUZZTIME)
+## bench-lib: every module's own benchmarks, $(BENCHCOUNT) runs, with allocations
+bench-lib:
+	$(GO) test -run '^$$' -bench . -benchmem -count $(BENCHCOUNT) ./...
+	cd breaker/redisstore && $(GO) test -run '^$$' -bench . -benchmem -count $(BENCHCOUNT) ./...
+
+## bench-compare: internal/benchcmp, $(BENCHCOUNT) interleaved passes (every contender meets the same noise), benchstat side by side (~10 min)
+bench-compare:
+	cd internal/benchcmp && $(GO) test -c -o $(BENCHCMP_OUT).test .
+	@: > $(BENCHCMP_OUT); for i in $$(seq $(BENCHCOUNT)); do \
+	  echo "benchcmp pass $$i/$(BENCHCOUNT), load $$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)"; \
+	  (cd internal/benchcmp && $(BENCHCMP_OUT).test -test.run '^$$' -test.bench . -test.benchmem -test.count 1 -test.timeout 0) >> $(BENCHCMP_OUT) || exit 1; \
+	done
+	$(GO) run $(BENCHSTAT) -filter '.name:(BreakerSuccess OR BreakerWindow OR BreakerOpen)' -col '/impl@(gobreaker tierguard tierguard-execute gobreaker-twostep failsafe failsafe-permit)' $(BENCHCMP_OUT)
+	$(GO) run $(BENCHSTAT) -filter '.name:Bulkhead' -col '/impl@(failsafe-permit tierguard tierguard-run failsafe)' $(BENCHCMP_OUT)
+	$(GO) run $(BENCHSTAT) -filter '.name:(ChainSuccess OR ChainFallback)' -col '/impl@(failsafe tierguard failsafe-plainfallback)' $(BENCHCMP_OUT)
+
+## scenarios: DESIGN.md scenarios 1–6 against the in-process fake Gemini server (~2.5 min); SCENARIO_FLAGS='-s 1 -runs 5 -strict'
+scenarios:
+	$(GO) run ./internal/scenarios $(SCENARIO_FLAGS)
+
+## fuzz: every fuzz target of every module for $(FUZZTIME)
 fuzz:
 	@set -e; for m in $(MODULES); do \
 	  (cd $$m && for f in $$(grep -rl --include='*_test.go' '^func Fuzz' . | sort); do \
