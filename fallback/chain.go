@@ -321,6 +321,9 @@ func (c *Chain[In, Out]) runStage(r *request[Out], i int, st *stage[In, Out], in
 		err = skipError(st.name, st.Model, skip)
 		return out, c.skip(r, i, st, skip, err), err
 	}
+	if oerr := st.open(); oerr != nil {
+		return out, c.skip(r, i, st, SkipOpen, oerr), oerr
+	}
 	e, why, gerr := st.enter(r.ctx, r.budget, r.obs != nil)
 	r.queueWait = e.queueWait
 	if gerr != nil {

@@ -31,18 +31,23 @@ type entered struct {
 	tok breaker.Token
 }
 
-// enter takes a stage's guards: a peek at the breaker (an open one is
-// skipped before anything else is spent), the budget check, a bulkhead slot,
-// then the breaker's token. On failure it holds nothing and returns why the
-// tier is skipped — NotSkipped when the context ended while queued for a
-// slot — with the error. measure times a wait in the bulkhead's queue.
+// open peeks at the breaker: an open tier is skipped before anything else
+// is spent — no clock read, no slot. One atomic load; small enough to
+// inline into both chains' stage loops.
+func (g *guards) open() error {
+	if g.breaker == nil {
+		return nil
+	}
+	return g.breaker.OpenError()
+}
+
+// enter takes a stage's guards after the peek: the budget check, a bulkhead
+// slot, then the breaker's token. On failure it holds nothing and returns
+// why the tier is skipped — NotSkipped when the context ended while queued
+// for a slot — with the error. measure times a wait in the bulkhead's
+// queue.
 func (g *guards) enter(ctx context.Context, b deadline.Budget, measure bool) (entered, Skip, error) {
 	var e entered
-	if g.breaker != nil {
-		if err := g.breaker.OpenError(); err != nil {
-			return e, SkipOpen, err
-		}
-	}
 	// Check the time before taking any guard: a request that cannot make a
 	// useful attempt must not hold a slot or a probe someone else could use.
 	admitted, err := b.Admit(g.try)

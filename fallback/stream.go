@@ -563,6 +563,9 @@ func (c *StreamChain[In, Chunk]) runStage(r *streamRun[In, Chunk], i int, st *st
 		err = skipError(st.name, st.Model, skip)
 		return endBeforeCommit, c.skip(r, i, st, skip, err), err
 	}
+	if oerr := st.open(); oerr != nil {
+		return endBeforeCommit, c.skip(r, i, st, SkipOpen, oerr), oerr
+	}
 	e, why, gerr := st.enter(r.ctx, r.budget, r.obs != nil)
 	r.queueWait = e.queueWait
 	if gerr != nil {
