@@ -50,7 +50,7 @@ func (s Standard) Classify(err error) Verdict {
 	}
 	var cv Classified
 	if errors.As(err, &cv) {
-		return cv.Verdict()
+		return failure(cv.Verdict())
 	}
 	if errors.Is(err, context.Canceled) {
 		return Verdict{Class: Canceled, Reason: "canceled"}
@@ -60,7 +60,7 @@ func (s Standard) Classify(err error) Verdict {
 	}
 	for _, r := range s.rules {
 		if v, ok := r(err); ok {
-			return v
+			return failure(v)
 		}
 	}
 	now := time.Now
@@ -87,6 +87,16 @@ func (s Standard) Classify(err error) Verdict {
 }
 
 var standard Standard
+
+// failure makes sure the verdict of an error is a failure: a rule or an
+// attached verdict that leaves Class at its zero value, OK, would have a
+// failed call counted as a success (by a breaker, by a retry budget).
+func failure(v Verdict) Verdict {
+	if v.Class == OK {
+		v.Class, v.Reason = Unknown, "error classified as ok"
+	}
+	return v
+}
 
 // Classify classifies err with the built-in classifier and no rules.
 func Classify(err error) Verdict { return standard.Classify(err) }

@@ -20,6 +20,9 @@
 //     a StatusCode() int method (and optionally RetryAfter() time.Duration);
 //  5. connection failures: resets, refusals, unexpected EOF, net.Error.
 //
+// An error never classifies as OK: a verdict of class OK from a
+// Classified error or a rule becomes Unknown.
+//
 // HTTP-shaped failures go through FromFacts: the status code, else the
 // canonical status string ("UNAVAILABLE", or "502 Bad Gateway" from a
 // non-JSON body); google.rpc details (RetryInfo.retryDelay, a QuotaFailure

@@ -128,7 +128,7 @@ func (b Budget) Admit(t Try) (time.Time, error) {
 	}
 	now := time.Now()
 	remaining := b.deadline.Sub(now)
-	if avail := remaining - max(t.Reserve, 0); avail <= 0 || avail < t.MinUseful {
+	if avail := sub(remaining, t.Reserve); avail <= 0 || avail < t.MinUseful {
 		return now, Exhausted(remaining, nil)
 	}
 	return now, nil
@@ -145,7 +145,7 @@ func (b Budget) AttemptAt(ctx context.Context, t Try, now time.Time) (context.Co
 		return c, cancel, nil
 	}
 	remaining := b.deadline.Sub(now)
-	avail := remaining - max(t.Reserve, 0)
+	avail := sub(remaining, t.Reserve)
 	if avail <= 0 || avail < t.MinUseful {
 		return nil, nil, Exhausted(remaining, nil)
 	}
@@ -167,8 +167,26 @@ func (b Budget) Fits(wait time.Duration, t Try) bool {
 	if !b.limited {
 		return true
 	}
-	need := wait + max(t.MinUseful, 1)
-	return b.Remaining()-max(t.Reserve, 0) >= need
+	return sub(b.Remaining(), t.Reserve) >= add(max(wait, 0), max(t.MinUseful, 1))
+}
+
+// sub returns a minus a reserve r (negative counts as none), saturating
+// instead of wrapping when a is far in the past and r huge.
+func sub(a, r time.Duration) time.Duration {
+	r = max(r, 0)
+	if a < math.MinInt64+r {
+		return math.MinInt64
+	}
+	return a - r
+}
+
+// add returns a+b for non-negative a and b, saturating at Unlimited: a
+// server's absurd retry-after must not wrap around into a short wait.
+func add(a, b time.Duration) time.Duration {
+	if a > Unlimited-b {
+		return Unlimited
+	}
+	return a + b
 }
 
 func noop() {}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/tierguard/tierguard/classify"
@@ -215,7 +216,10 @@ func decodeError(err error) error {
 		if field == "" {
 			field = "(root)"
 		}
-		return &Error{Rule: "decode", Reason: "field " + field + ": got JSON " + te.Value + ", want " + te.Type.String(), Err: err}
+		// te.Value is the JSON kind, and for a number the number itself
+		// ("number 4111111111111111"): keep the kind only.
+		kind, _, _ := strings.Cut(te.Value, " ")
+		return &Error{Rule: "decode", Reason: "field " + field + ": got JSON " + kind + ", want " + te.Type.String(), Err: err}
 	case errors.As(err, &se):
 		return &Error{Rule: "decode", Reason: "malformed JSON at offset " + strconv.FormatInt(se.Offset, 10)}
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
