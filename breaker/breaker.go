@@ -321,10 +321,12 @@ func (b *Breaker) closedDone(t Token, o Outcome) {
 }
 
 func (b *Breaker) probeDone(ph *phase, o Outcome) {
-	ph.probes.Add(-1)
+	// The fleet-wide permit goes back before the local slot, so that a
+	// store never sees more permits held than probes in flight.
 	if b.member != nil {
 		b.member.ReleaseProbe()
 	}
+	ph.probes.Add(-1)
 	switch o {
 	case Success:
 		if ph.successes.Add(1) >= int64(b.cfg.ProbeSuccesses) {

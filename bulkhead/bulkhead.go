@@ -83,6 +83,9 @@ type Bulkhead struct {
 	// waiting counts queued acquisitions; the fast path defers to them so a
 	// newcomer cannot take a slot ahead of the queue.
 	waiting atomic.Int64
+	// queued is the queue's length, for Stats: waiting also counts, for an
+	// instant, a newcomer about to be turned away by a full queue.
+	queued atomic.Int64
 
 	accepted atomic.Uint64
 	rejected atomic.Uint64
@@ -193,6 +196,7 @@ func (b *Bulkhead) wait(ctx context.Context) error {
 	}
 	w := &waiter{ready: make(chan struct{}, 1)}
 	b.queue = append(b.queue, w)
+	b.queued.Store(int64(len(b.queue)))
 	b.mu.Unlock()
 
 	start := time.Now()
@@ -240,6 +244,7 @@ func (b *Bulkhead) dequeue(w *waiter) bool {
 			copy(b.queue[i:], b.queue[i+1:])
 			b.queue[len(b.queue)-1] = nil
 			b.queue = b.queue[:len(b.queue)-1]
+			b.queued.Store(int64(len(b.queue)))
 			b.waiting.Add(-1)
 			return true
 		}
@@ -313,6 +318,7 @@ func (b *Bulkhead) Release() {
 		copy(b.queue, b.queue[1:])
 		b.queue[len(b.queue)-1] = nil
 		b.queue = b.queue[:len(b.queue)-1]
+		b.queued.Store(int64(len(b.queue)))
 		b.waiting.Add(-1)
 		w.ready <- struct{}{}
 	}
@@ -360,7 +366,7 @@ func (b *Bulkhead) Stats() Stats {
 		Accepted: b.accepted.Load(),
 		Rejected: b.rejected.Load(),
 		InFlight: int(b.inflight.Load()),
-		Waiting:  int(b.waiting.Load()),
+		Waiting:  int(b.queued.Load()),
 		Max:      int(b.max),
 	}
 }

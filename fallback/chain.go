@@ -468,6 +468,10 @@ func (c *Chain[In, Out]) attempts(r *request[Out], i int, st *stage[In, Out], in
 // budget, and the tier's own error.
 func (c *Chain[In, Out]) classifyAttempt(request, attempt context.Context, st *stage[In, Out], err error) classify.Verdict {
 	v := st.policy.Classifier.Classify(err)
+	if v.Class == classify.OK {
+		// A custom classifier called a failure a success: it is not one.
+		v.Class, v.Reason = classify.Unknown, "failure classified as ok"
+	}
 	// A separate attempt context always ends before the request's (the
 	// chain's budget is its context), so its DeadlineExceeded is its own.
 	ownTimeout := attempt != request && errors.Is(attempt.Err(), context.DeadlineExceeded)

@@ -755,36 +755,44 @@ func TestTrailSpillsPastInlineCapacity(t *testing.T) {
 	})
 }
 
-// TestRetriesStopWhenTheBreakerOpens: requests admitted while the breaker
-// was closed stop retrying once other requests have tripped it.
+// TestRetriesStopWhenTheBreakerOpens: a request admitted while the breaker
+// was closed stops retrying once the breaker has opened — here while it
+// slept before its retry.
 func TestRetriesStopWhenTheBreakerOpens(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var calls, callsWhileOpen atomic.Int64
-		br := newBreaker(t, breaker.Config{Name: "pro", ConsecutiveFailures: 3, Cooldown: time.Hour})
-		rateLimited := classify.Wrap(errors.New("429"), classify.Verdict{Class: classify.RateLimited, RetryAfter: 200 * time.Millisecond})
-		pro := fallback.Tier("pro", func(context.Context, string) (string, error) {
-			calls.Add(1)
-			if br.State() != breaker.Closed {
-				callsWhileOpen.Add(1)
-			}
-			return "", rateLimited
-		})
+		br := newBreaker(t, breaker.Config{Name: "pro", Cooldown: time.Hour})
+		rateLimited := classify.Wrap(errors.New("429"), classify.Verdict{Class: classify.RateLimited, RetryAfter: time.Second})
+		pro := newFake("pro", step{err: rateLimited})
 		c := newChain(t, fallback.Config[string, string]{Stages: []fallback.Stage[string, string]{
 			{Tier: pro, Breaker: br, Retry: retry.Policy{MaxAttempts: 3}},
 			{Tier: newFake("flash", ok("quick"))},
 		}})
-		var wg sync.WaitGroup
-		for range 10 {
-			wg.Go(func() {
-				res, err := c.Do(context.Background(), "q")
-				assert.NoError(t, err)
-				assert.Equal(t, "quick", res.Value)
-			})
-		}
-		wg.Wait()
-		assert.Equal(t, breaker.Open, br.State())
-		assert.Zero(t, callsWhileOpen.Load(), "no retry reaches a tier whose breaker opened")
-		assert.LessOrEqual(t, calls.Load(), int64(30))
+		go func() {
+			time.Sleep(500 * time.Millisecond) // other requests trip it meanwhile
+			br.ForceOpen()
+		}()
+		start := time.Now()
+		res, err := c.Do(context.Background(), "q")
+		require.NoError(t, err)
+		assert.Equal(t, "quick", res.Value)
+		assert.Equal(t, int64(1), pro.calls.Load(), "no retry into the open circuit")
+		assert.Equal(t, time.Second, time.Since(start), "it noticed after its sleep")
+
+		// Opened before the decision: no sleep at all.
+		br.Reset()
+		slow := newFake("pro", step{fn: func(context.Context) (string, error) {
+			br.ForceOpen()
+			return "", rateLimited
+		}})
+		c = newChain(t, fallback.Config[string, string]{Stages: []fallback.Stage[string, string]{
+			{Tier: slow, Breaker: br, Retry: retry.Policy{MaxAttempts: 3}},
+			{Tier: newFake("flash", ok("quick"))},
+		}})
+		start = time.Now()
+		_, err = c.Do(context.Background(), "q")
+		require.NoError(t, err)
+		assert.Equal(t, int64(1), slow.calls.Load())
+		assert.Zero(t, time.Since(start))
 	})
 }
 

@@ -103,7 +103,10 @@ type Config[In, Out any] struct {
 
 	// Key, when set, returns an idempotency key for a request; requests
 	// with the same non-empty key that are in flight together share one
-	// execution, and each receives its result.
+	// execution, and each receives its result. A waiter whose own deadline
+	// passes first is answered from the cache or the default; once every
+	// waiter has left, the execution is cancelled and a later request
+	// starts afresh. The key never appears in errors or signals.
 	Key func(in In) string
 
 	// Observer receives every decision; see also Chain.Observe.
@@ -132,8 +135,13 @@ func (cfg *Config[In, Out]) validate() error {
 	if cfg.Total < 0 {
 		errs = append(errs, fmt.Errorf("negative Total %v", cfg.Total))
 	}
-	if cfg.MinAttempt < 0 || cfg.QuotaCooldown < 0 || cfg.RetiredRecheck < 0 || cfg.AbandonAfter < 0 {
-		errs = append(errs, errors.New("MinAttempt, QuotaCooldown, RetiredRecheck and AbandonAfter must not be negative"))
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"MinAttempt", cfg.MinAttempt}, {"QuotaCooldown", cfg.QuotaCooldown}, {"RetiredRecheck", cfg.RetiredRecheck}, {"AbandonAfter", cfg.AbandonAfter}} {
+		if d.v < 0 {
+			errs = append(errs, fmt.Errorf("negative %s %v", d.name, d.v))
+		}
 	}
 	names := map[string]bool{}
 	for i, st := range cfg.Stages {

@@ -2,7 +2,6 @@ package fallback
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/tierguard/tierguard/classify"
 )
@@ -84,7 +83,9 @@ func (c *Chain[In, Out]) shared(ctx context.Context, key string, in In) (Result[
 func (c *Chain[In, Out]) fly(ctx context.Context, key string, f *flight[Out], in In) {
 	defer func() {
 		if p := recover(); p != nil {
-			f.panic = fmt.Errorf("tierguard: panic in shared execution: %v", p)
+			// Every waiter re-panics with the tier's own value, as a
+			// request of its own would have.
+			f.panic = p
 		}
 		c.flightMu.Lock()
 		if c.flights[key] == f {
