@@ -110,33 +110,34 @@ type Try struct {
 // it returns an error matching ErrExhausted and no context.
 //
 // Attempt reads the clock once if the budget or Cap needs it, never
-// otherwise. The returned cancel must be called when the attempt ends.
+// otherwise — and only the monotonic clock, the cheaper one. The returned
+// cancel must be called when the attempt ends.
 func (b Budget) Attempt(ctx context.Context, t Try) (context.Context, context.CancelFunc, error) {
 	if !b.limited {
-		return b.AttemptAt(ctx, t, time.Time{})
+		return b.AttemptWithin(ctx, t, Unlimited)
 	}
-	return b.AttemptAt(ctx, t, time.Now())
+	return b.AttemptWithin(ctx, t, b.Remaining())
 }
 
 // Admit checks that an attempt of t fits now, before the caller takes any
-// guard (a bulkhead slot, a breaker probe) for it. It returns the time it
-// read — zero for a budget without a deadline, which reads no clock — to be
-// passed to AttemptAt, so that checking and starting cost one clock read.
-func (b Budget) Admit(t Try) (time.Time, error) {
+// guard (a bulkhead slot, a breaker probe) for it. It returns the time
+// remaining — Unlimited for a budget without a deadline, which reads no
+// clock — to be passed to AttemptWithin, so that checking and starting cost
+// one clock read.
+func (b Budget) Admit(t Try) (time.Duration, error) {
 	if !b.limited {
-		return time.Time{}, nil
+		return Unlimited, nil
 	}
-	now := time.Now()
-	remaining := b.deadline.Sub(now)
+	remaining := b.Remaining()
 	if avail := sub(remaining, t.Reserve); avail <= 0 || avail < t.MinUseful {
-		return now, Exhausted(remaining, nil)
+		return remaining, Exhausted(remaining, nil)
 	}
-	return now, nil
+	return remaining, nil
 }
 
-// AttemptAt is Attempt with the current time supplied by the caller (from
-// Admit). now is ignored for a budget without a deadline.
-func (b Budget) AttemptAt(ctx context.Context, t Try, now time.Time) (context.Context, context.CancelFunc, error) {
+// AttemptWithin is Attempt with the time remaining supplied by the caller
+// (from Admit). remaining is ignored for a budget without a deadline.
+func (b Budget) AttemptWithin(ctx context.Context, t Try, remaining time.Duration) (context.Context, context.CancelFunc, error) {
 	if !b.limited {
 		if t.Cap <= 0 {
 			return ctx, noop, nil
@@ -144,7 +145,6 @@ func (b Budget) AttemptAt(ctx context.Context, t Try, now time.Time) (context.Co
 		c, cancel := context.WithTimeout(ctx, t.Cap)
 		return c, cancel, nil
 	}
-	remaining := b.deadline.Sub(now)
 	avail := sub(remaining, t.Reserve)
 	if avail <= 0 || avail < t.MinUseful {
 		return nil, nil, Exhausted(remaining, nil)
@@ -156,7 +156,9 @@ func (b Budget) AttemptAt(ctx context.Context, t Try, now time.Time) (context.Co
 	if per >= remaining && b.ctxBound {
 		return ctx, noop, nil
 	}
-	c, cancel := context.WithDeadline(ctx, now.Add(per))
+	// now+per, computed from the deadline so that no wall clock is read:
+	// the deadline carries the monotonic reading remaining came from.
+	c, cancel := context.WithDeadline(ctx, b.deadline.Add(per-remaining))
 	return c, cancel, nil
 }
 

@@ -199,17 +199,17 @@ func BenchmarkAttempt(b *testing.B) {
 	})
 }
 
-func TestAdmitThenAttemptAt(t *testing.T) {
+func TestAdmitThenAttemptWithin(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		start := time.Now()
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		b := deadline.New(ctx, 0)
 		try := deadline.Try{Reserve: 400 * time.Millisecond, MinUseful: 500 * time.Millisecond}
-		now, err := b.Admit(try)
+		remaining, err := b.Admit(try)
 		require.NoError(t, err)
-		assert.Equal(t, start, now)
-		actx, acancel, err := b.AttemptAt(ctx, try, now)
+		assert.Equal(t, time.Second, remaining)
+		actx, acancel, err := b.AttemptWithin(ctx, try, remaining)
 		require.NoError(t, err)
 		defer acancel()
 		d, _ := actx.Deadline()
@@ -219,8 +219,8 @@ func TestAdmitThenAttemptAt(t *testing.T) {
 		_, err = b.Admit(try)
 		assert.ErrorIs(t, err, deadline.ErrExhausted, "400ms left after the reserve, 500ms needed")
 
-		now, err = deadline.New(context.Background(), 0).Admit(try)
+		remaining, err = deadline.New(context.Background(), 0).Admit(try)
 		require.NoError(t, err)
-		assert.True(t, now.IsZero(), "no clock read without a deadline")
+		assert.Equal(t, deadline.Unlimited, remaining, "no clock read without a deadline")
 	})
 }

@@ -343,7 +343,7 @@ func (c *Chain[In, Out]) runStage(r *request[Out], i int, st *stage[In, Out], in
 			st.Bulkhead.Release()
 		}()
 	}
-	tok, admitted := e.tok, e.admitted
+	tok := e.tok
 	decided := false
 	defer func() {
 		if !decided {
@@ -351,7 +351,7 @@ func (c *Chain[In, Out]) runStage(r *request[Out], i int, st *stage[In, Out], in
 			tok.Done(breaker.Ignored)
 		}
 	}()
-	out, v, err = c.attempts(r, i, st, in, tok, admitted)
+	out, v, err = c.attempts(r, i, st, in, tok, e)
 	decided = true
 	tok.Done(breaker.OutcomeFor(c.table, v.Class))
 	if err != nil {
@@ -360,16 +360,15 @@ func (c *Chain[In, Out]) runStage(r *request[Out], i int, st *stage[In, Out], in
 	return out, v, err
 }
 
-// attempts calls the tier until it answers or its retry policy stops.
-// admitted, when not zero, is the time the budget was checked at, reused by
-// the first attempt.
-func (c *Chain[In, Out]) attempts(r *request[Out], i int, st *stage[In, Out], in In, tok breaker.Token, admitted time.Time) (out Out, v classify.Verdict, err error) {
+// attempts calls the tier until it answers or its retry policy stops. The
+// first attempt reuses the budget check made on entering the guards.
+func (c *Chain[In, Out]) attempts(r *request[Out], i int, st *stage[In, Out], in In, tok breaker.Token, e entered) (out Out, v classify.Verdict, err error) {
 	for n := 1; ; n++ {
 		var actx context.Context
 		var cancel context.CancelFunc
 		var aerr error
-		if n == 1 && !admitted.IsZero() {
-			actx, cancel, aerr = r.budget.AttemptAt(r.ctx, st.try, admitted)
+		if n == 1 && e.fresh {
+			actx, cancel, aerr = r.budget.AttemptWithin(r.ctx, st.try, e.remaining)
 		} else {
 			actx, cancel, aerr = r.budget.Attempt(r.ctx, st.try)
 		}

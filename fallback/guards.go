@@ -20,9 +20,11 @@ type guards struct {
 
 // entered is what a stage holds once inside its guards.
 type entered struct {
-	// admitted is when the budget was checked, for the first attempt to
-	// reuse; zero when the clock must be read afresh (after a queue wait).
-	admitted time.Time
+	// remaining is the time left when the budget was checked, for the
+	// first attempt to reuse; fresh is unset when the clock must be read
+	// again (after a wait in the bulkhead's queue).
+	remaining time.Duration
+	fresh     bool
 	// queueWait is the bulkhead wait, when it was measured.
 	queueWait time.Duration
 	// slot is set when a bulkhead slot is held and must be released.
@@ -50,15 +52,15 @@ func (g *guards) enter(ctx context.Context, b deadline.Budget, measure bool) (en
 	var e entered
 	// Check the time before taking any guard: a request that cannot make a
 	// useful attempt must not hold a slot or a probe someone else could use.
-	admitted, err := b.Admit(g.try)
+	remaining, err := b.Admit(g.try)
 	if err != nil {
 		return e, SkipBudget, err
 	}
-	e.admitted = admitted
+	e.remaining, e.fresh = remaining, true
 	if g.bulkhead != nil {
 		waits := g.bulkhead.MaxWait() > 0
 		if waits {
-			e.admitted = time.Time{}
+			e.fresh = false
 		}
 		var queued time.Time
 		if measure && waits {
