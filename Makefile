@@ -10,8 +10,9 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 BENCHSTAT := golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da
 BENCHCMP_OUT ?= $(or $(TMPDIR),/tmp)/tierguard-benchcmp.txt
 SCENARIO_FLAGS ?= -runs 3
+SOAKCALLS ?= 1000000
 
-.PHONY: test fmt-check vet race bench bench-lib bench-compare fuzz cover demo lint scenarios
+.PHONY: test fmt-check vet race bench bench-lib bench-compare fuzz cover demo lint scenarios soak soak-race
 
 ## test: gofmt check, go vet and race tests over every module (what CI runs)
 test: fmt-check vet race
@@ -48,6 +49,15 @@ bench-compare:
 ## scenarios: DESIGN.md scenarios 1–6 against the in-process fake Gemini server (~2.5 min); SCENARIO_FLAGS='-s 1 -runs 5 -strict'
 scenarios:
 	$(GO) run ./internal/scenarios $(SCENARIO_FLAGS)
+
+## soak: the chaos soak at $(SOAKCALLS) calls, fake clock (~20 s) then real clock (~4 min); see RELIABILITY.md
+soak:
+	$(GO) test ./internal/chaos -run 'TestSoak$$' -count=1 -v -timeout 60m -soak.calls=$(SOAKCALLS)
+	$(GO) test ./internal/chaos -run 'TestSoak$$' -count=1 -v -timeout 60m -soak.calls=$(SOAKCALLS) -soak.clock=real
+
+## soak-race: the fake-clock soak at $(SOAKCALLS) calls under the race detector (~2.5 min)
+soak-race:
+	$(GO) test -race ./internal/chaos -run 'TestSoak$$' -count=1 -v -timeout 60m -soak.calls=$(SOAKCALLS)
 
 ## fuzz: every fuzz target of every module for $(FUZZTIME)
 fuzz:
