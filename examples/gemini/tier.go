@@ -102,10 +102,10 @@ func NewTier[In any](cfg TierConfig[In]) (*Tier[In], error) {
 		errs = append(errs, errors.New("Model is required"))
 	}
 	if cfg.Client == nil {
-		errs = append(errs, errors.New("Client is required"))
+		errs = append(errs, errors.New("missing Client"))
 	}
 	if cfg.Prompt == nil {
-		errs = append(errs, errors.New("Prompt is required"))
+		errs = append(errs, errors.New("missing Prompt"))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, errors.New("gemini: invalid tier config: " + strings.ReplaceAll(err.Error(), "\n", "; "))
