@@ -13,6 +13,7 @@ import (
 // Classifier turns an error into a Verdict. Implementations must be safe for
 // concurrent use and must not copy upstream text into Verdict.Reason.
 type Classifier interface {
+	// Classify returns err's verdict; class OK for a nil error.
 	Classify(err error) Verdict
 }
 

@@ -13,12 +13,15 @@ import (
 // errors made by SDK adapters. The Standard classifier trusts it first.
 type Classified interface {
 	error
+	// Verdict returns the error's own verdict.
 	Verdict() Verdict
 }
 
 // Error is an error with an explicit verdict, wrapping an optional cause.
 type Error struct {
-	V   Verdict
+	// V is the verdict.
+	V Verdict
+	// Err is the cause; it may be nil.
 	Err error
 }
 
@@ -49,6 +52,8 @@ const MaxErrorBody = 1 << 20
 // string names only the status: the upstream message may echo the request,
 // so it stays in Facts.Message for callers who choose to log it.
 type HTTPError struct {
+	// Facts are what the response said: status, Google error body, and
+	// retry headers.
 	Facts Facts
 }
 

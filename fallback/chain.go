@@ -147,10 +147,13 @@ func (c *Chain[In, Out]) Observe(o Observer) (remove func()) { return c.observer
 
 // StageInfo describes one compiled stage, for instrumentation.
 type StageInfo struct {
-	Tier     string
-	Index    int
+	// Tier is the tier's name and Index its position in the chain.
+	Tier  string
+	Index int
+	// Model and Provider are the stage's (for telemetry).
 	Model    string
 	Provider string
+	// Breaker and Bulkhead are the stage's guards; nil when absent.
 	Breaker  *breaker.Breaker
 	Bulkhead *bulkhead.Bulkhead
 }
@@ -535,9 +538,11 @@ func skipError(tier, model string, why Skip) error {
 // SkipError reports a tier passed over by preflight: its model is retired,
 // or its quota is exhausted and it is parked.
 type SkipError struct {
+	// Tier and Model name the tier passed over.
 	Tier  string
 	Model string
-	Skip  Skip
+	// Skip says why: SkipRetired or SkipQuota.
+	Skip Skip
 }
 
 // Error names the tier and why it was skipped.

@@ -150,6 +150,7 @@ func buildError(tiers []string, trail []Attempt, cause classify.Verdict, closed 
 // PanicError is what observers see as the failure of a request that a
 // tier's panic ended; the caller gets the panic itself.
 type PanicError struct {
+	// Value is what the tier panicked with.
 	Value any
 }
 

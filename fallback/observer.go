@@ -60,6 +60,7 @@ func (k EventKind) String() string {
 // Kind. No field holds a prompt or an answer; Err may hold an upstream
 // error, whose text an observer must not export unless its user opts in.
 type Event struct {
+	// Kind says which decision this is.
 	Kind EventKind
 	// Operation is the chain's Config.Operation.
 	Operation string

@@ -125,7 +125,8 @@ type StreamStage[In, Chunk any] struct {
 	// before the first chunk.
 	Bulkhead *bulkhead.Bulkhead
 	Breaker  *breaker.Breaker
-	Retry    retry.Policy
+	// Retry is the stage's retry policy, as in Stage.
+	Retry retry.Policy
 	// FirstChunkTimeout caps each attempt's wait for its first chunk (time
 	// to first token); the wait also ends where the reserve for later tiers
 	// begins. 0 means only the reserve caps it.
@@ -146,13 +147,21 @@ type StreamStage[In, Chunk any] struct {
 // StreamConfig configures a StreamChain; fields mean what they mean in
 // Config.
 type StreamConfig[In, Chunk any] struct {
-	Operation  string
-	Stages     []StreamStage[In, Chunk]
-	Total      time.Duration
+	// Operation names what the chain does, for observers; default
+	// "generate_content".
+	Operation string
+	// Stages are the streaming tiers, in order of preference.
+	Stages []StreamStage[In, Chunk]
+	// Total caps each stream, every attempt and fallback included, and the
+	// stream itself after its first chunk.
+	Total time.Duration
+	// MinAttempt is the default StreamStage.MinAttempt.
 	MinAttempt time.Duration
+	// Table overrides the class table; Classifier classifies tier errors.
 	Table      *classify.Table
 	Classifier classify.Classifier
-	Catalog    *Catalog
+	// Catalog lets the chain skip tiers whose model is not served.
+	Catalog *Catalog
 	// QuotaCooldown and RetiredRecheck are as in Config.
 	QuotaCooldown  time.Duration
 	RetiredRecheck time.Duration
@@ -202,6 +211,8 @@ type streamStage[In, Chunk any] struct {
 // usage a stream carried to observers, which export
 // gen_ai.client.token.usage.
 type ChunkUsageReporter[Chunk any] interface {
+	// ChunkUsage returns the usage c carries, and false when it carries
+	// none.
 	ChunkUsage(c Chunk) (Usage, bool)
 }
 

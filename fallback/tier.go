@@ -42,6 +42,7 @@ type Usage struct {
 // their answers (the SDK adapters do). The chain passes it to observers,
 // which export gen_ai.client.token.usage.
 type UsageReporter[Out any] interface {
+	// Usage returns out's token usage, and false when it carries none.
 	Usage(out Out) (Usage, bool)
 }
 
