@@ -31,7 +31,39 @@ func (r Route) String() string {
 	return "invalid_route"
 }
 
-// Action is what the chain does with a failure of one class.
+// Park says whether a failure takes its tier (or its model) out of rotation
+// for later requests, so that they skip it without an upstream call.
+type Park uint8
+
+const (
+	// ParkNone leaves the tier in rotation.
+	ParkNone Park = iota
+	// ParkQuota parks the tier until its quota is likely back: for the
+	// chain's quota cooldown or the verdict's RetryAfter, whichever is
+	// longer.
+	ParkQuota
+	// ParkRetired marks the model the failure names (Verdict.Model, else
+	// the model the call used) retired: calls for that model are skipped
+	// until the catalog lists it again or a recheck interval passes. Other
+	// models served by the same tier are not affected.
+	ParkRetired
+)
+
+// String returns the park's name.
+func (p Park) String() string {
+	switch p {
+	case ParkNone:
+		return "none"
+	case ParkQuota:
+		return "quota"
+	case ParkRetired:
+		return "retired"
+	}
+	return "invalid_park"
+}
+
+// Action is what the chain does with a failure of one class: its whole
+// behaviour is this one row.
 type Action struct {
 	// Retry allows another attempt on the same tier (within the retry
 	// policy's attempts, its budget and the deadline).
@@ -42,11 +74,14 @@ type Action struct {
 	BreakerFailure bool
 	// Route is where the request goes once this tier is given up.
 	Route Route
+	// Park takes the tier or its model out of rotation for later requests.
+	Park Park
 }
 
 // Table maps every class to its action. The zero Table routes every class to
-// the next tier without retrying or counting; start from DefaultTable and
-// override what you need. Table is a small value: copy it freely.
+// the next tier without retrying, counting or parking; start from
+// DefaultTable and override what you need. Table is a small value: copy it
+// freely.
 type Table struct {
 	actions [numClasses]Action
 }
@@ -55,8 +90,8 @@ var defaultTable = Table{actions: [numClasses]Action{
 	OK:                {},
 	Transient:         {Retry: true, BreakerFailure: true, Route: RouteNextTier},
 	RateLimited:       {Retry: true, BreakerFailure: true, Route: RouteNextTier},
-	QuotaExhausted:    {Route: RouteNextTier},
-	Retired:           {Route: RouteNextTier},
+	QuotaExhausted:    {Route: RouteNextTier, Park: ParkQuota},
+	Retired:           {Route: RouteNextTier, Park: ParkRetired},
 	ContextTooLong:    {Route: RouteNextTier},
 	InvalidRequest:    {Route: RouteFailClosed},
 	Auth:              {Route: RouteFailClosed},
@@ -68,7 +103,8 @@ var defaultTable = Table{actions: [numClasses]Action{
 	Unknown:           {BreakerFailure: true, Route: RouteNextTier},
 }}
 
-// DefaultTable returns the class table of DESIGN.md.
+// DefaultTable returns the default class table: the one the README's class
+// table shows.
 func DefaultTable() Table { return defaultTable }
 
 // Action returns the action for class c. An out-of-range class gets Unknown's
@@ -81,13 +117,17 @@ func (t Table) Action(c Class) Action {
 }
 
 // With returns a copy of t in which class c has action a. It panics on an
-// out-of-range class or route, which can only come from a programming error.
+// out-of-range class, route or park, which can only come from a programming
+// error.
 func (t Table) With(c Class, a Action) Table {
 	if int(c) >= numClasses {
 		panic(fmt.Sprintf("classify: Table.With: invalid class %d", c))
 	}
 	if a.Route > RouteFailClosed {
 		panic(fmt.Sprintf("classify: Table.With: invalid route %d", a.Route))
+	}
+	if a.Park > ParkRetired {
+		panic(fmt.Sprintf("classify: Table.With: invalid park %d", a.Park))
 	}
 	t.actions[c] = a
 	return t

@@ -135,8 +135,14 @@ type Facts struct {
 	// ("UNAVAILABLE") or the "NNN Text" form of a non-JSON body
 	// ("502 Bad Gateway"). Used when HTTPStatus is 0.
 	Status string
+	// Code is an API's string error code, as OpenAI and the gateways that
+	// follow it send ("insufficient_quota", "context_length_exceeded",
+	// "content_filter", "model_not_found"), or the error's type when it has
+	// no code.
+	Code string
 	// Message is the upstream error message. It is only searched for hints
-	// (token limit, "Please retry in"); it never reaches the Verdict.
+	// (a retry delay, a daily quota, a context overflow, billing, the model
+	// a 404 names); it never reaches the Verdict's text.
 	Message string
 	// Details are google.rpc error details decoded from JSON.
 	Details []map[string]any
@@ -147,6 +153,13 @@ type Facts struct {
 	// current time (delta-seconds or HTTP-date).
 	RetryAfterHeader string
 }
+
+// LongRetryAfter is the delay from which a 429 counts as QuotaExhausted
+// rather than RateLimited: a server that asks to wait this long (RetryInfo
+// of hours, "try again in 114h18m0s") is not going to answer within any
+// request's deadline, so the tier is parked for that long instead of every
+// later request paying one more call and one more breaker count.
+const LongRetryAfter = 5 * time.Minute
 
 // FromFacts classifies an HTTP-shaped failure described by f. It is the
 // decision logic of the Standard classifier, exported for rules.
@@ -162,6 +175,7 @@ func fromFacts(f Facts, now func() time.Time) Verdict {
 		status = statusForHTTP(code)
 	}
 	v := Verdict{HTTPStatus: code, Status: status}
+	lower := lowerPrefix(f.Message)
 
 	d := readDetails(f.Details)
 	v.RetryAfter = f.RetryAfter
@@ -174,42 +188,91 @@ func fromFacts(f Facts, now func() time.Time) Verdict {
 		v.RetryAfter = max(v.RetryAfter, d.retryDelay)
 	}
 	v.RetryAfter = min(max(v.RetryAfter, 0), MaxRetryAfter)
+	v = classifyFacts(v, f, d, code, status, lower)
+	if v.Class == RateLimited || v.Class == QuotaExhausted {
+		// RetryInfo is truncated to whole seconds ("37s") while the message
+		// says "Please retry in 37.38s.": the larger avoids retrying early.
+		// Only a quota's message is read this way: a 5xx page saying "try
+		// again in 30 seconds" is boilerplate, not an instruction.
+		if ra, ok := retryHint(lower); ok {
+			v.RetryAfter = max(v.RetryAfter, ra)
+			if v.Class == RateLimited && v.RetryAfter >= LongRetryAfter {
+				v.Class, v.Reason = QuotaExhausted, "retry-after beyond any deadline"
+			}
+		}
+	}
+	return v
+}
 
-	if class, ok := knownReasons[d.reason]; ok {
-		v.Class = class
-		v.Reason = reasonFor(d.reason)
+// classifyFacts decides the class of an HTTP-shaped failure once its
+// status and delays are known.
+func classifyFacts(v Verdict, f Facts, d detailFacts, code int, status, lower string) Verdict {
+
+	if class, ok := knownReasons[d.reason]; ok && class == Auth {
+		v.Class, v.Reason = Auth, "credentials rejected"
 		return v
+	}
+	if class, reason, ok := codeClass(f.Code); ok {
+		v.Class, v.Reason = class, reason
+		switch class {
+		case Retired:
+			v.Model, _ = namedModel(f.Message, lower)
+		case RateLimited:
+			v = quotaOrRate(v, d, lower)
+		}
+		return v
+	}
+	switch knownReasons[d.reason] {
+	case QuotaExhausted:
+		v.Class, v.Reason = QuotaExhausted, "quota exhausted"
+		if d.reason == "BILLING_DISABLED" {
+			v.Reason = "billing disabled"
+		}
+		return v
+	case RateLimited:
+		v.Class, v.Reason = RateLimited, "rate limited"
+		return quotaOrRate(v, d, lower)
 	}
 	switch {
 	case code == 401:
 		v.Class, v.Reason = Auth, "unauthenticated"
+	case code == 402:
+		v.Class, v.Reason = QuotaExhausted, "payment required"
 	case code == 403:
-		v.Class, v.Reason = Auth, "permission denied"
-	case code == 429:
-		if d.perDayQuota {
-			v.Class, v.Reason = QuotaExhausted, "per-day quota exhausted"
+		if strings.Contains(lower, "billing") {
+			v.Class, v.Reason = QuotaExhausted, "billing not enabled"
 		} else {
-			v.Class, v.Reason = RateLimited, "rate limited"
+			v.Class, v.Reason = Auth, "permission denied"
 		}
-		// RetryInfo is truncated to whole seconds ("37s") while the message
-		// says "Please retry in 37.38s.": the larger avoids retrying early.
-		if ra, ok := retryInMessage(f.Message); ok {
-			v.RetryAfter = max(v.RetryAfter, ra)
-		}
+	case code == 429:
+		v.Class, v.Reason = RateLimited, "rate limited"
+		v = quotaOrRate(v, d, lower)
 	case code == 404:
-		v.Class, v.Reason = Retired, "model not found"
+		if id, named := namedModel(f.Message, lower); named {
+			v.Class, v.Reason, v.Model = Retired, "model not found", id
+		} else {
+			v.Class, v.Reason = InvalidRequest, "not found (not a model)"
+		}
 	case code == 413:
 		v.Class, v.Reason = ContextTooLong, "request too large"
-	case code == 400:
-		if tokenLimit(f.Message) {
-			v.Class, v.Reason = ContextTooLong, "input token count exceeds the model's limit"
-		} else {
+	case code == 400 || code == 422:
+		switch {
+		case tokenLimit(lower):
+			v.Class, v.Reason = ContextTooLong, "input exceeds the model's context window"
+		case status == "FAILED_PRECONDITION" && strings.Contains(lower, "billing"):
+			v.Class, v.Reason = QuotaExhausted, "billing not enabled"
+		default:
 			v.Class, v.Reason = InvalidRequest, "invalid request"
 		}
 	case code == 408:
 		v.Class, v.Reason = Transient, "request timeout"
 	case code == 409:
 		v.Class, v.Reason = Transient, "aborted"
+	case code == 499:
+		// Gemini sends CANCELLED under heavy load, also mid-stream, while
+		// the caller is still waiting. The caller's own cancel never gets
+		// here: it is a context error, and the request's context decides.
+		v.Class, v.Reason = Transient, "cancelled by the server"
 	case code == 501:
 		v.Class, v.Reason = Unknown, "not implemented"
 	case code >= 500 && code <= 599:
@@ -222,26 +285,38 @@ func fromFacts(f Facts, now func() time.Time) Verdict {
 	return v
 }
 
-func reasonFor(errorInfoReason string) string {
-	switch knownReasons[errorInfoReason] {
-	case Auth:
-		return "credentials rejected"
-	case QuotaExhausted:
-		return "billing disabled"
-	case RateLimited:
-		return "rate limited"
+// quotaOrRate refines a rate limit: a quota named per day, or a delay
+// beyond LongRetryAfter, makes it QuotaExhausted.
+func quotaOrRate(v Verdict, d detailFacts, lower string) Verdict {
+	switch {
+	case d.perDayQuota || perDayMessage(lower):
+		v.Class, v.Reason = QuotaExhausted, "per-day quota exhausted"
+	case v.RetryAfter >= LongRetryAfter:
+		v.Class, v.Reason = QuotaExhausted, "retry-after beyond any deadline"
 	}
-	return "error info"
+	return v
 }
 
-// tokenLimit recognises Gemini's "The input token count (N) exceeds the
-// maximum number of tokens allowed (M)." and close variants.
-func tokenLimit(msg string) bool {
-	if len(msg) > maxInspect {
-		msg = msg[:maxInspect]
+// codeClass maps the string error codes of OpenAI and the gateways that
+// follow it to the class they mean, where they are more precise than the
+// HTTP status.
+func codeClass(code string) (Class, string, bool) {
+	switch code {
+	case "":
+		return 0, "", false
+	case "insufficient_quota":
+		return QuotaExhausted, "insufficient quota", true
+	case "rate_limit_exceeded", "rate_limit_error":
+		return RateLimited, "rate limited", true
+	case "context_length_exceeded", "string_above_max_length", "context_window_exceeded":
+		return ContextTooLong, "input exceeds the model's context window", true
+	case "content_filter", "content_policy_violation", "invalid_prompt", "ResponsibleAIPolicyViolation":
+		return Safety, "content policy", true
+	case "model_not_found":
+		return Retired, "model not found", true
+	case "invalid_api_key", "invalid_authentication", "authentication_error", "permission_error",
+		"account_deactivated", "unsupported_country_region_territory":
+		return Auth, "credentials rejected", true
 	}
-	msg = strings.ToLower(msg)
-	return strings.Contains(msg, "token count") && strings.Contains(msg, "exceeds") ||
-		strings.Contains(msg, "context length") && strings.Contains(msg, "exceed") ||
-		strings.Contains(msg, "too many tokens")
+	return 0, "", false
 }

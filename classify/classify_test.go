@@ -89,7 +89,7 @@ func TestClassifyHTTPResponses(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := classify.ResponseError(tt.resp)
+			err := classify.ReadResponse(context.Background(), tt.resp)
 			v := classify.Classify(fmt.Errorf("call: %w", err))
 			assert.Equal(t, tt.class, v.Class, "verdict %v", v)
 			assert.Equal(t, tt.resp.StatusCode, v.HTTPStatus)
@@ -117,7 +117,7 @@ func TestVerdictNeverCarriesUpstreamText(t *testing.T) {
 		"<html>" + secret + "</html>",
 	}
 	for _, b := range bodies {
-		err := classify.ResponseError(response(502, b, "Retry-After", secret))
+		err := classify.ReadResponse(context.Background(), response(502, b, "Retry-After", secret))
 		v := classify.Classify(err)
 		assert.NotContains(t, fmt.Sprintf("%+v", v), secret)
 		assert.NotContains(t, v.String(), secret)
@@ -133,7 +133,7 @@ func TestStatusWithoutCode(t *testing.T) {
 	}{
 		{"UNAVAILABLE", classify.Transient, 503},
 		{"RESOURCE_EXHAUSTED", classify.RateLimited, 429},
-		{"NOT_FOUND", classify.Retired, 404},
+		{"NOT_FOUND", classify.InvalidRequest, 404}, // names no model: an unknown entity or URL
 		{"UNAUTHENTICATED", classify.Auth, 401},
 		{"PERMISSION_DENIED", classify.Auth, 403},
 		{"INVALID_ARGUMENT", classify.InvalidRequest, 400},
@@ -153,7 +153,7 @@ func TestStatusWithoutCode(t *testing.T) {
 }
 
 func TestJSONErrorWithoutCode(t *testing.T) {
-	f, ok := classify.ParseGoogleError([]byte(bodyNoCode))
+	f, ok := classify.ParseErrorBody([]byte(bodyNoCode))
 	require.True(t, ok)
 	assert.Equal(t, 0, f.HTTPStatus)
 	v := classify.FromFacts(f)
@@ -211,8 +211,8 @@ func TestRulesComeBeforeBuiltins(t *testing.T) {
 		return classify.FromFacts(classify.Facts{HTTPStatus: se.Code}), true
 	}
 	c := classify.New(rule)
-	assert.Equal(t, classify.Retired, c.Classify(fmt.Errorf("wrapped: %w", sdkError{Code: 404})).Class)
-	assert.Equal(t, classify.Unknown, classify.Classify(sdkError{Code: 404}).Class, "the default classifier has no rules")
+	assert.Equal(t, classify.Transient, c.Classify(fmt.Errorf("wrapped: %w", sdkError{Code: 503})).Class)
+	assert.Equal(t, classify.Unknown, classify.Classify(sdkError{Code: 503}).Class, "the default classifier has no rules")
 	assert.Equal(t, classify.Canceled, c.Classify(context.Canceled).Class)
 }
 
@@ -286,24 +286,24 @@ func TestVerdictString(t *testing.T) {
 func TestHostileBodiesAreBounded(t *testing.T) {
 	huge := bytes.Repeat([]byte("x"), 10<<20)
 	start := time.Now()
-	err := classify.ResponseError(response(503, string(huge)))
+	err := classify.ReadResponse(context.Background(), response(503, string(huge)))
 	v := classify.Classify(err)
 	assert.Equal(t, classify.Transient, v.Class)
 	assert.Less(t, time.Since(start), 5*time.Second)
 
 	// A well-formed but huge message is beyond MaxErrorBody: status only.
 	bigJSON := `{"error":{"code":429,"message":"` + strings.Repeat("a", 2<<20) + ` Please retry in 5s.","status":"RESOURCE_EXHAUSTED"}}`
-	v = classify.Classify(classify.ResponseError(response(429, bigJSON)))
+	v = classify.Classify(classify.ReadResponse(context.Background(), response(429, bigJSON)))
 	assert.Equal(t, classify.RateLimited, v.Class)
 	assert.Zero(t, v.RetryAfter)
 
 	deep := strings.Repeat(`{"a":`, 5000) + "1" + strings.Repeat("}", 5000)
 	nested := `{"error":{"code":503,"status":"UNAVAILABLE","details":[{"@type":"x","v":` + deep + `}]}}`
-	v = classify.Classify(classify.ResponseError(response(503, nested)))
+	v = classify.Classify(classify.ReadResponse(context.Background(), response(503, nested)))
 	assert.Equal(t, classify.Transient, v.Class)
 
 	many := `{"error":{"code":429,"status":"RESOURCE_EXHAUSTED","details":[` + strings.Repeat(`{"@type":"type.googleapis.com/google.rpc.Help"},`, 100000) + `{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"9s"}]}}`
-	v = classify.Classify(classify.ResponseError(response(429, many)))
+	v = classify.Classify(classify.ReadResponse(context.Background(), response(429, many)))
 	assert.Equal(t, classify.RateLimited, v.Class)
 	assert.Zero(t, v.RetryAfter, "details past the examined prefix are ignored")
 }

@@ -9,9 +9,9 @@ import (
 // body or a details list of a million entries to a fixed cost.
 const (
 	maxInspect    = 64 << 10 // bytes of a message searched for hints
-	maxDetails    = 32       // entries of details examined
+	maxDetails    = 32       // entries of details (or of an array body) examined
 	maxViolations = 32       // QuotaFailure violations examined
-	maxIDLen      = 256      // bytes of a quotaId / reason examined
+	maxIDLen      = 256      // bytes of a quotaId, reason or code examined
 )
 
 // detailFacts is what google.rpc error details say about a failure.
@@ -37,14 +37,17 @@ var knownReasons = map[string]Class{
 	"CREDENTIALS_MISSING":             Auth,
 	"SERVICE_DISABLED":                Auth,
 	"CONSUMER_INVALID":                Auth,
+	"CONSUMER_SUSPENDED":              Auth,
 	"USER_PROJECT_DENIED":             Auth,
 	"IAM_PERMISSION_DENIED":           Auth,
 	"BILLING_DISABLED":                QuotaExhausted,
+	"QUOTA_EXHAUSTED":                 QuotaExhausted,
 	"RATE_LIMIT_EXCEEDED":             RateLimited,
 }
 
 // readDetails scans google.rpc error details decoded from JSON, as the genai
-// SDK exposes them (APIError.Details): RetryInfo, QuotaFailure and ErrorInfo.
+// SDK exposes them (APIError.Details): RetryInfo, QuotaFailure, and
+// ErrorInfo with its reason and metadata.
 func readDetails(details []map[string]any) detailFacts {
 	var f detailFacts
 	for i, d := range details {
@@ -67,26 +70,54 @@ func readDetails(details []map[string]any) detailFacts {
 					break
 				}
 				m, _ := v.(map[string]any)
-				if names(m, "quotaId", "PerDay") || names(m, "quotaMetric", "per_day") {
+				if perDay(field(m, "quotaId")) || perDay(field(m, "quotaMetric")) {
 					f.perDayQuota = true
 				}
 			}
 		case strings.HasSuffix(typ, "google.rpc.ErrorInfo"):
 			if r, ok := d["reason"].(string); ok && len(r) <= maxIDLen {
-				if _, known := knownReasons[r]; known && f.reason == "" {
+				if known, ok := knownReasons[r]; ok && (f.reason == "" || precedes(known, knownReasons[f.reason])) {
 					f.reason = r
 				}
+			}
+			// Vertex AI names the quota in ErrorInfo's metadata:
+			// {"quota_limit":"GenerateContentRequestsPerDayPerProjectPerModel",
+			//  "quota_metric":"aiplatform.googleapis.com/generate_content_requests"}.
+			md, _ := d["metadata"].(map[string]any)
+			if perDay(field(md, "quota_limit")) || perDay(field(md, "quota_metric")) || perDay(field(md, "quota_limit_id")) {
+				f.perDayQuota = true
 			}
 		}
 	}
 	return f
 }
 
-// names reports whether m[key] is a string that contains part.
-func names(m map[string]any, key, part string) bool {
+// precedes orders two ErrorInfo classes when a response carries several: a
+// credential problem outranks a quota, which outranks a rate limit.
+func precedes(a, b Class) bool {
+	rank := func(c Class) int {
+		switch c {
+		case Auth:
+			return 3
+		case QuotaExhausted:
+			return 2
+		}
+		return 1
+	}
+	return rank(a) > rank(b)
+}
+
+// field returns m[key] if it is a string, cut to maxIDLen bytes.
+func field(m map[string]any, key string) string {
 	s, _ := m[key].(string)
 	if len(s) > maxIDLen {
 		s = s[:maxIDLen]
 	}
-	return strings.Contains(s, part)
+	return s
+}
+
+// perDay reports whether a quota id or metric names a daily quota:
+// "GenerateRequestsPerDayPerProjectPerModel-FreeTier", "..._per_day".
+func perDay(id string) bool {
+	return strings.Contains(id, "PerDay") || strings.Contains(id, "per_day") || strings.Contains(id, "Per-Day")
 }

@@ -1,6 +1,7 @@
 package classify_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -18,7 +19,7 @@ func Example() {
 	  "details":[{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"37s"}]}}`
 	resp := &http.Response{StatusCode: 429, Header: http.Header{}, Body: io.NopCloser(strings.NewReader(body))}
 
-	v := classify.Classify(classify.ResponseError(resp))
+	v := classify.Classify(classify.ReadResponse(context.Background(), resp))
 	a := classify.DefaultTable().Action(v.Class)
 	fmt.Println(v)
 	fmt.Println("retry:", a.Retry, "breaker failure:", a.BreakerFailure, "then:", a.Route)
@@ -42,6 +43,6 @@ func ExampleNew() {
 		return classify.FromFacts(classify.Facts{HTTPStatus: e.Code}), true
 	}
 	c := classify.New(rule)
-	fmt.Println(c.Classify(vendorError{Code: 404}).Class)
-	// Output: retired
+	fmt.Println(c.Classify(vendorError{Code: 503}).Class)
+	// Output: transient
 }

@@ -198,7 +198,7 @@ func FuzzResponseHeaders(f *testing.F) {
 	f.Fuzz(func(t *testing.T, status int, retryAfter, retryAfterMs string, body []byte) {
 		resp := &http.Response{StatusCode: status, Header: http.Header{"Retry-After": {retryAfter}, "Retry-After-Ms": {retryAfterMs}},
 			Body: io.NopCloser(strings.NewReader(string(body) + marker))}
-		he := classify.ResponseError(resp)
+		he := classify.ReadResponse(context.Background(), resp)
 		if he.Facts.RetryAfter < 0 || he.Facts.RetryAfter > classify.MaxRetryAfter {
 			t.Fatalf("Retry-After-Ms %q read as %v", retryAfterMs, he.Facts.RetryAfter)
 		}

@@ -1,6 +1,7 @@
 package classify_test
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"strings"
@@ -47,7 +48,7 @@ func FuzzClassifyBody(f *testing.F) {
 	f.Add(500, `{"error":{"details":[{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"1e308s"}]}}`, "-1")
 	f.Fuzz(func(t *testing.T, status int, body, retryAfter string) {
 		resp := &http.Response{StatusCode: status, Header: http.Header{"Retry-After": {retryAfter}}, Body: io.NopCloser(strings.NewReader(body))}
-		v := classify.Classify(classify.ResponseError(resp))
+		v := classify.Classify(classify.ReadResponse(context.Background(), resp))
 		if v.RetryAfter < 0 || v.RetryAfter > classify.MaxRetryAfter {
 			t.Fatalf("retry-after out of range: %v", v.RetryAfter)
 		}
@@ -72,15 +73,15 @@ func isCanonical(s string) bool {
 	return true
 }
 
-// FuzzParseGoogleError decodes arbitrary bytes as a Google error and feeds
+// FuzzParseErrorBody decodes arbitrary bytes as a Google error and feeds
 // whatever came out to FromFacts.
-func FuzzParseGoogleError(f *testing.F) {
+func FuzzParseErrorBody(f *testing.F) {
 	f.Add([]byte(`{"error":{"code":429,"status":"RESOURCE_EXHAUSTED","details":[{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"37s"}]}}`))
 	f.Add([]byte(`{"error":{"details":[{"@type":"type.googleapis.com/google.rpc.QuotaFailure","violations":[1,null,{"quotaId":5}]}]}}`))
 	f.Add([]byte(`{"error":null}`))
 	f.Add([]byte("\xff\xfe"))
 	f.Fuzz(func(t *testing.T, body []byte) {
-		facts, ok := classify.ParseGoogleError(body)
+		facts, ok := classify.ParseErrorBody(body)
 		if !ok {
 			return
 		}

@@ -1,6 +1,7 @@
 package classify_test
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -46,10 +47,10 @@ func TestInvalidUTF8InStatusAndMessage(t *testing.T) {
 		assert.True(t, v.Status == "" || isCanonical(v.Status), "%q", v.Status)
 	}
 	body := "{\"error\":{\"code\":503,\"status\":\"UNAV\xffAILABLE\",\"message\":\"\xff\xfe\"}}"
-	v := classify.Classify(classify.ResponseError(response(503, body)))
+	v := classify.Classify(classify.ReadResponse(context.Background(), response(503, body)))
 	assert.Equal(t, classify.Transient, v.Class)
 	assert.Equal(t, "UNAVAILABLE", v.Status, "derived from the code, not copied")
-	he := classify.ResponseError(response(503, body))
+	he := classify.ReadResponse(context.Background(), response(503, body))
 	assert.True(t, utf8.ValidString(he.Error()))
 }
 

@@ -81,35 +81,3 @@ func parseSeconds(s string) (time.Duration, bool) {
 	}
 	return min(time.Duration(secs)*time.Second+time.Duration(nanos), MaxRetryAfter), true
 }
-
-// retryInMessage finds the "Please retry in 25.46s." hint that Gemini puts
-// at the end of 429 messages. It is the last resort when neither a header
-// nor RetryInfo gave a delay. Only the first maxInspect bytes are searched.
-func retryInMessage(msg string) (time.Duration, bool) {
-	if len(msg) > maxInspect {
-		msg = msg[:maxInspect]
-	}
-	const marker = "retry in "
-	i := strings.LastIndex(msg, marker)
-	if i < 0 {
-		return 0, false
-	}
-	rest := msg[i+len(marker):]
-	end := 0
-	for end < len(rest) && end < maxDelayText {
-		c := rest[end]
-		if !(isDigit(c) || c == '.' || (c >= 'a' && c <= 'z')) {
-			break
-		}
-		end++
-	}
-	tok := strings.TrimRight(rest[:end], ".")
-	if tok == "" || !isDigit(tok[0]) {
-		return 0, false
-	}
-	d, err := time.ParseDuration(tok)
-	if err != nil || d < 0 {
-		return 0, false
-	}
-	return min(d, MaxRetryAfter), true
-}

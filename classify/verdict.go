@@ -14,9 +14,9 @@ const MaxRetryAfter = 24 * time.Hour
 // Verdict is the classifier's reading of one error.
 //
 // Every field is safe to log or to put on a span: Status is one of the
-// canonical Google status names (never text copied from the response), and
+// canonical Google status names (never text copied from the response),
 // Reason is a short fixed phrase chosen by the classifier, never a prompt,
-// an output or an upstream message.
+// an output or an upstream message, and Model is a validated model id.
 type Verdict struct {
 	// Class is the failure's class; OK for a nil error.
 	Class Class
@@ -33,6 +33,12 @@ type Verdict struct {
 	RetryAfter time.Duration
 	// Reason is a short fixed phrase explaining the class.
 	Reason string
+	// Model is the model id a Retired verdict names ("gemini-1.0-pro"),
+	// read from the 404's message; empty when the message names none, and
+	// for every other class. It is an identifier of the request's own
+	// model, kept only when it is short and made of the characters model
+	// ids use, so it is safe to log; it is not a metric attribute.
+	Model string
 }
 
 // String renders the verdict for humans, e.g.

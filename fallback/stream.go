@@ -26,6 +26,11 @@ type ChunkInfo struct {
 	// FinishReason is set on the chunk that ends the answer ("STOP",
 	// "MAX_TOKENS"). A stream that ends without one is incomplete.
 	FinishReason string
+	// NonTextContent is set when the chunk carries content other than its
+	// Text — a function call, an image, code. The first chunk with
+	// content, text that is not blank or this, is the stream's commit
+	// point.
+	NonTextContent bool
 }
 
 // StreamTier is a tier that answers with a stream of chunks, the shape the

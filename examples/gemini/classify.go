@@ -2,8 +2,6 @@ package gemini
 
 import (
 	"errors"
-	"strconv"
-	"time"
 
 	"github.com/tierguard/tierguard/classify"
 )
@@ -18,11 +16,16 @@ import (
 //     canonical status ("INTERNAL" → 500) or, for a non-JSON body, Go's
 //     "502 Bad Gateway" form; failing both, from a ResponseError's status;
 //   - APIError.Details are google.rpc details: RetryInfo.retryDelay gives
-//     the retry-after, a QuotaFailure naming a PerDay quota makes a 429
-//     QuotaExhausted, an ErrorInfo reason such as API_KEY_INVALID makes a
-//     400 Auth;
-//   - the message is searched (never copied) for the token-limit wording
-//     (ContextTooLong) and the "Please retry in 25.46s." hint;
+//     the retry-after, a QuotaFailure or an ErrorInfo's metadata naming a
+//     PerDay quota makes a 429 QuotaExhausted, an ErrorInfo reason such as
+//     API_KEY_INVALID makes a 400 Auth;
+//   - an error body genai could not decode (the array form
+//     [{"error":{...}}], kept raw in APIError.Message) is decoded with
+//     classify.ParseErrorBody, so its details count too;
+//   - the message is searched (never copied) for the hints classify knows:
+//     the token-limit wording (ContextTooLong), "Please retry in 25.46s.",
+//     a daily quota, billing, and the model a 404 names (only a 404 that
+//     names a model is Retired);
 //   - a ResponseError in the chain adds the Retry-After and Retry-After-Ms
 //     headers, which the SDK drops.
 //
@@ -52,6 +55,22 @@ func FactsOf(err error) (classify.Facts, bool) {
 		return classify.Facts{}, false
 	}
 	f := classify.Facts{HTTPStatus: api.Code, Status: api.Status, Message: api.Message, Details: api.Details}
+	if len(f.Details) == 0 && looksLikeJSON(f.Message) {
+		// genai decodes only the object form of an error body. For any other
+		// — the array form [{"error":{...}}] that Gemini's OpenAI-compatible
+		// endpoint and non-SSE streamGenerateContent send — it keeps the raw
+		// body as Message and "429 Too Many Requests" as Status: decode it
+		// here, so that RetryInfo, QuotaFailure and ErrorInfo still count.
+		if g, ok := classify.ParseErrorBody([]byte(f.Message)); ok {
+			f.Message, f.Details, f.Code = g.Message, g.Details, g.Code
+			if g.Status != "" {
+				f.Status = g.Status
+			}
+			if f.HTTPStatus == 0 {
+				f.HTTPStatus = g.HTTPStatus
+			}
+		}
+	}
 	if !hasRE {
 		return f, true
 	}
@@ -59,23 +78,22 @@ func FactsOf(err error) (classify.Facts, bool) {
 		f.HTTPStatus = re.StatusCode
 	}
 	f.RetryAfterHeader = re.RetryAfter
-	if d, ok := parseMillis(re.RetryAfterMs); ok {
+	if d, ok := classify.ParseRetryAfterMillis(re.RetryAfterMs); ok {
 		f.RetryAfter = d
 	}
 	return f, true
 }
 
-// parseMillis reads a Retry-After-Ms value, capped at classify.MaxRetryAfter.
-func parseMillis(s string) (time.Duration, bool) {
-	if s == "" || len(s) > maxHeader {
-		return 0, false
+// looksLikeJSON reports whether an APIError message is a raw JSON body.
+func looksLikeJSON(s string) bool {
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case ' ', '\t', '\n', '\r':
+			continue
+		case '[', '{':
+			return len(s) <= classify.MaxErrorBody
+		}
+		return false
 	}
-	ms, err := strconv.ParseFloat(s, 64)
-	if err != nil || !(ms > 0) {
-		return 0, false
-	}
-	if ms >= float64(classify.MaxRetryAfter/time.Millisecond) {
-		return classify.MaxRetryAfter, true
-	}
-	return time.Duration(ms * float64(time.Millisecond)), true
+	return false
 }

@@ -20,6 +20,22 @@ var (
 	ErrContinuation = errors.New("gemini: answer needs continuation")
 )
 
+// FinishError is a 200 whose candidate ended without a usable answer:
+// RECITATION, MALFORMED_FUNCTION_CALL, OTHER and the like, or STOP or
+// MAX_TOKENS with nothing in it. Tier returns it wrapped with classify.Wrap
+// as an InvalidOutput, so the next tier answers; in a stream after content
+// was shown, the chain reports it as the cause of an incomplete stream. Its
+// text names only the enum value.
+type FinishError struct {
+	// FinishReason is the candidate's finish reason.
+	FinishReason genai.FinishReason
+}
+
+// Error returns "gemini: answer unusable (RECITATION)".
+func (e *FinishError) Error() string {
+	return "gemini: answer unusable (" + enum(string(e.FinishReason)) + ")"
+}
+
 // BlockedError is a 200 whose prompt or answer a safety policy blocked.
 // Tier returns it wrapped with classify.Wrap as a Safety failure, which the
 // default class table fails closed: another model must not be asked to

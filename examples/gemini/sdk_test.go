@@ -147,7 +147,8 @@ func TestRule(t *testing.T) {
 		after  time.Duration
 	}{
 		{"value", genai.APIError{Code: 503, Status: "UNAVAILABLE"}, classify.Transient, 503, 0},
-		{"pointer", &genai.APIError{Code: 404, Status: "NOT_FOUND"}, classify.Retired, 404, 0},
+		{"pointer", &genai.APIError{Code: 404, Status: "NOT_FOUND", Message: "models/gemini-1.0-pro is not found for API version v1beta"}, classify.Retired, 404, 0},
+		{"404 naming no model", genai.APIError{Code: 404, Status: "NOT_FOUND", Message: "Requested entity was not found."}, classify.InvalidRequest, 404, 0},
 		{"wrapped", fmt.Errorf("calling pro: %w", genai.APIError{Code: 401, Status: "UNAUTHENTICATED"}), classify.Auth, 401, 0},
 		{"no code, canonical status", genai.APIError{Status: "RESOURCE_EXHAUSTED"}, classify.RateLimited, 429, 0},
 		{"no code, Go status text", genai.APIError{Status: "502 Bad Gateway"}, classify.Transient, 502, 0},

@@ -20,9 +20,10 @@ import (
 // and the next attempt usually reads cleanly.
 var (
 	// ErrStreamComment: the stream carried an SSE comment line, such as
-	// ": keepalive". Servers and proxies send them to keep a quiet
-	// connection open, and the SSE specification says to skip them, but
-	// genai v1.77.0 fails the stream on one. Before the first chunk the
+	// ": keepalive", and the client was not built with NewClient, whose
+	// Transport removes them. Servers and proxies send them to keep a
+	// quiet connection open, and the SSE specification says to skip them,
+	// but genai v1.77.0 fails the stream on one. Before the first chunk the
 	// chain retries or moves to the next tier; after it the stream is
 	// incomplete.
 	ErrStreamComment = errors.New("gemini: SSE comment line in stream (the genai SDK cannot skip it)")
@@ -39,10 +40,20 @@ func (t *Tier[In]) StreamStage() fallback.StreamStage[In, Answer] {
 	return fallback.StreamStage[In, Answer]{Tier: t, Model: t.model, Provider: t.provider}
 }
 
-// Inspect describes a chunk to a fallback.StreamChain: the text it adds and
-// its finish reason.
+// Inspect describes a chunk to a fallback.StreamChain: the text it adds,
+// its finish reason, and whether it carries content other than text (a
+// function call, data), which commits the stream like text does.
 func (t *Tier[In]) Inspect(a Answer) fallback.ChunkInfo {
-	return fallback.ChunkInfo{Text: a.Text, FinishReason: string(a.FinishReason)}
+	info := fallback.ChunkInfo{Text: a.Text, FinishReason: string(a.FinishReason)}
+	if r := a.Response; r != nil && len(r.Candidates) > 0 && r.Candidates[0] != nil && r.Candidates[0].Content != nil {
+		for _, p := range r.Candidates[0].Content.Parts {
+			if p != nil && !p.Thought && nonText(p) {
+				info.NonTextContent = true
+				break
+			}
+		}
+	}
+	return info
 }
 
 // ChunkUsage returns the token usage a streamed chunk carries (Gemini sends
@@ -60,34 +71,40 @@ func (t *Tier[In]) ChunkUsage(a Answer) (fallback.Usage, bool) { return a.Usage,
 //
 //   - an error response before the stream starts is a *ResponseError, with
 //     the Retry-After headers a Transport captured; an error event inside
-//     the stream ({"error":{...}} after the 200) is a *ResponseError too,
-//     classified from its code, status and details;
+//     the stream ({"error":{...}} after the 200, such as the 499 CANCELLED
+//     or 503 Gemini sends under load) is a *ResponseError too, classified
+//     from its code, status and details;
 //   - a connection cut mid-stream is the SDK's bare io.ErrUnexpectedEOF or
 //     *net.OpError, wrapped with the model's name: Transient;
-//   - an SSE comment line is ErrStreamComment, an undecodable event
-//     ErrMalformedChunk: Transient, with no upstream text in the error;
-//   - a blocked prompt or a safety finish reason is Safety (*BlockedError),
-//     a CONTINUATION finish reason with continuation off InvalidOutput
-//     (ErrContinuation, after the chunk's text);
+//   - SSE comment lines (": keepalive") never reach the SDK when the client
+//     was built with NewClient (its Transport removes them); without it
+//     they are ErrStreamComment. An undecodable event is ErrMalformedChunk:
+//     Transient, with no upstream text in the error;
+//   - the finish reason of the last chunk is judged by
+//     classify.FinishReason against everything the stream carried: a
+//     safety stop is a *BlockedError (Safety; that chunk is not shown), a
+//     RECITATION, a malformed function call, or a STOP with nothing usable
+//     in the whole stream is a *FinishError or ErrContinuation
+//     (InvalidOutput, after the chunk's text). Past the chain's commit
+//     point it makes the stream incomplete, never complete;
 //   - a clean close is no error, finish reason or not: the chain reports a
 //     stream without one as incomplete (fallback.ErrNoFinishReason).
 //
-// A chunk without candidates before the first one with is skipped, so that
-// the chain does not commit to a stream that has said nothing. Breaking out
-// of the sequence, or ctx ending, closes the response body and with it the
-// connection.
+// A chunk without candidates before the first one with is skipped.
+// Breaking out of the sequence, or ctx ending, closes the response body and
+// with it the connection.
 func (t *Tier[In]) Stream(ctx context.Context, in In) iter.Seq2[Answer, error] {
 	return func(yield func(Answer, error) bool) {
 		contents, cfg := t.request(in)
 		ctx, capture := WithCapture(ctx)
-		started := false
+		started, content := false, false
 		for resp, err := range t.client.Models.GenerateContentStream(ctx, t.model, contents, cfg) {
 			if err != nil {
 				yield(Answer{}, t.streamError(capture, err))
 				return
 			}
-			a, ok, err := t.chunk(resp)
-			if ok || (started && err == nil) {
+			a, show, err := t.chunk(resp, &content)
+			if show || (started && err == nil) {
 				started = true
 				if !yield(a, nil) {
 					return
@@ -101,10 +118,11 @@ func (t *Tier[In]) Stream(ctx context.Context, in In) iter.Seq2[Answer, error] {
 	}
 }
 
-// chunk turns one streamed response into a chunk. ok is false for a
-// response with nothing to show (no candidate); err ends the stream (after
-// the chunk, when ok).
-func (t *Tier[In]) chunk(resp *genai.GenerateContentResponse) (a Answer, ok bool, err error) {
+// chunk turns one streamed response into a chunk. show is false for a
+// response with nothing to show (no candidate, or a safety stop); err ends
+// the stream (after the chunk, when show). content records whether any
+// chunk so far carried something usable.
+func (t *Tier[In]) chunk(resp *genai.GenerateContentResponse, content *bool) (a Answer, show bool, err error) {
 	if resp == nil {
 		return Answer{}, false, nil
 	}
@@ -117,17 +135,20 @@ func (t *Tier[In]) chunk(resp *genai.GenerateContentResponse) (a Answer, ok bool
 		return a, false, nil
 	}
 	cand := resp.Candidates[0]
-	if err := candidateBlocked(cand); err != nil {
-		return Answer{}, false, err
-	}
 	a.Text = text(cand)
-	switch cand.FinishReason {
-	case genai.FinishReasonUnspecified:
-	case genai.FinishReasonContinuation:
-		// Only seen with continuation off: the SDK follows it otherwise.
-		return a, true, classify.Wrap(ErrContinuation, classify.Verdict{Class: classify.InvalidOutput, Reason: "answer needs continuation"})
-	default:
-		a.FinishReason = cand.FinishReason
+	*content = *content || hasContent(cand)
+	reason := cand.FinishReason
+	if reason == "" || reason == genai.FinishReasonUnspecified {
+		return a, true, nil
+	}
+	a.FinishReason = reason
+	if err := finished(reason, *content); err != nil {
+		var blocked *BlockedError
+		if errors.As(err, &blocked) {
+			return Answer{}, false, err
+		}
+		a.FinishReason = ""
+		return a, a.Text != "", err
 	}
 	return a, true, nil
 }

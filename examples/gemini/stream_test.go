@@ -273,33 +273,41 @@ func (e *env) chainOver(t *testing.T, ts *httptest.Server) *fallback.StreamChain
 }
 
 // genai v1.77.0 fails a stream on an SSE comment line (": keepalive"),
-// which the SSE specification says to skip. Before the first chunk that
-// means a retry or the next tier; after it, an incomplete stream.
+// which the SSE specification lets servers and proxies send: NewClient's
+// Transport removes them, so streams through such a proxy complete.
 func TestStreamKeepAliveComment(t *testing.T) {
-	t.Run("after the first chunk: incomplete", func(t *testing.T) {
+	t.Run("between chunks", func(t *testing.T) {
 		e := newEnv(t, genai.ClientConfig{})
 		// The fake writes ": keepalive" before every chunk but the first.
-		e.srv.SetScript(proModel, fakegemini.Script{KeepAlive: true, Chunks: 4})
-		shown, err := consume(e.streamChain(t).Stream(context.Background(), question{Text: "hi"}))
-		assert.Len(t, shown, 1)
-		var ie *fallback.IncompleteError
-		require.ErrorAs(t, err, &ie)
-		assert.Equal(t, 1, ie.Chunks)
-		assert.ErrorIs(t, err, gemini.ErrStreamComment)
-		assert.Equal(t, classify.Transient, ie.V.Class, "counts against the breaker, like a cut")
-		assert.Zero(t, e.srv.Requests(flashModel))
-	})
-	t.Run("before the first chunk: the next tier", func(t *testing.T) {
-		e := newEnv(t, genai.ClientConfig{})
-		ts := sseOnce(t, ": keepalive\r\n\r\n"+sseData("never shown", "STOP"))
-		s := e.chainOver(t, ts).Stream(context.Background(), question{Text: "hi"})
+		e.srv.SetScript(proModel, fakegemini.Script{KeepAlive: true, Chunks: 4, Reply: fakegemini.Text("0123456789")})
+		s := e.streamChain(t).Stream(context.Background(), question{Text: "hi"})
 		shown, err := consume(s)
 		require.NoError(t, err)
-		assert.Equal(t, "answer from "+flashModel+": flash: hi", strings.Join(shown, ""))
-		require.NotEmpty(t, s.Result().Attempts)
-		a := s.Result().Attempts[0]
-		assert.ErrorIs(t, a.Err, gemini.ErrStreamComment)
-		assert.Equal(t, classify.Transient, a.Verdict.Class)
+		assert.Equal(t, "0123456789", strings.Join(shown, ""))
+		assert.True(t, s.Result().Complete)
+		assert.Zero(t, e.srv.Requests(flashModel))
+	})
+	t.Run("before the first chunk and between events, with ids and retry fields", func(t *testing.T) {
+		e := newEnv(t, genai.ClientConfig{})
+		body := ": keepalive\r\n\r\n: ping\n\n" + sseData("hel", "") + "id: 7\r\nretry: 1000\r\n\r\n: keepalive\r\n\r\n" + sseData("lo", "STOP")
+		s := e.chainOver(t, sseOnce(t, body)).Stream(context.Background(), question{Text: "hi"})
+		shown, err := consume(s)
+		require.NoError(t, err)
+		assert.Equal(t, "hello", strings.Join(shown, ""))
+		assert.Equal(t, "odd", s.Result().Tier, "no fallback: the keepalives are not failures")
+	})
+	t.Run("a client without the Transport still fails typed", func(t *testing.T) {
+		ts := sseOnce(t, sseData("a", "")+": keepalive\r\n\r\n"+sseData("b", "STOP"))
+		client, err := genai.NewClient(context.Background(), &genai.ClientConfig{APIKey: "k", HTTPOptions: genai.HTTPOptions{BaseURL: ts.URL}})
+		require.NoError(t, err)
+		tier, err := gemini.NewTier(gemini.TierConfig[question]{Name: "raw", Model: proModel, Client: client, Prompt: prompt("")})
+		require.NoError(t, err)
+		var last error
+		for _, err := range tier.Stream(context.Background(), question{Text: "hi"}) {
+			last = err
+		}
+		assert.ErrorIs(t, last, gemini.ErrStreamComment)
+		assert.Equal(t, classify.Transient, gemini.Classifier.Classify(last).Class)
 	})
 }
 

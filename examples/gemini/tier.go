@@ -73,12 +73,22 @@ type TierConfig[In any] struct {
 //     you to execute and send in a new request.
 //
 // A 200 is not always an answer. Call returns an error that classifies as
+// classify.FinishReason and classify.BlockReason say:
 //
 //   - Safety when promptFeedback.blockReason is set, or when the candidate
 //     finished with SAFETY, PROHIBITED_CONTENT, BLOCKLIST, SPII,
-//     IMAGE_SAFETY or IMAGE_PROHIBITED_CONTENT (a *BlockedError);
-//   - InvalidOutput when there is no candidate, the candidate has no finish
-//     reason, or it stopped for CONTINUATION with continuation off.
+//     IMAGE_SAFETY or IMAGE_PROHIBITED_CONTENT (a *BlockedError): a policy
+//     decision the default table fails closed on;
+//   - InvalidOutput, so that the next tier answers, when there is no
+//     candidate (ErrNoCandidates), no finish reason (ErrNoFinishReason),
+//     CONTINUATION with continuation off (ErrContinuation), RECITATION,
+//     MALFORMED_FUNCTION_CALL, UNEXPECTED_TOOL_CALL, TOO_MANY_TOOL_CALLS,
+//     LANGUAGE, OTHER, NO_IMAGE, IMAGE_OTHER or IMAGE_RECITATION (a
+//     *FinishError), and when STOP or MAX_TOKENS came with nothing usable —
+//     no text that is not blank, no function call, no data (a *FinishError:
+//     a thinking budget that used up the output tokens looks like this).
+//
+// A successful empty answer never comes back.
 //
 // Error responses come back as a *ResponseError around the genai.APIError,
 // carrying the Retry-After headers a Transport captured. Tier implements
@@ -184,19 +194,35 @@ func usage(resp *genai.GenerateContentResponse) (fallback.Usage, bool) {
 // promptBlocked returns the Safety error for a response whose prompt was
 // blocked, or nil.
 func promptBlocked(resp *genai.GenerateContentResponse) error {
-	if pf := resp.PromptFeedback; pf != nil && pf.BlockReason != "" && pf.BlockReason != genai.BlockedReasonUnspecified {
-		return classify.Wrap(&BlockedError{BlockReason: pf.BlockReason}, classify.Verdict{Class: classify.Safety, Reason: "prompt blocked"})
+	pf := resp.PromptFeedback
+	if pf == nil {
+		return nil
+	}
+	if v := classify.BlockReason(string(pf.BlockReason)); v.Class != classify.OK {
+		return classify.Wrap(&BlockedError{BlockReason: pf.BlockReason}, v)
 	}
 	return nil
 }
 
-// candidateBlocked returns the Safety error for a candidate that a policy
-// stopped, or nil.
-func candidateBlocked(cand *genai.Candidate) error {
-	if safetyFinish[cand.FinishReason] {
-		return classify.Wrap(&BlockedError{FinishReason: cand.FinishReason}, classify.Verdict{Class: classify.Safety, Reason: "candidate blocked"})
+// finished returns the error a candidate's finish reason makes of a 200,
+// or nil when the answer stands: classify.FinishReason decides, from the
+// reason and whether anything usable came with it (in a stream, in any
+// chunk so far).
+func finished(reason genai.FinishReason, hasContent bool) error {
+	v := classify.FinishReason(string(reason), hasContent)
+	switch v.Class {
+	case classify.OK:
+		return nil
+	case classify.Safety:
+		return classify.Wrap(&BlockedError{FinishReason: reason}, v)
 	}
-	return nil
+	switch reason {
+	case "", genai.FinishReasonUnspecified:
+		return classify.Wrap(ErrNoFinishReason, v)
+	case genai.FinishReasonContinuation:
+		return classify.Wrap(ErrContinuation, v)
+	}
+	return classify.Wrap(&FinishError{FinishReason: reason}, v)
 }
 
 // answer turns a 200 into an Answer, or into the error it really is.
@@ -214,31 +240,43 @@ func (t *Tier[In]) answer(resp *genai.GenerateContentResponse) (Answer, error) {
 	}
 	cand := resp.Candidates[0]
 	a.FinishReason = cand.FinishReason
-	switch cand.FinishReason {
-	case "", genai.FinishReasonUnspecified:
-		if len(cand.ContinuationToken) > 0 {
-			return Answer{}, classify.Wrap(ErrContinuation, classify.Verdict{Class: classify.InvalidOutput, Reason: "answer needs continuation"})
-		}
-		return Answer{}, classify.Wrap(ErrNoFinishReason, classify.Verdict{Class: classify.InvalidOutput, Reason: "no finish reason"})
-	case genai.FinishReasonContinuation:
-		return Answer{}, classify.Wrap(ErrContinuation, classify.Verdict{Class: classify.InvalidOutput, Reason: "answer needs continuation"})
+	reason := cand.FinishReason
+	if (reason == "" || reason == genai.FinishReasonUnspecified) && len(cand.ContinuationToken) > 0 {
+		reason = genai.FinishReasonContinuation
 	}
-	if err := candidateBlocked(cand); err != nil {
+	if err := finished(reason, hasContent(cand)); err != nil {
 		return Answer{}, err
 	}
 	a.Text = text(cand)
 	return a, nil
 }
 
-// safetyFinish are the finish reasons that mean a policy stopped the
-// answer.
-var safetyFinish = map[genai.FinishReason]bool{
-	genai.FinishReasonSafety:                 true,
-	genai.FinishReasonProhibitedContent:      true,
-	genai.FinishReasonBlocklist:              true,
-	genai.FinishReasonSPII:                   true,
-	genai.FinishReasonImageSafety:            true,
-	genai.FinishReasonImageProhibitedContent: true,
+// hasContent reports whether a candidate carries anything usable: text
+// that is not blank, a function call, inline or file data, code or its
+// result. Thoughts do not count.
+func hasContent(c *genai.Candidate) bool {
+	if c == nil || c.Content == nil {
+		return false
+	}
+	for _, p := range c.Content.Parts {
+		if partContent(p) {
+			return true
+		}
+	}
+	return false
+}
+
+func partContent(p *genai.Part) bool {
+	if p == nil || p.Thought {
+		return false
+	}
+	return strings.TrimSpace(p.Text) != "" || nonText(p)
+}
+
+// nonText reports whether a part carries content other than text.
+func nonText(p *genai.Part) bool {
+	return p.FunctionCall != nil || p.InlineData != nil || p.FileData != nil ||
+		p.ExecutableCode != nil || p.CodeExecutionResult != nil || p.FunctionResponse != nil
 }
 
 // text concatenates a candidate's text parts, thoughts left out. Unlike

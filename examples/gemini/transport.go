@@ -13,8 +13,8 @@ import (
 	"github.com/tierguard/tierguard/classify"
 )
 
-// Transport is an http.RoundTripper for the genai client. It does two things
-// the SDK does not:
+// Transport is an http.RoundTripper for the genai client. It does three
+// things the SDK does not:
 //
 //   - It records, for the call whose context carries a Capture (see
 //     WithCapture), the status and the Retry-After / Retry-After-Ms headers
@@ -23,6 +23,13 @@ import (
 //     "code", the status.
 //   - It caps the body of error responses at MaxErrorBody bytes: the SDK
 //     reads an error body whole into memory (and into APIError.Message).
+//   - It removes from event streams the lines genai cannot read: SSE
+//     comments (": keepalive", ": ping"), which the SSE specification tells
+//     clients to ignore and which proxies and load balancers insert into
+//     quiet streams, and the event, id and retry fields. genai v1.77.0
+//     fails a stream on any line but "data:", so without this every
+//     stream through such a proxy would fail and count against the
+//     breaker. Data lines pass through untouched.
 //
 // The Capture travels in the request's context, which the SDK derives from
 // the context given to GenerateContent, so concurrent calls through one
@@ -54,8 +61,14 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		c.sent()
 	}
 	resp, err := base.RoundTrip(req)
-	if err != nil || resp == nil || resp.StatusCode < 400 {
+	if err != nil || resp == nil {
 		return resp, err
+	}
+	if resp.StatusCode < 400 {
+		if resp.Body != nil && isEventStream(resp) {
+			resp.Body = newSSEFilter(resp.Body)
+		}
+		return resp, nil
 	}
 	if c != nil {
 		c.failed(resp)

@@ -3,8 +3,11 @@ package openai
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"strconv"
+
+	"github.com/openai/openai-go/v3/option"
 
 	"github.com/tierguard/tierguard/classify"
 )
@@ -23,6 +26,10 @@ var (
 	// ErrRefusal: the model refused (message.refusal set, no content).
 	// Safety.
 	ErrRefusal = errors.New("openai: the model refused to answer")
+	// ErrEmptyAnswer: the choice carries nothing usable — no content that
+	// is not blank, no tool call — such as a "length" finish with an
+	// empty message. InvalidOutput: the next tier answers.
+	ErrEmptyAnswer = errors.New("openai: answer is empty")
 )
 
 // ResponseError is an error response as Tier returns it: the SDK's error
@@ -44,6 +51,16 @@ type ResponseError struct {
 	// RetryAfter and RetryAfterMs are the raw header values ("" if absent).
 	RetryAfter   string
 	RetryAfterMs string
+
+	// body is what the error body said, read once when the error was made;
+	// it stays out of Error's text.
+	body *parsedBody
+}
+
+// parsedBody is an error body decoded by classify.ParseErrorBody.
+type parsedBody struct {
+	facts classify.Facts
+	ok    bool
 }
 
 // Error returns "openai: upstream error 429 RESOURCE_EXHAUSTED".
@@ -67,7 +84,11 @@ func (e *ResponseError) Verdict() classify.Verdict {
 
 // responseError wraps an SDK error with the response it came from, when the
 // response was an error response. Context errors and transport failures
-// are returned as they are.
+// are returned as they are. openai-go has read the body already (at most
+// classify.MaxErrorBody bytes: limitErrorBody saw to that) and left a copy
+// in resp.Body; it is decoded here, in every form classify.ParseErrorBody
+// knows — the array form and bare strings that openai-go cannot decode
+// among them.
 func responseError(err error, resp *http.Response) error {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err
@@ -75,10 +96,34 @@ func responseError(err error, resp *http.Response) error {
 	if resp == nil || resp.StatusCode < 400 {
 		return err
 	}
-	return &ResponseError{
+	re := &ResponseError{
 		Err:          err,
 		StatusCode:   resp.StatusCode,
 		RetryAfter:   header(resp.Header, "Retry-After"),
 		RetryAfterMs: header(resp.Header, "Retry-After-Ms"),
 	}
+	if resp.Body != nil {
+		if raw, rerr := io.ReadAll(io.LimitReader(resp.Body, classify.MaxErrorBody+1)); rerr == nil {
+			f, ok := classify.ParseErrorBody(raw)
+			re.body = &parsedBody{facts: f, ok: ok}
+		}
+	}
+	return re
+}
+
+// limitErrorBody is an openai-go middleware that caps the body of an error
+// response at classify.MaxErrorBody bytes: openai-go reads error bodies
+// whole into memory. Reading is also bounded by the request's context,
+// which net/http ties the body to.
+func limitErrorBody(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
+	resp, err := next(req)
+	if err == nil && resp != nil && resp.StatusCode >= 400 && resp.Body != nil {
+		resp.Body = limitedBody{Reader: io.LimitReader(resp.Body, classify.MaxErrorBody), Closer: resp.Body}
+	}
+	return resp, err
+}
+
+type limitedBody struct {
+	io.Reader
+	io.Closer
 }

@@ -64,11 +64,15 @@ type TierConfig[In any] struct {
 // deadline knows nothing about. The chain owns retrying.
 //
 // A 200 is not always an answer. Call returns an error that classifies as
+// classify.FinishReason says:
 //
 //   - Safety when the choice finished with content_filter
 //     (ErrContentFilter) or the model refused (ErrRefusal); the default
 //     class table fails closed;
-//   - InvalidOutput when there is no choice or no finish_reason.
+//   - InvalidOutput when there is no choice (ErrNoChoices), no
+//     finish_reason (ErrNoFinishReason), or nothing usable — no content
+//     that is not blank and no tool call — whatever the finish reason
+//     (ErrEmptyAnswer; "length" with nothing in it looks like this).
 //
 // Error responses come back as a *ResponseError around the SDK's error.
 // Tier implements fallback.UsageReporter.
@@ -132,7 +136,7 @@ func (t *Tier[In]) Call(ctx context.Context, in In) (Answer, error) {
 	params := t.prompt(in)
 	params.Model = t.model
 	var httpResp *http.Response
-	resp, err := t.client.Chat.Completions.New(ctx, params, option.WithMaxRetries(0), option.WithResponseInto(&httpResp))
+	resp, err := t.client.Chat.Completions.New(ctx, params, option.WithMaxRetries(0), option.WithResponseInto(&httpResp), option.WithMiddleware(limitErrorBody))
 	if err != nil {
 		return Answer{}, responseError(err, httpResp)
 	}
@@ -150,13 +154,18 @@ func answer(resp *oai.ChatCompletion) (Answer, error) {
 	}
 	ch := resp.Choices[0]
 	a.FinishReason = ch.FinishReason
-	switch {
-	case ch.FinishReason == "content_filter":
-		return Answer{}, classify.Wrap(ErrContentFilter, classify.Verdict{Class: classify.Safety, Reason: "content filter"})
-	case ch.Message.Refusal != "" && ch.Message.Content == "":
+	if ch.Message.Refusal != "" && ch.Message.Content == "" {
 		return Answer{}, classify.Wrap(ErrRefusal, classify.Verdict{Class: classify.Safety, Reason: "model refused"})
+	}
+	content := strings.TrimSpace(ch.Message.Content) != "" || len(ch.Message.ToolCalls) > 0 || ch.Message.FunctionCall.Name != ""
+	switch v := classify.FinishReason(ch.FinishReason, content); {
+	case v.Class == classify.OK:
+	case v.Class == classify.Safety:
+		return Answer{}, classify.Wrap(ErrContentFilter, v)
 	case ch.FinishReason == "":
-		return Answer{}, classify.Wrap(ErrNoFinishReason, classify.Verdict{Class: classify.InvalidOutput, Reason: "no finish reason"})
+		return Answer{}, classify.Wrap(ErrNoFinishReason, v)
+	default:
+		return Answer{}, classify.Wrap(ErrEmptyAnswer, v)
 	}
 	a.Text = ch.Message.Content
 	return a, nil

@@ -20,7 +20,8 @@ const (
 	Transient
 	// RateLimited is a 429 with a google.rpc.RetryInfo of 5–150ms.
 	RateLimited
-	// RateLimitedHuge is a 429 with "Retry-After: 1000000000".
+	// RateLimitedHuge is a 503 with "Retry-After: 1000000000": a retryable
+	// failure with a hostile delay (a 429 asking that long is a quota).
 	RateLimitedHuge
 	// HugeVerdict is an error carrying its own verdict (as an SDK adapter's
 	// would): RateLimited with a retry-after of math.MaxInt64.

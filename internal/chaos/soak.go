@@ -494,7 +494,10 @@ func (h *harness) act(ctx context.Context, si, id int, f Fault, in string, r *rn
 		return "", httpErr(in, classify.Facts{HTTPStatus: 429, Status: "RESOURCE_EXHAUSTED", Message: "Quota exceeded.",
 			Details: []map[string]any{{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": fmt.Sprintf("%.3fs", delay.Seconds())}}})
 	case RateLimitedHuge:
-		return "", httpErr(in, classify.Facts{HTTPStatus: 429, Status: "RESOURCE_EXHAUSTED", Message: "slow down", RetryAfterHeader: "1000000000"})
+		// A 429 asking for this long would be a quota (the tier parked);
+		// a hostile delay on a retryable failure is what this exercises:
+		// the retry is decided before sleeping and the request moves on.
+		return "", httpErr(in, classify.Facts{HTTPStatus: 503, Status: "UNAVAILABLE", Message: "slow down", RetryAfterHeader: "1000000000"})
 	case HugeVerdict:
 		return "", classify.Wrap(errors.New("sdk: too many requests for "+in),
 			classify.Verdict{Class: classify.RateLimited, HTTPStatus: 429, RetryAfter: math.MaxInt64, Reason: "rate limited"})

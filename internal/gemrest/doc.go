@@ -20,7 +20,7 @@
 //
 // Every error classifies correctly with classify.Classify:
 //
-//   - a non-2xx answer is read with classify.ResponseError (at most
+//   - a non-2xx answer is read with classify.ReadResponse (at most
 //     classify.MaxErrorBody bytes), so 503 is Transient, 429 RateLimited or
 //     QuotaExhausted with the RetryInfo delay, 404 Retired, a 400 over the
 //     token limit ContextTooLong, API_KEY_INVALID Auth, an HTML 502 page
@@ -69,7 +69,7 @@
 // has said nothing. Errors:
 //
 //   - before the first byte of the body, as for Call: a non-2xx answer
-//     through classify.ResponseError, a connection refused, dropped or
+//     through classify.ReadResponse, a connection refused, dropped or
 //     stalled past the attempt's context as a transport or context error;
 //     a 200 that is not text/event-stream is Transient
 //     ([ErrNotEventStream]);

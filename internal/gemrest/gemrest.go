@@ -245,7 +245,7 @@ func (c *Client) Call(ctx context.Context, req Request) (Response, error) {
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return Response{}, c.statusError(resp)
+		return Response{}, c.statusError(ctx, resp)
 	}
 	raw, err := c.readBody(resp.Body)
 	if err != nil {
@@ -275,11 +275,11 @@ func wireBody(req Request) wireRequest {
 	return w
 }
 
-// statusError reads a failed response with classify.ResponseError. The
+// statusError reads a failed response with classify.ReadResponse. The
 // *classify.HTTPError it wraps names only the status; the upstream message
 // stays in its Facts.
-func (c *Client) statusError(resp *http.Response) error {
-	he := classify.ResponseError(resp)
+func (c *Client) statusError(ctx context.Context, resp *http.Response) error {
+	he := classify.ReadResponse(ctx, resp)
 	// Drain a little so a small remainder does not cost the connection; a
 	// huge body is left unread and the connection closed with it.
 	_, _ = io.CopyN(io.Discard, resp.Body, 4<<10)

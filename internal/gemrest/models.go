@@ -73,7 +73,7 @@ func (c *Client) listPage(ctx context.Context, op, u string) (*wireModelList, er
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		he := classify.ResponseError(resp)
+		he := classify.ReadResponse(ctx, resp)
 		return nil, fmt.Errorf("%s: %w", op, he)
 	}
 	raw, err := c.readBody(resp.Body)

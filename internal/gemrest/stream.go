@@ -108,7 +108,7 @@ func (c *Client) stream(ctx context.Context, req Request, yield func(Chunk, erro
 	defer stop()
 
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		he := classify.ResponseError(resp)
+		he := classify.ReadResponse(ctx, resp)
 		return fmt.Errorf("%s: %w", op, he)
 	}
 	if ct := resp.Header.Get("Content-Type"); ct != "" {
@@ -175,8 +175,10 @@ func (c *Client) chunk(data []byte) (ch Chunk, ok bool, err error) {
 	if len(w.Error) > 0 && !bytes.Equal(w.Error, []byte("null")) {
 		// An error after the 200 header: classify it from its JSON, as if
 		// it had been the response. Its message stays in the Facts.
-		f, ok := classify.ParseGoogleError(data)
-		if !ok {
+		f, ok := classify.ParseErrorBody(data)
+		if !ok || f.HTTPStatus == 0 && f.Status == "" {
+			// No status to classify by: a broken event, as far as the
+			// stream is concerned.
 			return Chunk{}, false, malformed(op, errors.New("error event"))
 		}
 		return Chunk{}, false, fmt.Errorf("%s: error event in stream: %w", op, &classify.HTTPError{Facts: f})

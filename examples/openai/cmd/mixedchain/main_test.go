@@ -35,7 +35,7 @@ func TestStory(t *testing.T) {
 	story(ctx, srv, chain, "gemini-2.5-flash", "gpt-4o-mini")
 	s := buf.String()
 	assert.Contains(t, s, `answer (gemini): "Air scatters blue sunlight`)
-	assert.Contains(t, s, "error: tierguard: failed closed (safety: prompt blocked): gemini failed: safety; gateway not reached")
+	assert.Contains(t, s, "error: tierguard: failed closed (safety: prompt blocked by a safety policy): gemini failed: safety; gateway not reached")
 	assert.Contains(t, s, "gemini  attempt 1: quota_exhausted (429 RESOURCE_EXHAUSTED, retry after 37.38s): per-day quota exhausted")
 	assert.Contains(t, s, "gemini  skipped (quota)")
 	assert.EqualValues(t, 2, srv.Requests("gpt-4o-mini"), "the gateway is asked only after the quota error, never after the safety block")

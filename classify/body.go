@@ -1,0 +1,232 @@
+package classify
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// MaxErrorBody is the most of an error response body ReadResponse reads and
+// ParseErrorBody accepts. Real error bodies are a few kilobytes.
+const MaxErrorBody = 1 << 20
+
+// HTTPError is an upstream error response read by ReadResponse. Its Error
+// string names only the status: the upstream message may echo the request,
+// so it stays in Facts.Message for callers who choose to log it.
+type HTTPError struct {
+	// Facts are what the response said: status, error body, and retry
+	// headers.
+	Facts Facts
+}
+
+// Error returns "upstream error: 503 UNAVAILABLE".
+func (e *HTTPError) Error() string {
+	s := "upstream error: " + strconv.Itoa(e.Facts.HTTPStatus)
+	if st := canonicalStatus(e.Facts.Status); st != "" {
+		s += " " + st
+	}
+	return s
+}
+
+// StatusCode returns the HTTP status code.
+func (e *HTTPError) StatusCode() int { return e.Facts.HTTPStatus }
+
+// ReadResponse reads a failed response into an *HTTPError: the error body if
+// it is one ParseErrorBody understands, and the Retry-After and
+// retry-after-ms headers. Call it only for responses you treat as failures;
+// it does not close the body.
+//
+// Reading is bounded twice: by size (at most MaxErrorBody bytes) and by ctx
+// — when ctx ends, the body is closed, so a server that trickles an endless
+// error body cannot hold the caller past its attempt. Pass the attempt's
+// context (the one the request was sent with).
+func ReadResponse(ctx context.Context, resp *http.Response) *HTTPError {
+	f := Facts{HTTPStatus: resp.StatusCode}
+	if resp.Body != nil {
+		body := resp.Body
+		stop := context.AfterFunc(ctx, func() { body.Close() })
+		data, err := io.ReadAll(io.LimitReader(body, MaxErrorBody+1))
+		stop()
+		if err == nil {
+			if g, ok := ParseErrorBody(data); ok {
+				f.Status, f.Message, f.Details, f.Code = g.Status, g.Message, g.Details, g.Code
+				if f.HTTPStatus == 0 {
+					f.HTTPStatus = g.HTTPStatus
+				}
+			}
+		}
+	}
+	f.RetryAfterHeader = resp.Header.Get("Retry-After")
+	if d, ok := ParseRetryAfterMillis(resp.Header.Get("Retry-After-Ms")); ok {
+		f.RetryAfter = d
+	}
+	return &HTTPError{Facts: f}
+}
+
+// ParseRetryAfterMillis reads a retry-after-ms header value (milliseconds,
+// possibly fractional), as OpenAI and Azure OpenAI send it. It returns
+// false for an empty, malformed or non-positive value; large values are
+// capped at MaxRetryAfter.
+func ParseRetryAfterMillis(s string) (time.Duration, bool) {
+	if s == "" || len(s) > maxDelayText {
+		return 0, false
+	}
+	ms, err := strconv.ParseFloat(s, 64)
+	if err != nil || !(ms > 0) {
+		return 0, false
+	}
+	if ms >= float64(MaxRetryAfter/time.Millisecond) {
+		return MaxRetryAfter, true
+	}
+	return time.Duration(ms * float64(time.Millisecond)), true
+}
+
+// ParseErrorBody decodes an LLM API's error body. It understands:
+//
+//   - Google's form, {"error":{"code":429,"message":"...","status":
+//     "RESOURCE_EXHAUSTED","details":[...]}}, and the same inside a JSON
+//     array, [{"error":{...}}], as Gemini's OpenAI-compatible endpoint,
+//     Code Assist and the non-SSE streamGenerateContent send it (the first
+//     element with an error counts);
+//   - OpenAI's form, {"error":{"message":"...","type":"...","code":
+//     "insufficient_quota"}}, whose string code (or, without one, its type)
+//     becomes Facts.Code, and the gateways that follow it with a numeric
+//     code (OpenRouter) or a numeric "status" (Azure OpenAI);
+//   - a bare string error, {"error":"overloaded"};
+//   - vLLM's top-level form, {"object":"error","message":"...","code":400}.
+//
+// HTTPStatus is the body's numeric code (0 when absent). It returns false
+// for bodies it does not understand or larger than MaxErrorBody.
+func ParseErrorBody(body []byte) (Facts, bool) {
+	body = bytes.TrimSpace(body)
+	if len(body) == 0 || len(body) > MaxErrorBody {
+		return Facts{}, false
+	}
+	switch body[0] {
+	case '[':
+		var list []json.RawMessage
+		if json.Unmarshal(body, &list) != nil {
+			return Facts{}, false
+		}
+		for i, item := range list {
+			if i == maxDetails {
+				break
+			}
+			if f, ok := parseErrorObject(item); ok {
+				return f, true
+			}
+		}
+		return Facts{}, false
+	case '{':
+		return parseErrorObject(body)
+	}
+	return Facts{}, false
+}
+
+// errorEnvelope is the top level of an error body.
+type errorEnvelope struct {
+	Error json.RawMessage `json:"error"`
+	// vLLM's top-level error: {"object":"error","message":...,"code":400}.
+	Object  string          `json:"object"`
+	Message string          `json:"message"`
+	Type    string          `json:"type"`
+	Code    json.RawMessage `json:"code"`
+}
+
+// errorObject is the "error" member, in Google's and OpenAI's forms.
+type errorObject struct {
+	Code    json.RawMessage  `json:"code"`
+	Message string           `json:"message"`
+	Status  json.RawMessage  `json:"status"`
+	Type    json.RawMessage  `json:"type"`
+	Details []map[string]any `json:"details"`
+}
+
+func parseErrorObject(raw []byte) (Facts, bool) {
+	var env errorEnvelope
+	if json.Unmarshal(raw, &env) != nil {
+		return Facts{}, false
+	}
+	if len(env.Error) == 0 || string(env.Error) == "null" {
+		if env.Object != "error" {
+			return Facts{}, false
+		}
+		f := Facts{Message: env.Message}
+		f.HTTPStatus, f.Code = numberOrCode(env.Code)
+		if f.Code == "" {
+			f.Code = boundedCode(env.Type)
+		}
+		return f, true
+	}
+	var msg string
+	if json.Unmarshal(env.Error, &msg) == nil {
+		return Facts{Message: msg}, true
+	}
+	var e errorObject
+	if json.Unmarshal(env.Error, &e) != nil {
+		return Facts{}, false
+	}
+	f := Facts{Message: e.Message, Details: e.Details}
+	f.HTTPStatus, f.Code = numberOrCode(e.Code)
+	if st, ok := stringValue(e.Status); ok {
+		f.Status = st
+	} else if n, ok := intValue(e.Status); ok && f.HTTPStatus == 0 {
+		f.HTTPStatus = n
+	}
+	if f.Code == "" {
+		if t, ok := stringValue(e.Type); ok {
+			f.Code = boundedCode(t)
+		}
+	}
+	return f, true
+}
+
+// numberOrCode reads a "code" member: a number is an HTTP status, a string
+// an API error code.
+func numberOrCode(raw json.RawMessage) (int, string) {
+	if n, ok := intValue(raw); ok {
+		return n, ""
+	}
+	if s, ok := stringValue(raw); ok {
+		if n, err := strconv.Atoi(s); err == nil && n >= 100 && n <= 599 {
+			return n, ""
+		}
+		return 0, boundedCode(s)
+	}
+	return 0, ""
+}
+
+func intValue(raw json.RawMessage) (int, bool) {
+	if len(raw) == 0 || raw[0] == '"' {
+		return 0, false
+	}
+	var n int
+	if json.Unmarshal(raw, &n) != nil || n < 0 || n > 999 {
+		return 0, false
+	}
+	return n, true
+}
+
+func stringValue(raw json.RawMessage) (string, bool) {
+	if len(raw) == 0 || raw[0] != '"' {
+		return "", false
+	}
+	var s string
+	if json.Unmarshal(raw, &s) != nil {
+		return "", false
+	}
+	return s, true
+}
+
+// boundedCode keeps an error code only when it is short: codes are
+// identifiers, and a long one is text that has no business being matched.
+func boundedCode(s string) string {
+	if len(s) > maxIDLen {
+		return ""
+	}
+	return s
+}

@@ -1,0 +1,295 @@
+package classify
+
+import (
+	"strings"
+	"time"
+)
+
+// The classifier searches upstream messages for hints — never copying
+// them: a retry delay, a daily quota, a context overflow, billing, the
+// model a 404 names. Every search looks at the first maxInspect bytes only,
+// case-insensitively, and allocates at most one lower-cased copy.
+
+// lowerPrefix returns the searched part of a message, lower-cased.
+func lowerPrefix(msg string) string {
+	if len(msg) > maxInspect {
+		msg = msg[:maxInspect]
+	}
+	return strings.ToLower(msg)
+}
+
+// retryMarkers introduce a delay in upstream messages: Gemini's "Please
+// retry in 37.38s.", OpenAI's "Please try again in 1.574s." and
+// "try again in 114h18m0s", Azure's "Please retry after 6 seconds.".
+var retryMarkers = [...]string{"retry in ", "try again in ", "retry after ", "try again after "}
+
+// maxHints bounds how many delay hints one message may offer.
+const maxHints = 8
+
+// retryHint returns the longest delay a lower-cased message asks for. A
+// delay too large to represent is MaxRetryAfter, never dropped: a dropped
+// hint would turn a long wait into a retry at normal backoff.
+func retryHint(lower string) (time.Duration, bool) {
+	var best time.Duration
+	found := false
+	seen := 0
+	for _, m := range retryMarkers {
+		rest := lower
+		for seen < maxHints {
+			i := strings.Index(rest, m)
+			if i < 0 {
+				break
+			}
+			seen++
+			rest = rest[i+len(m):]
+			if d, ok := parseHintDuration(rest); ok {
+				best, found = max(best, d), true
+			}
+		}
+	}
+	return best, found
+}
+
+// parseHintDuration reads a delay at the start of s: Go's form ("37.38s",
+// "7m12s", "114h18m0s", "500ms") or a number and a word ("6 seconds",
+// "2 minutes", "1 hour"). Digits saturate at MaxRetryAfter.
+func parseHintDuration(s string) (time.Duration, bool) {
+	var total time.Duration
+	parsed := false
+	i := 0
+	for i < len(s) {
+		start := i
+		var whole, frac, scale int64 = 0, 0, 1
+		for i < len(s) && isDigit(s[i]) {
+			if whole < 1e15 {
+				whole = whole*10 + int64(s[i]-'0')
+			}
+			i++
+		}
+		if i == start {
+			break
+		}
+		if i+1 < len(s) && s[i] == '.' && isDigit(s[i+1]) {
+			i++
+			for i < len(s) && isDigit(s[i]) {
+				if scale < 1e9 {
+					frac = frac*10 + int64(s[i]-'0')
+					scale *= 10
+				}
+				i++
+			}
+		}
+		unit, n, word := hintUnit(s[i:])
+		if n == 0 {
+			break
+		}
+		i += n
+		total = addSaturating(total, scaled(whole, frac, scale, unit))
+		parsed = true
+		if word || i >= len(s) || !isDigit(s[i]) {
+			// "6 seconds" ends the delay; "7m12s" goes on after "7m".
+			break
+		}
+	}
+	if !parsed {
+		return 0, false
+	}
+	return min(total, MaxRetryAfter), true
+}
+
+// hintUnits are the units a delay hint may use, longest first within each
+// kind so that "ms" is not read as "m".
+var hintUnits = [...]struct {
+	name string
+	d    time.Duration
+	word bool
+}{
+	{"milliseconds", time.Millisecond, true}, {"millisecond", time.Millisecond, true},
+	{"seconds", time.Second, true}, {"second", time.Second, true}, {"secs", time.Second, true}, {"sec", time.Second, true},
+	{"minutes", time.Minute, true}, {"minute", time.Minute, true}, {"mins", time.Minute, true}, {"min", time.Minute, true},
+	{"hours", time.Hour, true}, {"hour", time.Hour, true},
+	{"ms", time.Millisecond, false}, {"µs", time.Microsecond, false}, {"us", time.Microsecond, false}, {"ns", time.Nanosecond, false},
+	{"h", time.Hour, false}, {"m", time.Minute, false}, {"s", time.Second, false},
+}
+
+// hintUnit reads a unit at the start of s: a Go unit right after the
+// number ("37s"), or a word after at most one space ("6 seconds"). It
+// returns the unit, the bytes read (0 when there is none) and whether it
+// was a word.
+func hintUnit(s string) (unit time.Duration, n int, word bool) {
+	spaced := strings.HasPrefix(s, " ")
+	rest := s
+	if spaced {
+		rest = s[1:]
+	}
+	for _, u := range hintUnits {
+		if spaced && !u.word || !strings.HasPrefix(rest, u.name) {
+			continue
+		}
+		end := len(s) - len(rest) + len(u.name)
+		if end < len(s) && isLetter(s[end]) {
+			// "5 monkeys", "5mo": not a unit.
+			continue
+		}
+		return u.d, end, u.word
+	}
+	return 0, 0, false
+}
+
+func isLetter(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }
+
+// scaled returns (whole + frac/scale) units, saturating at MaxRetryAfter.
+func scaled(whole, frac, scale int64, unit time.Duration) time.Duration {
+	limit := int64(MaxRetryAfter / unit)
+	if whole > limit {
+		return MaxRetryAfter
+	}
+	return time.Duration(whole)*unit + time.Duration(float64(frac)/float64(scale)*float64(unit))
+}
+
+func addSaturating(a, b time.Duration) time.Duration {
+	if a > MaxRetryAfter-b {
+		return MaxRetryAfter
+	}
+	return a + b
+}
+
+// perDayMessage recognises a daily quota named in a lower-cased message:
+// "... on requests per day (RPD): Limit 200", "tokens per day (TPD)".
+func perDayMessage(lower string) bool {
+	return strings.Contains(lower, "per day") || strings.Contains(lower, "perday") || strings.Contains(lower, "per-day") ||
+		strings.Contains(lower, "per_day") || strings.Contains(lower, "(rpd)") || strings.Contains(lower, "(tpd)")
+}
+
+// tokenLimit recognises an input over the model's context window:
+// Gemini's "The input token count (N) exceeds the maximum number of tokens
+// allowed (M).", OpenAI's and vLLM's "This model's maximum context length
+// is N tokens. However, you requested M tokens", "prompt is too long",
+// and a request payload over the size limit.
+func tokenLimit(lower string) bool {
+	return strings.Contains(lower, "token count") && strings.Contains(lower, "exceed") ||
+		strings.Contains(lower, "maximum context length") ||
+		strings.Contains(lower, "context length") && strings.Contains(lower, "exceed") ||
+		strings.Contains(lower, "context window") && strings.Contains(lower, "exceed") ||
+		strings.Contains(lower, "too many tokens") ||
+		strings.Contains(lower, "prompt is too long") ||
+		strings.Contains(lower, "input is too long") ||
+		strings.Contains(lower, "payload size exceeds")
+}
+
+// maxModelID bounds a model id read from a message; real ones are short.
+const maxModelID = 128
+
+// namedModel reads the model a "not found" message names. named is set when
+// the message is about a model at all; id is the model's id when the
+// message spells it (without a "models/" or "projects/.../models/" prefix).
+// A message about another entity — a cached content, a file, a tuning
+// operation, an unknown URL — names no model.
+func namedModel(msg, lower string) (id string, named bool) {
+	if !(strings.Contains(lower, "not found") || strings.Contains(lower, "does not exist") || strings.Contains(lower, "not exist")) {
+		return "", false
+	}
+	if strings.Contains(lower, "requested url") {
+		// Google's front end: "The requested URL /v1/models/x:generate was
+		// not found on this server." A wrong path, not a missing model.
+		return "", false
+	}
+	if len(msg) > maxInspect {
+		msg = msg[:maxInspect]
+	}
+	// Quoted after the word model: "The model `gpt-x` does not exist",
+	// "Publisher Model `projects/p/.../models/gemini-pro` was not found",
+	// `model "llama3" not found`.
+	for i := 0; i+6 < len(lower); {
+		j := strings.Index(lower[i:], "model ")
+		if j < 0 {
+			break
+		}
+		j += i + len("model ")
+		i = j
+		if j >= len(msg) {
+			break
+		}
+		q := msg[j]
+		if q != '`' && q != '\'' && q != '"' {
+			continue
+		}
+		end := strings.IndexByte(msg[j+1:], q)
+		if end < 0 || end > 4*maxModelID {
+			continue
+		}
+		quoted := msg[j+1 : j+1+end]
+		if k := strings.LastIndex(quoted, "models/"); k >= 0 && !strings.HasPrefix(quoted, "tunedModels/") {
+			quoted = quoted[k+len("models/"):]
+		}
+		if isModelID(quoted, true) {
+			return quoted, true
+		}
+	}
+	// Gemini API: "models/gemini-1.0-pro is not found for API version
+	// v1beta"; a tuned model: "tunedModels/my-model is not found". A path
+	// that goes on ("tunedModels/x/operations/y") names something else.
+	for _, prefix := range [...]string{"tunedModels/", "models/"} {
+		rest := msg
+		for n := 0; n < maxHints; n++ {
+			k := strings.Index(rest, prefix)
+			if k < 0 {
+				break
+			}
+			if prefix == "models/" && k > 0 && rest[k-1] == 'd' {
+				// The tail of "tunedModels/", searched above.
+				rest = rest[k+len(prefix):]
+				continue
+			}
+			tail := rest[k+len(prefix):]
+			end := 0
+			for end < len(tail) && modelChar(tail[end], false) {
+				end++
+			}
+			cand := tail[:end]
+			if end < len(tail) && tail[end] == '/' {
+				cand = ""
+			}
+			if cand != "" && isModelID(cand, false) {
+				if prefix == "tunedModels/" {
+					return prefix + cand, true
+				}
+				return cand, true
+			}
+			rest = tail
+		}
+	}
+	if strings.Contains(lower, "model") && !strings.Contains(lower, "models/") && !strings.Contains(lower, "tunedmodels/") {
+		// "Model not found." with no id: the model the call used.
+		return "", true
+	}
+	return "", false
+}
+
+// modelChar reports whether c may appear in a model id. Ids in quotes may
+// carry an organisation ("meta-llama/Llama-3-70b") and a tag
+// ("llama3:8b"); after "models/" a colon starts the method
+// ("models/gemini-pro:generateContent") and a slash a sub-resource.
+func modelChar(c byte, quoted bool) bool {
+	switch {
+	case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		return true
+	case c == '-', c == '.', c == '_', c == '@':
+		return true
+	case c == ':', c == '/':
+		return quoted
+	}
+	return false
+}
+
+func isModelID(s string, quoted bool) bool {
+	if s == "" || len(s) > maxModelID {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if !modelChar(s[i], quoted) {
+			return false
+		}
+	}
+	return true
+}
