@@ -212,7 +212,9 @@ func classifyFacts(v Verdict, f Facts, d detailFacts, code int, status, lower st
 		v.Class, v.Reason = Auth, "credentials rejected"
 		return v
 	}
-	if class, reason, ok := codeClass(f.Code); ok {
+	if class, reason, ok := codeClass(f.Code); ok && (class != RateLimited || code == 0 || code == 429) {
+		// A rate-limit code on another status (Groq's 413 "Request too large
+		// ... tokens per minute") is not a wait: the status decides.
 		v.Class, v.Reason = class, reason
 		switch class {
 		case Retired:
@@ -259,7 +261,10 @@ func classifyFacts(v Verdict, f Facts, d detailFacts, code int, status, lower st
 		switch {
 		case tokenLimit(lower):
 			v.Class, v.Reason = ContextTooLong, "input exceeds the model's context window"
-		case status == "FAILED_PRECONDITION" && strings.Contains(lower, "billing"):
+		case strings.Contains(lower, "billing"):
+			// "Gemini API free tier is not available in your country. Please
+			// enable billing", "User location is not supported for the API
+			// use without a billing account linked" (FAILED_PRECONDITION).
 			v.Class, v.Reason = QuotaExhausted, "billing not enabled"
 		default:
 			v.Class, v.Reason = InvalidRequest, "invalid request"
@@ -291,6 +296,8 @@ func quotaOrRate(v Verdict, d detailFacts, lower string) Verdict {
 	switch {
 	case d.perDayQuota || perDayMessage(lower):
 		v.Class, v.Reason = QuotaExhausted, "per-day quota exhausted"
+	case zeroLimit(lower):
+		v.Class, v.Reason = QuotaExhausted, "quota limit is zero"
 	case v.RetryAfter >= LongRetryAfter:
 		v.Class, v.Reason = QuotaExhausted, "retry-after beyond any deadline"
 	}

@@ -18,8 +18,10 @@ const (
 type detailFacts struct {
 	retryDelay    time.Duration
 	hasRetryDelay bool
-	perDayQuota   bool
-	reason        string // an ErrorInfo reason from knownReasons, or ""
+	// perDayQuota is set for a quota waiting cannot satisfy soon: one named
+	// per day, or one whose limit is zero.
+	perDayQuota bool
+	reason      string // an ErrorInfo reason from knownReasons, or ""
 }
 
 // knownReasons are the ErrorInfo reasons the classifier acts on, mapped to
@@ -70,7 +72,7 @@ func readDetails(details []map[string]any) detailFacts {
 					break
 				}
 				m, _ := v.(map[string]any)
-				if perDay(field(m, "quotaId")) || perDay(field(m, "quotaMetric")) {
+				if perDay(field(m, "quotaId")) || perDay(field(m, "quotaMetric")) || field(m, "quotaValue") == "0" {
 					f.perDayQuota = true
 				}
 			}
@@ -84,7 +86,8 @@ func readDetails(details []map[string]any) detailFacts {
 			// {"quota_limit":"GenerateContentRequestsPerDayPerProjectPerModel",
 			//  "quota_metric":"aiplatform.googleapis.com/generate_content_requests"}.
 			md, _ := d["metadata"].(map[string]any)
-			if perDay(field(md, "quota_limit")) || perDay(field(md, "quota_metric")) || perDay(field(md, "quota_limit_id")) {
+			if perDay(field(md, "quota_limit")) || perDay(field(md, "quota_metric")) || perDay(field(md, "quota_limit_id")) ||
+				field(md, "quota_limit_value") == "0" {
 				f.perDayQuota = true
 			}
 		}

@@ -21,7 +21,8 @@ func lowerPrefix(msg string) string {
 // retryMarkers introduce a delay in upstream messages: Gemini's "Please
 // retry in 37.38s.", OpenAI's "Please try again in 1.574s." and
 // "try again in 114h18m0s", Azure's "Please retry after 6 seconds.".
-var retryMarkers = [...]string{"retry in ", "try again in ", "retry after ", "try again after "}
+// Code Assist's "Your quota will reset after 49s." counts too.
+var retryMarkers = [...]string{"retry in ", "try again in ", "retry after ", "try again after ", "reset after ", "resets in "}
 
 // maxHints bounds how many delay hints one message may offer.
 const maxHints = 8
@@ -161,6 +162,12 @@ func perDayMessage(lower string) bool {
 		strings.Contains(lower, "per_day") || strings.Contains(lower, "(rpd)") || strings.Contains(lower, "(tpd)")
 }
 
+// zeroLimit recognises a quota whose limit is zero — "limit: 0" in
+// Gemini's free-tier messages — which no amount of waiting satisfies.
+func zeroLimit(lower string) bool {
+	return strings.Contains(lower, "limit: 0,") || strings.Contains(lower, "limit: 0\n") || strings.HasSuffix(lower, "limit: 0")
+}
+
 // tokenLimit recognises an input over the model's context window:
 // Gemini's "The input token count (N) exceeds the maximum number of tokens
 // allowed (M).", OpenAI's and vLLM's "This model's maximum context length
@@ -201,12 +208,16 @@ func namedModel(msg, lower string) (id string, named bool) {
 	// "Publisher Model `projects/p/.../models/gemini-pro` was not found",
 	// `model "llama3" not found`.
 	for i := 0; i+6 < len(lower); {
-		j := strings.Index(lower[i:], "model ")
+		j := strings.Index(lower[i:], "model")
 		if j < 0 {
 			break
 		}
-		j += i + len("model ")
+		j += i + len("model")
 		i = j
+		// "model `x`", "model: `x`", "model 'x'".
+		for n := 0; n < 2 && j < len(msg) && (msg[j] == ':' || msg[j] == ' '); n++ {
+			j++
+		}
 		if j >= len(msg) {
 			break
 		}

@@ -1,0 +1,217 @@
+package classify_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tierguard/tierguard/classify"
+	"github.com/tierguard/tierguard/internal/corpus"
+)
+
+// TestCorpusRawPath classifies every real response of the conformance
+// corpus the way a client without an SDK would: classify.ReadResponse on an
+// error response, classify.BlockReason and classify.FinishReason on a 200,
+// and, for event streams, each event in turn. The SDK adapters' tests run
+// the same cases through genai and openai-go.
+func TestCorpusRawPath(t *testing.T) {
+	cases, err := corpus.All()
+	require.NoError(t, err)
+	table := classify.DefaultTable()
+	for _, c := range cases {
+		t.Run(c.Name, func(t *testing.T) {
+			v := rawVerdict(t, c)
+			assert.Equal(t, c.Class, className(v.Class), "%v\nsource: %s\nrule: %s", v, c.Source, c.ExpectNote)
+			assert.Equal(t, c.RetryAfter, v.RetryAfter, "retry-after of %v", v)
+			if c.Class == "retired" {
+				assert.Equal(t, c.Model, v.Model, "the model the 404 names")
+			}
+			assert.Equal(t, c.Action, actionName(table, v), "%v", v)
+			assert.NotContains(t, v.String(), "\n")
+		})
+	}
+}
+
+func className(c classify.Class) string {
+	if c == classify.OK {
+		return "ok"
+	}
+	return c.String()
+}
+
+// actionName names what the default table does with v, in the corpus's
+// vocabulary.
+func actionName(t classify.Table, v classify.Verdict) string {
+	if v.Class == classify.OK {
+		return "answer"
+	}
+	a := t.Action(v.Class)
+	switch {
+	case a.Route == classify.RouteFailClosed:
+		return "fail_closed"
+	case a.Retry:
+		return "retry"
+	case a.Park == classify.ParkQuota:
+		return "park_quota"
+	case a.Park == classify.ParkRetired:
+		return "park_retired"
+	}
+	return a.Route.String()
+}
+
+// rawVerdict reads a case as a client without an SDK would.
+func rawVerdict(t *testing.T, c corpus.Case) classify.Verdict {
+	t.Helper()
+	body := c.ResponseBody()
+	switch {
+	case c.Stream():
+		return streamVerdict(c, body)
+	case c.Status >= 200 && c.Status < 300:
+		v, ok := answerVerdict(body, false, &streamState{})
+		require.True(t, ok, "a 200 whose body is not an answer")
+		return v
+	}
+	resp := &http.Response{StatusCode: c.Status, Header: c.Header.Clone(), Body: io.NopCloser(bytes.NewReader(body))}
+	return classify.Classify(classify.ReadResponse(context.Background(), resp))
+}
+
+// wireAnswer is the part of a Gemini or OpenAI answer that decides how a
+// 200 counts.
+type wireAnswer struct {
+	Candidates []struct {
+		Content struct {
+			Parts []map[string]any `json:"parts"`
+		} `json:"content"`
+		FinishReason string `json:"finishReason"`
+	} `json:"candidates"`
+	PromptFeedback *struct {
+		BlockReason string `json:"blockReason"`
+	} `json:"promptFeedback"`
+	Choices []struct {
+		Message *struct {
+			Content   string `json:"content"`
+			Refusal   string `json:"refusal"`
+			ToolCalls []any  `json:"tool_calls"`
+		} `json:"message"`
+		Delta *struct {
+			Content   string `json:"content"`
+			ToolCalls []any  `json:"tool_calls"`
+		} `json:"delta"`
+		FinishReason *string `json:"finish_reason"`
+	} `json:"choices"`
+}
+
+// streamState is what a stream has carried so far.
+type streamState struct {
+	content  bool
+	finished bool
+}
+
+// answerVerdict judges one answer (or one stream event). ok is false when
+// the JSON is not an answer at all. For a stream event without a finish
+// reason the verdict is OK and the stream goes on.
+func answerVerdict(body []byte, stream bool, st *streamState) (classify.Verdict, bool) {
+	var w wireAnswer
+	if json.Unmarshal(body, &w) != nil {
+		return classify.Verdict{}, false
+	}
+	if w.PromptFeedback != nil {
+		if v := classify.BlockReason(w.PromptFeedback.BlockReason); v.Class != classify.OK {
+			return v, true
+		}
+	}
+	reason, hasReason := "", false
+	switch {
+	case len(w.Candidates) > 0:
+		cand := w.Candidates[0]
+		for _, p := range cand.Content.Parts {
+			if thought, _ := p["thought"].(bool); thought {
+				continue
+			}
+			if text, _ := p["text"].(string); strings.TrimSpace(text) != "" {
+				st.content = true
+			}
+			for k := range p {
+				if k != "text" && k != "thought" && k != "thoughtSignature" {
+					st.content = true
+				}
+			}
+		}
+		reason, hasReason = cand.FinishReason, cand.FinishReason != ""
+	case len(w.Choices) > 0:
+		ch := w.Choices[0]
+		if m := ch.Message; m != nil {
+			if m.Refusal != "" && m.Content == "" {
+				return classify.Verdict{Class: classify.Safety, Reason: "model refused"}, true
+			}
+			st.content = st.content || strings.TrimSpace(m.Content) != "" || len(m.ToolCalls) > 0
+		}
+		if d := ch.Delta; d != nil {
+			st.content = st.content || strings.TrimSpace(d.Content) != "" || len(d.ToolCalls) > 0
+		}
+		if ch.FinishReason != nil {
+			reason, hasReason = *ch.FinishReason, true
+		}
+	case w.PromptFeedback == nil && !stream:
+		return classify.Verdict{}, false
+	}
+	if stream && !hasReason {
+		return classify.Verdict{Class: classify.OK}, true
+	}
+	st.finished = true
+	return classify.FinishReason(reason, st.content), true
+}
+
+// streamVerdict reads an event stream: comments are skipped, an error
+// event (framed as data or, as some servers send it, bare) is classified
+// like an error response — unless a finish reason already ended the
+// answer — and the last finish reason judges the answer.
+func streamVerdict(c corpus.Case, body []byte) classify.Verdict {
+	st := &streamState{}
+	events := strings.Split(strings.ReplaceAll(string(body), "\r\n", "\n"), "\n\n")
+	for _, ev := range events {
+		var data []string
+		bare := false
+		for _, line := range strings.Split(ev, "\n") {
+			switch {
+			case line == "", strings.HasPrefix(line, ":"):
+			case strings.HasPrefix(line, "data:"):
+				data = append(data, strings.TrimPrefix(strings.TrimPrefix(line, "data:"), " "))
+			default:
+				bare = true
+			}
+		}
+		payload := strings.Join(data, "\n")
+		if bare {
+			payload = strings.TrimSpace(ev)
+		}
+		if payload == "" || payload == "[DONE]" {
+			continue
+		}
+		if f, ok := classify.ParseErrorBody([]byte(payload)); ok {
+			if st.finished {
+				// The answer was whole before the error: it stands.
+				return classify.Verdict{Class: classify.OK}
+			}
+			if f.HTTPStatus == 0 && f.Status == "" {
+				f.HTTPStatus = c.Status
+			}
+			return classify.FromFacts(f)
+		}
+		if v, ok := answerVerdict([]byte(payload), true, st); ok && v.Class != classify.OK {
+			return v
+		}
+	}
+	if st.finished {
+		return classify.Verdict{Class: classify.OK}
+	}
+	// Ended without a finish reason: a dropped stream.
+	return classify.Verdict{Class: classify.Transient, Reason: "stream ended without a finish reason"}
+}
