@@ -62,7 +62,17 @@ func BenchmarkChain(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	quick := guardedStage(b, okTier("pro"))
+	quick.TryTimeout = 8 * time.Second
+	quickFlash := guardedStage(b, okTier("flash"))
+	quickFlash.TryTimeout = 3 * time.Second
+	// The README's quick start: Total and a TryTimeout on every stage.
+	quickStart, err := fallback.New(fallback.Config[string, string]{Stages: []fallback.Stage[string, string]{quick, quickFlash}, Total: 10 * time.Second})
+	if err != nil {
+		b.Fatal(err)
+	}
 	b.Run("success", func(b *testing.B) { benchChain(b, success, context.Background()) })
+	b.Run("success-quickstart", func(b *testing.B) { benchChain(b, quickStart, context.Background()) })
 	b.Run("success-deadline", func(b *testing.B) { benchChain(b, success, withDeadline) })
 	b.Run("fallback", func(b *testing.B) { benchChain(b, fellBack, context.Background()) })
 	b.Run("fallback-deadline", func(b *testing.B) { benchChain(b, fellBack, withDeadline) })

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"time"
 
 	"github.com/tierguard/tierguard/breaker"
@@ -13,11 +14,12 @@ import (
 	"github.com/tierguard/tierguard/validate"
 )
 
-// Defaults applied to zero fields of Config.
+// Defaults applied to zero fields of Config and StreamConfig.
 const (
-	DefaultMinAttempt     = 100 * time.Millisecond
-	DefaultQuotaCooldown  = time.Minute
-	DefaultRetiredRecheck = 10 * time.Minute
+	DefaultMinAttempt       = 100 * time.Millisecond
+	DefaultQuotaCooldown    = time.Minute
+	DefaultMaxQuotaCooldown = time.Hour
+	DefaultRetiredRecheck   = 10 * time.Minute
 )
 
 // Stage attaches guards to a tier. The chain wraps every stage as
@@ -29,32 +31,40 @@ type Stage[In, Out any] struct {
 	// Tier answers the request. Required.
 	Tier ModelTier[In, Out]
 	// Model is the tier's model id ("gemini-2.5-pro"), used for preflight
-	// against Config.Catalog and reported to observers as
-	// gen_ai.request.model. Optional.
+	// against Config.Catalog, for retirement after a 404, and reported to
+	// observers as gen_ai.request.model. A tier that implements
+	// ModelSelector names the model per input instead. Optional.
 	Model string
 	// Provider names the API for observers ("gcp.gemini", "openai").
 	Provider string
 
 	// Bulkhead bounds the tier's calls in flight; nil means unbounded.
 	Bulkhead *bulkhead.Bulkhead
-	// Breaker stops calls to a failing tier; nil means none.
+	// Breaker stops calls to a failing tier; nil means none. The class
+	// table decides how each failure counts, so a breaker whose
+	// Config.Outcome is set is refused.
 	Breaker *breaker.Breaker
 	// Retry is the tier's retry policy; the zero value retries transient
 	// failures twice with full jitter. Set MaxAttempts to 1 to disable.
-	// Its Table and Classifier default to the chain's; a stage with its
-	// own Classifier classifies its tier's errors with it.
+	// Its OnAttempt hook sees every attempt the chain makes on the tier.
+	// Its Table and Classifier must stay nil: the chain's Table and the
+	// stage's Classifier decide.
 	Retry retry.Policy
+	// Classifier classifies this tier's errors; nil means the chain's.
+	Classifier classify.Classifier
 	// TryTimeout caps each attempt; 0 means an attempt may use all the time
 	// the reserve leaves.
 	TryTimeout time.Duration
 	// MinAttempt is the least time worth starting an attempt on this tier
-	// with; earlier tiers keep it in reserve for this one. 0 means
-	// Config.MinAttempt.
+	// with, and the floor of the reserve earlier tiers keep for it. 0
+	// means Config.MinAttempt.
 	MinAttempt time.Duration
 	// Reserve is the time this tier's attempts leave for later tiers. 0
-	// means the sum of the later tiers' MinAttempt (each plus a tenth, for
-	// the time a fallback takes), so each of them can make
-	// one meaningful attempt; negative means none.
+	// means what the later tiers need: for each of them, a high quantile
+	// of its observed latency (successful calls, and calls cut short by
+	// the deadline), bounded by its MinAttempt and its TryTimeout, plus a
+	// tenth; a later tier whose breaker is open or that is parked needs
+	// nothing. Negative means none.
 	Reserve time.Duration
 	// Validate checks the tier's answers; a rejected answer moves on to the
 	// next tier and does not count against the breaker. nil accepts all.
@@ -77,7 +87,8 @@ type Config[In, Out any] struct {
 	// DefaultMinAttempt.
 	MinAttempt time.Duration
 
-	// Table overrides the class table; nil means classify.DefaultTable().
+	// Table overrides the class table — each class's whole behaviour:
+	// retry, breaker, route and park. nil means classify.DefaultTable().
 	Table *classify.Table
 	// Classifier classifies tier errors; nil means classify.Classify. SDK
 	// adapters provide one that knows their error types.
@@ -89,15 +100,20 @@ type Config[In, Out any] struct {
 	// Default answers last, from the input alone.
 	Default func(ctx context.Context, in In) (Out, bool)
 
-	// Catalog, when set, lets the chain skip tiers whose Model is not
+	// Catalog, when set, lets the chain skip tiers whose model is not
 	// served, without an upstream call.
 	Catalog *Catalog
-	// QuotaCooldown is how long a tier that reported an exhausted quota is
-	// parked (longer if the server asked for longer). 0 means
-	// DefaultQuotaCooldown.
+	// QuotaCooldown is how long a tier whose quota is exhausted is parked
+	// at least. The server's retry-after, when longer, extends it, up to
+	// MaxQuotaCooldown. 0 means DefaultQuotaCooldown.
 	QuotaCooldown time.Duration
-	// RetiredRecheck is how long a tier whose model answered 404 is parked
-	// when there is no Catalog to say when it is back. 0 means
+	// MaxQuotaCooldown caps a quota's parking however long the server
+	// asked to wait ("try again in 114h"): a parked tier costs at most one
+	// upstream call per MaxQuotaCooldown, and notices a raised quota
+	// within it. 0 means DefaultMaxQuotaCooldown.
+	MaxQuotaCooldown time.Duration
+	// RetiredRecheck is how long a model that answered 404 is skipped when
+	// there is no Catalog to say when it is back. 0 means
 	// DefaultRetiredRecheck.
 	RetiredRecheck time.Duration
 
@@ -127,51 +143,122 @@ type Config[In, Out any] struct {
 	AbandonAfter time.Duration
 }
 
-func (cfg *Config[In, Out]) validate() error {
-	var errs []error
-	if len(cfg.Stages) == 0 {
-		errs = append(errs, errors.New("at least one stage is required"))
+// shared are the settings both kinds of chain have.
+type shared struct {
+	op                       string
+	total, minAttempt        time.Duration
+	table                    *classify.Table
+	classifier               classify.Classifier
+	catalog                  *Catalog
+	quotaPark, maxQuotaPark  time.Duration
+	retirePark, abandonAfter time.Duration
+	observer                 Observer
+	measure                  bool
+}
+
+// stageSpec is what compiling a stage needs, for either kind of chain.
+type stageSpec struct {
+	name, model, provider string
+	bulkhead              *bulkhead.Bulkhead
+	breaker               *breaker.Breaker
+	retry                 retry.Policy
+	classifier            classify.Classifier
+	cap, minAttempt       time.Duration
+	capName               string
+	reserve, idle         time.Duration
+	nilTier               bool
+}
+
+func (cfg *Config[In, Out]) shared() shared {
+	return shared{
+		op: cfg.Operation, total: cfg.Total, minAttempt: cfg.MinAttempt, table: cfg.Table, classifier: cfg.Classifier,
+		catalog: cfg.Catalog, quotaPark: cfg.QuotaCooldown, maxQuotaPark: cfg.MaxQuotaCooldown,
+		retirePark: cfg.RetiredRecheck, abandonAfter: cfg.AbandonAfter, observer: cfg.Observer, measure: cfg.MeasureLatency,
 	}
-	if cfg.Total < 0 {
-		errs = append(errs, fmt.Errorf("negative Total %v", cfg.Total))
+}
+
+func (cfg *Config[In, Out]) specs() []stageSpec {
+	specs := make([]stageSpec, len(cfg.Stages))
+	for i, s := range cfg.Stages {
+		specs[i] = stageSpec{
+			model: s.Model, provider: s.Provider, bulkhead: s.Bulkhead, breaker: s.Breaker, retry: s.Retry,
+			classifier: s.Classifier, cap: s.TryTimeout, capName: "TryTimeout", minAttempt: s.MinAttempt, reserve: s.Reserve, nilTier: s.Tier == nil,
+		}
+		if s.Tier != nil {
+			specs[i].name = s.Tier.Name()
+		}
+	}
+	return specs
+}
+
+// check reports every invalid setting of a chain's config at once.
+func check(kind string, sh shared, specs []stageSpec) error {
+	var errs []error
+	if len(specs) == 0 {
+		errs = append(errs, errors.New("at least one stage is required"))
 	}
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"MinAttempt", cfg.MinAttempt}, {"QuotaCooldown", cfg.QuotaCooldown}, {"RetiredRecheck", cfg.RetiredRecheck}, {"AbandonAfter", cfg.AbandonAfter}} {
+	}{{"Total", sh.total}, {"MinAttempt", sh.minAttempt}, {"QuotaCooldown", sh.quotaPark},
+		{"MaxQuotaCooldown", sh.maxQuotaPark}, {"RetiredRecheck", sh.retirePark}, {"AbandonAfter", sh.abandonAfter}} {
 		if d.v < 0 {
 			errs = append(errs, fmt.Errorf("negative %s %v", d.name, d.v))
 		}
 	}
+	if sh.maxQuotaPark > 0 && sh.quotaPark > sh.maxQuotaPark {
+		errs = append(errs, fmt.Errorf("QuotaCooldown %v exceeds MaxQuotaCooldown %v", sh.quotaPark, sh.maxQuotaPark))
+	}
 	names := map[string]bool{}
-	for i, st := range cfg.Stages {
-		if st.Tier == nil {
+	for i, s := range specs {
+		if s.nilTier {
 			errs = append(errs, fmt.Errorf("stage %d: Tier is required", i))
 			continue
 		}
-		name := st.Tier.Name()
-		if name == "" {
+		switch {
+		case s.name == "":
 			errs = append(errs, fmt.Errorf("stage %d: tier name is empty", i))
-		} else if names[name] {
-			errs = append(errs, fmt.Errorf("stage %d: tier name %q is used twice", i, name))
+		case names[s.name]:
+			errs = append(errs, fmt.Errorf("stage %d: tier name %q is used twice", i, s.name))
 		}
-		names[name] = true
-		if st.TryTimeout < 0 || st.MinAttempt < 0 {
-			errs = append(errs, fmt.Errorf("stage %d (%s): TryTimeout and MinAttempt must not be negative", i, name))
+		names[s.name] = true
+		for _, d := range []struct {
+			name string
+			v    time.Duration
+		}{{s.capName, s.cap}, {"MinAttempt", s.minAttempt}, {"IdleTimeout", s.idle}} {
+			if d.v < 0 {
+				errs = append(errs, fmt.Errorf("stage %d (%s): negative %s %v", i, s.name, d.name, d.v))
+			}
 		}
-		if err := st.Retry.Validate(); err != nil {
-			errs = append(errs, fmt.Errorf("stage %d (%s): %w", i, name, err))
+		if err := s.retry.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("stage %d (%s): %w", i, s.name, err))
+		}
+		if s.retry.Classifier != nil {
+			errs = append(errs, fmt.Errorf("stage %d (%s): Retry.Classifier is not used by a chain; set the stage's Classifier", i, s.name))
+		}
+		if s.retry.Table != nil {
+			errs = append(errs, fmt.Errorf("stage %d (%s): Retry.Table is not used by a chain; set the chain's Table", i, s.name))
+		}
+		if s.breaker != nil && customOutcome(s.breaker) {
+			errs = append(errs, fmt.Errorf("stage %d (%s): breaker %q has a Config.Outcome, which a chain cannot honour: the class table decides how a failure counts", i, s.name, s.breaker.Name()))
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("fallback: invalid config: %w", err)
+		return fmt.Errorf("fallback: invalid %s: %w", kind, err)
 	}
 	return nil
 }
 
+// customOutcome reports whether a breaker was given its own Outcome
+// function rather than the default.
+func customOutcome(b *breaker.Breaker) bool {
+	f := b.Config().Outcome
+	return f != nil && reflect.ValueOf(f).Pointer() != reflect.ValueOf(breaker.OutcomeOf).Pointer()
+}
+
 // PickByHash returns a Config.Default that answers with one of answers,
 // chosen by a stable hash of key(in): the same input always gets the same
-// default (seed 001), and different inputs spread over the list.
+// default, and different inputs spread over the list.
 func PickByHash[In, Out any](answers []Out, key func(In) string) func(context.Context, In) (Out, bool) {
 	answers = append([]Out(nil), answers...)
 	return func(_ context.Context, in In) (Out, bool) {

@@ -1,6 +1,9 @@
 package fallback
 
 import (
+	"errors"
+	"fmt"
+	"runtime/debug"
 	"strconv"
 	"strings"
 
@@ -35,9 +38,9 @@ func (o TierOutcome) String() string {
 
 // TierFailure is one tier's part in a failed request.
 type TierFailure struct {
-	// Tier and Index name the tier.
-	Tier  string
-	Index int
+	// Tier and TierIndex name the tier.
+	Tier      string
+	TierIndex int
 	// Outcome says whether it failed, was skipped or was not reached.
 	Outcome TierOutcome
 	// Skip says why a skipped tier was passed over.
@@ -128,11 +131,74 @@ func (e *Error) Unwrap() []error {
 // chain's error names why the request failed.
 func (e *Error) Verdict() classify.Verdict { return e.Cause }
 
+// SkipError reports a tier passed over by preflight: its model is retired,
+// or its quota is exhausted and it is parked.
+type SkipError struct {
+	// Tier and Model name the tier passed over and the model the call
+	// would have used.
+	Tier  string
+	Model string
+	// Skip says why: SkipRetired or SkipQuota.
+	Skip Skip
+}
+
+// Error names the tier and why it was skipped.
+func (e *SkipError) Error() string {
+	return "tierguard: tier " + e.Tier + " skipped: " + skipReasons[e.Skip]
+}
+
+// Verdict classifies the skip as Rejected: no upstream call was made.
+func (e *SkipError) Verdict() classify.Verdict {
+	return classify.Verdict{Class: classify.Rejected, Reason: skipReasons[e.Skip]}
+}
+
+// PanicError carries a tier's panic from the goroutine it happened on to
+// the caller's, with the stack where it happened: when a call runs on its
+// own goroutine (Config.AbandonAfter, a shared execution of Config.Key),
+// its panic is re-raised on the caller's goroutine as a *PanicError.
+// Observers see one as the failure of any request a panic ended. A panic
+// of a tier called on the caller's own goroutine propagates as it is.
+type PanicError struct {
+	// Value is what the tier panicked with.
+	Value any
+	// Stack is the panicking goroutine's stack; nil when the panic was
+	// not carried across goroutines.
+	Stack []byte
+}
+
+// Error renders the panic value and its stack, as an unrecovered panic
+// would print them. It holds whatever the tier panicked with: observers
+// must not export it.
+func (e *PanicError) Error() string {
+	if e.Stack == nil {
+		return fmt.Sprintf("tierguard: a tier panicked: %v", e.Value)
+	}
+	return fmt.Sprintf("tierguard: a tier panicked: %v\n\n%s", e.Value, e.Stack)
+}
+
+// Unwrap returns the panic value when it is an error.
+func (e *PanicError) Unwrap() error {
+	err, _ := e.Value.(error)
+	return err
+}
+
+// carried wraps a recovered panic value with the current stack, for
+// re-raising on another goroutine.
+func carried(v any) *PanicError {
+	if pe, ok := v.(*PanicError); ok && pe.Stack != nil {
+		return pe
+	}
+	return &PanicError{Value: v, Stack: debug.Stack()}
+}
+
+// errGoexit marks a call whose goroutine ended with runtime.Goexit.
+var errGoexit = errors.New("tierguard: the tier called runtime.Goexit")
+
 // buildError summarises a failed request's trail per tier.
-func buildError(tiers []string, trail []Attempt, cause classify.Verdict, closed bool) *Error {
-	e := &Error{FailedClosed: closed, Cause: cause, Tiers: make([]TierFailure, len(tiers))}
-	for i, name := range tiers {
-		e.Tiers[i] = TierFailure{Tier: name, Index: i, Outcome: TierNotReached}
+func buildError(stages []stage, trail []Attempt, cause classify.Verdict, closed bool) *Error {
+	e := &Error{FailedClosed: closed, Cause: cause, Tiers: make([]TierFailure, len(stages))}
+	for i := range stages {
+		e.Tiers[i] = TierFailure{Tier: stages[i].name, TierIndex: i, Outcome: TierNotReached}
 	}
 	for _, a := range trail {
 		t := &e.Tiers[a.TierIndex]
@@ -146,14 +212,3 @@ func buildError(tiers []string, trail []Attempt, cause classify.Verdict, closed 
 	}
 	return e
 }
-
-// PanicError is what observers see as the failure of a request that a
-// tier's panic ended; the caller gets the panic itself.
-type PanicError struct {
-	// Value is what the tier panicked with.
-	Value any
-}
-
-// Error says that a tier panicked, without the panic's value (it may hold
-// anything).
-func (e *PanicError) Error() string { return "tierguard: a tier panicked" }

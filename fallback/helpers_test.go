@@ -7,13 +7,13 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/tierguard/tierguard/breaker"
 	"github.com/tierguard/tierguard/bulkhead"
 	"github.com/tierguard/tierguard/classify"
 	"github.com/tierguard/tierguard/fallback"
-	"github.com/tierguard/tierguard/retry"
 )
 
 // fake is a scripted tier: it answers with the next scripted step, or with
@@ -96,8 +96,6 @@ func stages(tiers ...fallback.ModelTier[string, string]) []fallback.Stage[string
 	return out
 }
 
-func retryWith(c classify.Classifier) retry.Policy { return retry.Policy{Classifier: c} }
-
 // mapCache is a Cache and CacheWriter over a map.
 type mapCache struct {
 	mu   sync.Mutex
@@ -120,4 +118,21 @@ func (c *mapCache) Put(_ context.Context, in, out string) {
 	}
 	c.m[in] = out
 	c.puts++
+}
+
+// assertCarriedPanic checks that f panics with a *fallback.PanicError that
+// carries want and the stack of the goroutine the panic happened on.
+func assertCarriedPanic(t *testing.T, want any, f func()) {
+	t.Helper()
+	defer func() {
+		t.Helper()
+		p := recover()
+		pe, ok := p.(*fallback.PanicError)
+		if !ok {
+			t.Fatalf("panicked with %#v, want a *fallback.PanicError", p)
+		}
+		assert.Equal(t, want, pe.Value)
+		assert.Contains(t, string(pe.Stack), "_test.go", "the stack where the tier panicked")
+	}()
+	f()
 }

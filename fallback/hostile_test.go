@@ -241,7 +241,7 @@ func TestPanicInDetachedCallReleasesGuards(t *testing.T) {
 			AbandonAfter: 100 * time.Millisecond,
 		})
 		for range 3 {
-			assert.PanicsWithValue(t, "tier exploded", func() { _, _ = c.Do(context.Background(), "q") })
+			assertCarriedPanic(t, "tier exploded", func() { _, _ = c.Do(context.Background(), "q") })
 			assert.Zero(t, bh.Stats().InFlight, "no slot leaked")
 			assert.Equal(t, breaker.HalfOpen, br.State(), "a panic decides nothing")
 		}
@@ -276,7 +276,11 @@ func TestSharedPanicReachesEveryConcurrentWaiter(t *testing.T) {
 			wg.Go(func() {
 				defer func() {
 					if p := recover(); p != nil {
-						assert.Equal(t, "tier exploded", p, "the tier's own panic value")
+						pe, ok := p.(*fallback.PanicError)
+						if assert.True(t, ok, "carried across goroutines as a *PanicError: %v", p) {
+							assert.Equal(t, "tier exploded", pe.Value, "the tier's own panic value")
+							assert.Contains(t, string(pe.Stack), "hostile_test.go", "with the stack where it happened")
+						}
 						panics.Add(1)
 					}
 				}()
@@ -344,16 +348,18 @@ func TestStuckLastTierAnswersAtTheDeadline(t *testing.T) {
 func TestConfigErrorsNameTheirField(t *testing.T) {
 	tier := newFake("pro", ok("x"))
 	for field, cfg := range map[string]fallback.Config[string, string]{
-		"at least one stage": {},
-		"Total":              {Stages: stages(tier), Total: -time.Second},
-		"MinAttempt":         {Stages: stages(tier), MinAttempt: -1},
-		"QuotaCooldown":      {Stages: stages(tier), QuotaCooldown: -1},
-		"RetiredRecheck":     {Stages: stages(tier), RetiredRecheck: -1},
-		"AbandonAfter":       {Stages: stages(tier), AbandonAfter: -1},
-		"TryTimeout":         {Stages: []fallback.Stage[string, string]{{Tier: tier, TryTimeout: -1}}},
-		"stage 0 (pro): TryTimeout and MinAttempt": {Stages: []fallback.Stage[string, string]{{Tier: tier, MinAttempt: -1}}},
-		"BaseDelay":          {Stages: []fallback.Stage[string, string]{{Tier: tier, Retry: retry.Policy{BaseDelay: -1}}}},
-		"tier name is empty": {Stages: stages(newFake("", ok("x")))},
+		"at least one stage":                 {},
+		"Total":                              {Stages: stages(tier), Total: -time.Second},
+		"MinAttempt":                         {Stages: stages(tier), MinAttempt: -1},
+		"QuotaCooldown":                      {Stages: stages(tier), QuotaCooldown: -1},
+		"RetiredRecheck":                     {Stages: stages(tier), RetiredRecheck: -1},
+		"AbandonAfter":                       {Stages: stages(tier), AbandonAfter: -1},
+		"TryTimeout":                         {Stages: []fallback.Stage[string, string]{{Tier: tier, TryTimeout: -1}}},
+		"stage 0 (pro): negative MinAttempt": {Stages: []fallback.Stage[string, string]{{Tier: tier, MinAttempt: -1}}},
+		"MaxQuotaCooldown":                   {Stages: stages(tier), MaxQuotaCooldown: -1},
+		"exceeds MaxQuotaCooldown":           {Stages: stages(tier), QuotaCooldown: time.Hour, MaxQuotaCooldown: time.Minute},
+		"BaseDelay":                          {Stages: []fallback.Stage[string, string]{{Tier: tier, Retry: retry.Policy{BaseDelay: -1}}}},
+		"tier name is empty":                 {Stages: stages(newFake("", ok("x")))},
 	} {
 		_, err := fallback.New(cfg)
 		if assert.Error(t, err, field) {

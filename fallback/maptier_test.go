@@ -10,6 +10,7 @@ import (
 
 	"github.com/tierguard/tierguard/classify"
 	"github.com/tierguard/tierguard/fallback"
+	"github.com/tierguard/tierguard/retry"
 )
 
 type reply struct {
@@ -55,11 +56,23 @@ func TestStageClassifier(t *testing.T) {
 	}
 	pro := fallback.Tier("pro", func(context.Context, string) (string, error) { return "", vendorErr{errors.New("401")} })
 	c := newChain(t, fallback.Config[string, string]{Stages: []fallback.Stage[string, string]{
-		{Tier: pro, Retry: retryWith(classify.New(rule))},
+		{Tier: pro, Classifier: classify.New(rule)},
 		{Tier: newFake("flash", ok("quick"))},
 	}})
 	_, err := c.Do(context.Background(), "q")
 	var fe *fallback.Error
 	require.ErrorAs(t, err, &fe)
 	assert.True(t, fe.FailedClosed, "the stage's classifier saw Auth")
+
+	// A classifier or a table hidden in the retry policy would be ignored:
+	// it is refused, with what to set instead.
+	_, err = fallback.New(fallback.Config[string, string]{Stages: []fallback.Stage[string, string]{
+		{Tier: pro, Retry: retry.Policy{Classifier: classify.New(rule)}},
+	}})
+	assert.ErrorContains(t, err, "set the stage's Classifier")
+	tab := classify.DefaultTable()
+	_, err = fallback.New(fallback.Config[string, string]{Stages: []fallback.Stage[string, string]{
+		{Tier: pro, Retry: retry.Policy{Table: &tab}},
+	}})
+	assert.ErrorContains(t, err, "set the chain's Table")
 }

@@ -1,15 +1,13 @@
 package fallback
 
 import (
+	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/tierguard/tierguard/classify"
 )
 
-// parking takes a tier out of rotation after a failure that retrying cannot
-// fix soon: a retired model, an exhausted quota. It is shared by the unary
-// and the streaming chain.
+// parking takes a whole tier out of rotation after a failure that retrying
+// cannot fix soon: an exhausted quota, or a 404 when no model can be named.
 type parking struct {
 	// until is when the tier may be tried again, in nanoseconds since the
 	// chain's epoch (plus one, so that 0 means "not parked"); why says for
@@ -20,40 +18,58 @@ type parking struct {
 
 func sinceEpoch(epoch time.Time) int64 { return int64(time.Since(epoch)) + 1 }
 
-// preflight says whether the tier must be skipped without a call. It reads
-// the clock only while the tier is parked.
-func (p *parking) preflight(epoch time.Time, catalog *Catalog, model string) Skip {
+// check says whether the tier is parked. It reads the clock only while the
+// tier is parked.
+func (p *parking) check(epoch time.Time) Skip {
 	if until := p.until.Load(); until != 0 {
 		if sinceEpoch(epoch) < until {
 			return Skip(p.why.Load())
 		}
 		p.until.CompareAndSwap(until, 0)
 	}
-	if catalog != nil && model != "" && !catalog.Available(model) {
-		return SkipRetired
-	}
 	return NotSkipped
 }
 
-// park records a failure of class Retired or QuotaExhausted. A retired
-// model is marked in the catalog when there is one (until its next
-// refresh), else parked for retireFor; an exhausted quota parks the tier
-// for quotaFor or the server's retry-after, whichever is longer.
-func (p *parking) park(epoch time.Time, catalog *Catalog, model string, v classify.Verdict, quotaFor, retireFor time.Duration) {
-	var why Skip
-	var d time.Duration
-	switch v.Class {
-	case classify.Retired:
-		if catalog != nil && model != "" {
-			catalog.MarkRetired(model)
-			return
-		}
-		why, d = SkipRetired, retireFor
-	case classify.QuotaExhausted:
-		why, d = SkipQuota, max(quotaFor, v.RetryAfter)
-	default:
-		return
-	}
+// parked reports whether the tier is parked now.
+func (p *parking) parked(epoch time.Time) bool { return p.check(epoch) != NotSkipped }
+
+// park parks the tier for d.
+func (p *parking) park(epoch time.Time, why Skip, d time.Duration) {
 	p.why.Store(uint32(why))
 	p.until.Store(sinceEpoch(epoch) + int64(d))
+}
+
+// retiredModels are the models that answered 404 on a chain without a
+// Catalog, each until a recheck time. The request path reads an immutable
+// map with one atomic load, and nothing at all while no model is retired.
+type retiredModels struct {
+	m  atomic.Pointer[map[string]int64]
+	mu sync.Mutex
+}
+
+// has reports whether model is retired now.
+func (r *retiredModels) has(model string, epoch time.Time) bool {
+	m := r.m.Load()
+	if m == nil {
+		return false
+	}
+	until, ok := (*m)[normalizeModel(model)]
+	return ok && sinceEpoch(epoch) < until
+}
+
+// mark retires model for d, dropping entries whose time has passed.
+func (r *retiredModels) mark(model string, epoch time.Time, d time.Duration) {
+	model = normalizeModel(model)
+	now := sinceEpoch(epoch)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	next := map[string]int64{model: now + int64(d)}
+	if old := r.m.Load(); old != nil {
+		for k, until := range *old {
+			if k != model && until > now {
+				next[k] = until
+			}
+		}
+	}
+	r.m.Store(&next)
 }

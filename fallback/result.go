@@ -41,7 +41,8 @@ const (
 	SkipOpen
 	// SkipFull: its bulkhead is full.
 	SkipFull
-	// SkipRetired: its model is retired (catalog, or a 404 seen earlier).
+	// SkipRetired: the model the call would use is retired (the catalog
+	// does not list it, or it answered 404 earlier).
 	SkipRetired
 	// SkipQuota: its quota is exhausted and the tier is parked.
 	SkipQuota
@@ -50,21 +51,25 @@ const (
 	SkipBudget
 )
 
+var skipNames = [...]string{
+	NotSkipped: "not_skipped", SkipOpen: "open", SkipFull: "full",
+	SkipRetired: "retired", SkipQuota: "quota", SkipBudget: "budget",
+}
+
+// skipReasons are the verdict reasons of skips.
+var skipReasons = [...]string{
+	NotSkipped:  "",
+	SkipOpen:    "circuit open",
+	SkipFull:    "bulkhead full",
+	SkipRetired: "model retired",
+	SkipQuota:   "quota exhausted, tier parked",
+	SkipBudget:  "too little time left for this tier",
+}
+
 // String names the skip reason.
 func (s Skip) String() string {
-	switch s {
-	case NotSkipped:
-		return "not_skipped"
-	case SkipOpen:
-		return "open"
-	case SkipFull:
-		return "full"
-	case SkipRetired:
-		return "retired"
-	case SkipQuota:
-		return "quota"
-	case SkipBudget:
-		return "budget"
+	if int(s) < len(skipNames) {
+		return skipNames[s]
 	}
 	return "invalid_skip"
 }
@@ -72,9 +77,11 @@ func (s Skip) String() string {
 // Attempt is one entry of a request's trail: an upstream call, or a tier
 // passed over.
 type Attempt struct {
-	// Tier and TierIndex name the tier.
+	// Tier and TierIndex name the tier; Model is the model the call used
+	// (or would have used, for a skip).
 	Tier      string
 	TierIndex int
+	Model     string
 	// N is the attempt's number on this tier, from 1; 0 for a skip.
 	N int
 	// Skip says why the tier was passed over; NotSkipped for a call.
@@ -93,29 +100,25 @@ type Attempt struct {
 	Err error
 }
 
-// inlineTrail is how many attempts a Result holds without allocating: a
+// inlineTrail is how many attempts a Summary holds without allocating: a
 // first-try success, or a skipped tier and the next tier's answer. Longer
 // trails (retries) allocate once, next to an upstream failure that costs
 // far more.
 const inlineTrail = 2
 
-// Result is a request's answer and how it was obtained.
-type Result[Out any] struct {
-	// Value is the answer.
-	Value Out
+// Summary is how a request was answered; Result and StreamResult both
+// carry it.
+type Summary struct {
 	// Source says whether a tier, the cache or the default answered.
 	Source Source
 	// Tier and TierIndex name the tier that answered; "" and -1 for the
-	// cache and the default.
+	// cache, the default, and a request that failed.
 	Tier      string
 	TierIndex int
 	// Degraded is set for any answer but the first tier's.
 	Degraded bool
 	// UpstreamCalls counts the calls made to tiers.
 	UpstreamCalls int
-	// Shared is set when the answer came from an execution shared with
-	// other requests of the same idempotency key.
-	Shared bool
 
 	deadline    time.Time
 	hasDeadline bool
@@ -125,28 +128,64 @@ type Result[Out any] struct {
 }
 
 // Attempts returns the trail of attempts and skips, in order.
-func (r *Result[Out]) Attempts() []Attempt {
-	if r.spill != nil {
-		return r.spill
+func (s Summary) Attempts() []Attempt {
+	if s.spill != nil {
+		return s.spill
 	}
-	return r.inline[:r.n]
+	return s.inline[:s.n]
 }
 
-// Deadline returns the request's deadline (the earlier of its context's and
-// the chain's Total), and false when it had none. time.Until(d) is the time
-// left in the budget.
-func (r *Result[Out]) Deadline() (time.Time, bool) { return r.deadline, r.hasDeadline }
+// Deadline returns the request's deadline (the earlier of its context's
+// and the chain's Total), and false when it had none. time.Until(d) is the
+// time left in the budget.
+func (s Summary) Deadline() (time.Time, bool) { return s.deadline, s.hasDeadline }
 
-func (r *Result[Out]) record(a Attempt) {
-	if r.spill == nil && r.n < inlineTrail {
-		r.inline[r.n] = a
-		r.n++
+// trail is Attempts without the copy a value receiver makes.
+func (s *Summary) trail() []Attempt {
+	if s.spill != nil {
+		return s.spill
+	}
+	return s.inline[:s.n]
+}
+
+func (s *Summary) record(a Attempt) {
+	if s.spill == nil && s.n < inlineTrail {
+		s.inline[s.n] = a
+		s.n++
 		return
 	}
-	if r.spill == nil {
-		r.spill = make([]Attempt, r.n, 2*inlineTrail)
-		copy(r.spill, r.inline[:r.n])
+	if s.spill == nil {
+		s.spill = make([]Attempt, s.n, 2*inlineTrail)
+		copy(s.spill, s.inline[:s.n])
 	}
-	r.spill = append(r.spill, a)
-	r.n++
+	s.spill = append(s.spill, a)
+	s.n++
+}
+
+// Result is a request's answer and how it was obtained.
+type Result[Out any] struct {
+	// Value is the answer.
+	Value Out
+	// Shared is set when the answer came from an execution shared with
+	// other requests of the same idempotency key.
+	Shared bool
+	Summary
+}
+
+// StreamResult describes how a stream was answered. Read it after the
+// iteration ends.
+type StreamResult struct {
+	Summary
+	// Chunks and Bytes measure what the consumer received.
+	Chunks int
+	Bytes  int
+	// FinishReason is the finish reason that ended the stream.
+	FinishReason string
+	// Complete is set when the stream ended with a finish reason and passed
+	// validation (or came whole from the cache or the default).
+	Complete bool
+	// Continued is set when Continue resumed the stream on another tier.
+	Continued bool
+	// TimeToFirstChunk is measured from the start of the request.
+	TimeToFirstChunk time.Duration
 }

@@ -13,9 +13,7 @@ type inFlight struct{}
 // flight is one execution shared by the requests of an idempotency key.
 type flight[Out any] struct {
 	done    chan struct{}
-	res     Result[Out]
-	err     error
-	panic   any
+	out     outcome[Result[Out]]
 	waiters int
 	cancel  context.CancelFunc
 }
@@ -27,6 +25,9 @@ type flight[Out any] struct {
 // cancelled when every waiter has given up, and a request arriving after
 // that starts a fresh one. A waiter whose own deadline passes first is
 // answered from the cache or the default, as a request of its own would be.
+// A panic in the execution reaches every waiter as a *PanicError with the
+// stack where it happened; a runtime.Goexit ends every waiter's goroutine
+// too.
 func (c *Chain[In, Out]) shared(ctx context.Context, key string, in In) (Result[Out], error) {
 	c.flightMu.Lock()
 	f, joined := c.flights[key]
@@ -40,19 +41,18 @@ func (c *Chain[In, Out]) shared(ctx context.Context, key string, in In) (Result[
 			ectx, f.cancel = context.WithCancel(base)
 		}
 		c.flights[key] = f
-		go c.fly(ectx, key, f, in)
+		go run(func() (Result[Out], error) { return c.Do(context.WithValue(ectx, inFlight{}, true), in) },
+			func(o outcome[Result[Out]]) { c.landed(key, f, o) })
 	}
 	f.waiters++
 	c.flightMu.Unlock()
 
 	select {
 	case <-f.done:
-		if f.panic != nil {
-			panic(f.panic)
-		}
-		res := f.res
+		reraise(f.out)
+		res := f.out.val
 		res.Shared = joined
-		return res, f.err
+		return res, f.out.err
 	case <-ctx.Done():
 		c.flightMu.Lock()
 		f.waiters--
@@ -65,54 +65,32 @@ func (c *Chain[In, Out]) shared(ctx context.Context, key string, in In) (Result[
 			}
 		}
 		c.flightMu.Unlock()
-		v := classify.InContext(ctx, classify.Verdict{})
-		if v.Class == classify.DeadlineExhausted {
+		v := classify.Verdict{Class: classify.Canceled, Reason: "canceled by caller"}
+		if ctx.Err() == context.DeadlineExceeded {
+			v = classify.Verdict{Class: classify.DeadlineExhausted, Reason: "deadline exceeded"}
 			// Out of time while waiting: the cache and the default answer
 			// at once, as they would for a request of its own.
-			if res, ok := c.localOnly(ctx, in); ok {
+			if out, src, ok := c.localAnswer(ctx, in); ok {
+				res := Result[Out]{Value: out}
+				res.Source, res.TierIndex, res.Degraded = src, -1, true
 				return res, nil
 			}
 		}
 		var zero Result[Out]
 		zero.TierIndex = -1
 		// The key is the caller's data (often the prompt): not in the text.
-		return zero, &Error{FailedClosed: v.Class == classify.Canceled, Cause: v, Tiers: []TierFailure{{Tier: "shared", Index: -1, Outcome: TierNotReached, Verdict: v, Err: ctx.Err()}}}
+		return zero, &Error{FailedClosed: v.Class == classify.Canceled, Cause: v, Tiers: []TierFailure{{Tier: "shared", TierIndex: -1, Outcome: TierNotReached, Verdict: v, Err: ctx.Err()}}}
 	}
 }
 
-func (c *Chain[In, Out]) fly(ctx context.Context, key string, f *flight[Out], in In) {
-	defer func() {
-		if p := recover(); p != nil {
-			// Every waiter re-panics with the tier's own value, as a
-			// request of its own would have.
-			f.panic = p
-		}
-		c.flightMu.Lock()
-		if c.flights[key] == f {
-			delete(c.flights, key)
-		}
-		c.flightMu.Unlock()
-		f.cancel()
-		close(f.done)
-	}()
-	f.res, f.err = c.Do(context.WithValue(ctx, inFlight{}, true), in)
-}
-
-// localOnly answers a waiter whose deadline passed from the cache or the
-// default.
-func (c *Chain[In, Out]) localOnly(ctx context.Context, in In) (Result[Out], bool) {
-	res := Result[Out]{TierIndex: -1, Degraded: true}
-	if c.cache != nil {
-		if out, ok := c.cache.Get(ctx, in); ok {
-			res.Value, res.Source = out, SourceCache
-			return res, true
-		}
+// landed publishes a shared execution's outcome to its waiters.
+func (c *Chain[In, Out]) landed(key string, f *flight[Out], o outcome[Result[Out]]) {
+	f.out = o
+	c.flightMu.Lock()
+	if c.flights[key] == f {
+		delete(c.flights, key)
 	}
-	if c.def != nil {
-		if out, ok := c.def(ctx, in); ok {
-			res.Value, res.Source = out, SourceDefault
-			return res, true
-		}
-	}
-	return res, false
+	c.flightMu.Unlock()
+	f.cancel()
+	close(f.done)
 }

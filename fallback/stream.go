@@ -3,87 +3,41 @@ package fallback
 import (
 	"context"
 	"errors"
-	"fmt"
 	"iter"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/tierguard/tierguard/breaker"
 	"github.com/tierguard/tierguard/bulkhead"
 	"github.com/tierguard/tierguard/classify"
-	"github.com/tierguard/tierguard/deadline"
+	"github.com/tierguard/tierguard/internal/budget"
 	"github.com/tierguard/tierguard/retry"
 	"github.com/tierguard/tierguard/validate"
 )
-
-// ChunkInfo is what a streaming chain needs to know about one chunk.
-type ChunkInfo struct {
-	// Text is the text the chunk adds; its length is accounted, and the
-	// assembled text is validated at the end when the stage has a
-	// validator. It is never logged or exported.
-	Text string
-	// FinishReason is set on the chunk that ends the answer ("STOP",
-	// "MAX_TOKENS"). A stream that ends without one is incomplete.
-	FinishReason string
-	// NonTextContent is set when the chunk carries content other than its
-	// Text — a function call, an image, code. The first chunk with
-	// content, text that is not blank or this, is the stream's commit
-	// point.
-	NonTextContent bool
-}
-
-// StreamTier is a tier that answers with a stream of chunks, the shape the
-// genai SDK's GenerateContentStream has.
-type StreamTier[In, Chunk any] interface {
-	// Name identifies the tier, as for ModelTier.
-	Name() string
-	// Stream starts one upstream call. It must honour ctx: the chain
-	// cancels it when the first chunk or the next one is late, when the
-	// deadline passes, and when the consumer stops.
-	Stream(ctx context.Context, in In) iter.Seq2[Chunk, error]
-	// Inspect describes a chunk.
-	Inspect(c Chunk) ChunkInfo
-}
-
-// StreamTierFunc adapts functions to the StreamTier interface.
-func StreamTierFunc[In, Chunk any](name string, stream func(ctx context.Context, in In) iter.Seq2[Chunk, error], inspect func(Chunk) ChunkInfo) StreamTier[In, Chunk] {
-	return funcStreamTier[In, Chunk]{name: name, stream: stream, inspect: inspect}
-}
-
-type funcStreamTier[In, Chunk any] struct {
-	name    string
-	stream  func(context.Context, In) iter.Seq2[Chunk, error]
-	inspect func(Chunk) ChunkInfo
-}
-
-func (t funcStreamTier[In, Chunk]) Name() string { return t.name }
-func (t funcStreamTier[In, Chunk]) Stream(ctx context.Context, in In) iter.Seq2[Chunk, error] {
-	return t.stream(ctx, in)
-}
-func (t funcStreamTier[In, Chunk]) Inspect(c Chunk) ChunkInfo { return t.inspect(c) }
 
 // Errors that end a stream. They reach the consumer wrapped in an
 // *IncompleteError (or, before the first chunk, in the attempt's failure).
 var (
 	// ErrIncomplete matches every *IncompleteError.
 	ErrIncomplete = errors.New("tierguard: stream incomplete")
-	// ErrFirstChunkTimeout: no first chunk arrived within the stage's
-	// FirstChunkTimeout (or before the reserve for later tiers).
+	// ErrFirstChunkTimeout: no first chunk with content arrived within the
+	// stage's FirstChunkTimeout (or before the reserve for later tiers).
 	ErrFirstChunkTimeout = errors.New("tierguard: no first chunk in time")
 	// ErrIdleTimeout: the gap between two chunks exceeded IdleTimeout.
 	ErrIdleTimeout = errors.New("tierguard: stream idle too long")
 	// ErrNoFinishReason: the stream ended cleanly without a finish reason.
 	ErrNoFinishReason = errors.New("tierguard: stream ended without a finish reason")
-	// ErrEmptyStream: the stream ended before its first chunk without an
-	// error.
-	ErrEmptyStream = errors.New("tierguard: stream ended without any chunk")
+	// ErrEmptyStream: the stream ended without a chunk that carries
+	// content, and without an error.
+	ErrEmptyStream = errors.New("tierguard: stream ended without any content")
 )
 
-// IncompleteError reports a stream that failed after its first chunk — the
-// commit point, past which a chain never switches tiers silently. The
-// consumer has already received Chunks chunks (Bytes bytes of text); what
-// it shows must be marked incomplete.
+// IncompleteError reports a stream that failed after its first chunk with
+// content — the commit point, past which a chain never switches tiers
+// silently. The consumer has already received Chunks chunks (Bytes bytes of
+// text); what it shows must be marked incomplete.
 type IncompleteError struct {
 	// Tier is the tier that was streaming.
 	Tier string
@@ -94,7 +48,8 @@ type IncompleteError struct {
 	FinishReason string
 	// Cause is why the stream ended: ErrIdleTimeout, ErrNoFinishReason, the
 	// deadline, or the tier's error (a cut connection is usually
-	// io.ErrUnexpectedEOF).
+	// io.ErrUnexpectedEOF; a safety stop or a recitation after the first
+	// chunk is the adapter's typed error for it).
 	Cause error
 	// V is the cause's classification; a cut or stalled stream is
 	// Transient and counts against the tier's breaker.
@@ -126,15 +81,15 @@ type StreamStage[In, Chunk any] struct {
 	// Model and Provider are as in Stage.
 	Model    string
 	Provider string
-	// Bulkhead, Breaker and Retry are as in Stage. Retries happen only
-	// before the first chunk.
-	Bulkhead *bulkhead.Bulkhead
-	Breaker  *breaker.Breaker
-	// Retry is the stage's retry policy, as in Stage.
-	Retry retry.Policy
-	// FirstChunkTimeout caps each attempt's wait for its first chunk (time
-	// to first token); the wait also ends where the reserve for later tiers
-	// begins. 0 means only the reserve caps it.
+	// Bulkhead, Breaker, Retry and Classifier are as in Stage. Retries
+	// happen only before the first chunk with content.
+	Bulkhead   *bulkhead.Bulkhead
+	Breaker    *breaker.Breaker
+	Retry      retry.Policy
+	Classifier classify.Classifier
+	// FirstChunkTimeout caps each attempt's wait for its first chunk with
+	// content (time to first token); the wait also ends where the reserve
+	// for later tiers begins. 0 means only the reserve caps it.
 	FirstChunkTimeout time.Duration
 	// IdleTimeout caps the gap between chunks after the first; 0 means only
 	// the request's deadline bounds the stream.
@@ -151,6 +106,11 @@ type StreamStage[In, Chunk any] struct {
 
 // StreamConfig configures a StreamChain; fields mean what they mean in
 // Config.
+//
+// Streams have no idempotency key: each consumer reads its own upstream
+// stream, since a request joining one in flight would need every chunk
+// already sent replayed to it. For requests that may arrive twice, use a
+// Chain with Config.Key, or deduplicate before streaming.
 type StreamConfig[In, Chunk any] struct {
 	// Operation names what the chain does, for observers; default
 	// "generate_content".
@@ -167,11 +127,17 @@ type StreamConfig[In, Chunk any] struct {
 	Classifier classify.Classifier
 	// Catalog lets the chain skip tiers whose model is not served.
 	Catalog *Catalog
-	// QuotaCooldown and RetiredRecheck are as in Config.
-	QuotaCooldown  time.Duration
-	RetiredRecheck time.Duration
+	// QuotaCooldown, MaxQuotaCooldown and RetiredRecheck are as in Config.
+	QuotaCooldown    time.Duration
+	MaxQuotaCooldown time.Duration
+	RetiredRecheck   time.Duration
+	// Cache answers with a single chunk when no tier could start a stream.
+	// If it also implements CacheWriter[In, string], the assembled text of
+	// every stream that completed and passed validation is written back.
+	Cache Cache[In, Chunk]
 	// Default answers with a single chunk when no tier could start a
-	// stream. It is not used once a stream has committed.
+	// stream and the cache had nothing. It is not used once a stream has
+	// committed.
 	Default func(ctx context.Context, in In) (Chunk, bool)
 	// Continue, when set, resumes a stream that broke after its first chunk
 	// on the next tier: it receives the original input and the text
@@ -182,138 +148,71 @@ type StreamConfig[In, Chunk any] struct {
 	Continue func(in In, partial string) (In, bool)
 	// Observer receives every decision.
 	Observer Observer
+	// AbandonAfter is as in Config: with it, each stream is read on its own
+	// goroutine, and a tier that ignores its context is abandoned that long
+	// after the wait for its next chunk ended.
+	AbandonAfter time.Duration
+}
+
+func (cfg *StreamConfig[In, Chunk]) shared() shared {
+	return shared{
+		op: cfg.Operation, total: cfg.Total, minAttempt: cfg.MinAttempt, table: cfg.Table, classifier: cfg.Classifier,
+		catalog: cfg.Catalog, quotaPark: cfg.QuotaCooldown, maxQuotaPark: cfg.MaxQuotaCooldown,
+		retirePark: cfg.RetiredRecheck, abandonAfter: cfg.AbandonAfter, observer: cfg.Observer, measure: true,
+	}
+}
+
+func (cfg *StreamConfig[In, Chunk]) specs() []stageSpec {
+	specs := make([]stageSpec, len(cfg.Stages))
+	for i, s := range cfg.Stages {
+		specs[i] = stageSpec{
+			model: s.Model, provider: s.Provider, bulkhead: s.Bulkhead, breaker: s.Breaker, retry: s.Retry,
+			classifier: s.Classifier, cap: s.FirstChunkTimeout, capName: "FirstChunkTimeout", minAttempt: s.MinAttempt, reserve: s.Reserve, nilTier: s.Tier == nil,
+		}
+		if s.Tier != nil {
+			specs[i].name = s.Tier.Name()
+		}
+		specs[i].idle = s.IdleTimeout
+	}
+	return specs
 }
 
 // StreamChain answers requests with a stream, falling back across tiers
-// until the first chunk arrives and never silently after it. Build it once
-// with NewStream and share it.
+// until the first chunk with content arrives and never silently after it.
+// Build it once with NewStream and share it.
 type StreamChain[In, Chunk any] struct {
-	op         string
-	stages     []streamStage[In, Chunk]
-	total      time.Duration
-	table      classify.Table
-	classifier classify.Classifier
-	catalog    *Catalog
-	quotaPark  time.Duration
-	retirePark time.Duration
+	*engine
+	tiers      []StreamTier[In, Chunk]
+	validators []validate.Validator[string]
+	usages     []ChunkUsageReporter[Chunk]
+	selectors  []ModelSelector[In]
+	idle       []time.Duration
+	cache      Cache[In, Chunk]
+	writer     CacheWriter[In, string]
 	def        func(context.Context, In) (Chunk, bool)
 	cont       func(In, string) (In, bool)
-	epoch      time.Time
-	observer   observerSlot
-}
-
-type streamStage[In, Chunk any] struct {
-	StreamStage[In, Chunk]
-	name   string
-	policy retry.Policy
-	usage  ChunkUsageReporter[Chunk]
-	guards
-	parking
-}
-
-// ChunkUsageReporter is implemented by stream tiers whose chunks carry token
-// usage (Gemini sends it on the last chunk). The chain reports the last
-// usage a stream carried to observers, which export
-// gen_ai.client.token.usage.
-type ChunkUsageReporter[Chunk any] interface {
-	// ChunkUsage returns the usage c carries, and false when it carries
-	// none.
-	ChunkUsage(c Chunk) (Usage, bool)
 }
 
 // NewStream compiles a streaming chain, or returns an error naming every
 // invalid field.
 func NewStream[In, Chunk any](cfg StreamConfig[In, Chunk]) (*StreamChain[In, Chunk], error) {
-	var errs []error
-	if len(cfg.Stages) == 0 {
-		errs = append(errs, errors.New("at least one stage is required"))
+	e, err := newEngine("stream config", cfg.shared(), cfg.specs())
+	if err != nil {
+		return nil, err
 	}
-	if cfg.Total < 0 || cfg.MinAttempt < 0 || cfg.QuotaCooldown < 0 || cfg.RetiredRecheck < 0 {
-		errs = append(errs, errors.New("negative duration: Total, MinAttempt, QuotaCooldown and RetiredRecheck must not be negative"))
-	}
-	names := map[string]bool{}
-	for i, st := range cfg.Stages {
-		if st.Tier == nil {
-			errs = append(errs, fmt.Errorf("stage %d: Tier is required", i))
-			continue
-		}
-		name := st.Tier.Name()
-		if name == "" || names[name] {
-			errs = append(errs, fmt.Errorf("stage %d: tier name %q is empty or used twice", i, name))
-		}
-		names[name] = true
-		if st.FirstChunkTimeout < 0 || st.IdleTimeout < 0 || st.MinAttempt < 0 {
-			errs = append(errs, fmt.Errorf("stage %d (%s): timeouts must not be negative", i, name))
-		}
-		if err := st.Retry.Validate(); err != nil {
-			errs = append(errs, fmt.Errorf("stage %d (%s): %w", i, name, err))
-		}
-	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, fmt.Errorf("fallback: invalid stream config: %w", err)
-	}
+	n := len(cfg.Stages)
 	c := &StreamChain[In, Chunk]{
-		op: cfg.Operation, total: cfg.Total, table: classify.DefaultTable(), classifier: cfg.Classifier,
-		catalog: cfg.Catalog, quotaPark: cfg.QuotaCooldown, retirePark: cfg.RetiredRecheck,
-		def: cfg.Default, cont: cfg.Continue, epoch: time.Now(),
-		stages: make([]streamStage[In, Chunk], len(cfg.Stages)),
+		engine: e, tiers: make([]StreamTier[In, Chunk], n), validators: make([]validate.Validator[string], n),
+		usages: make([]ChunkUsageReporter[Chunk], n), selectors: make([]ModelSelector[In], n), idle: make([]time.Duration, n),
+		cache: cfg.Cache, def: cfg.Default, cont: cfg.Continue,
 	}
-	if c.op == "" {
-		c.op = "generate_content"
-	}
-	if cfg.Table != nil {
-		c.table = *cfg.Table
-	}
-	if c.classifier == nil {
-		c.classifier = classify.Func(classify.Classify)
-	}
-	if c.quotaPark == 0 {
-		c.quotaPark = DefaultQuotaCooldown
-	}
-	if c.retirePark == 0 {
-		c.retirePark = DefaultRetiredRecheck
-	}
-	minAttempt := cmpOr(cfg.MinAttempt, DefaultMinAttempt)
 	for i, s := range cfg.Stages {
-		st := &c.stages[i]
-		st.StreamStage = s
-		st.name = s.Tier.Name()
-		st.policy = s.Retry
-		if st.policy.Table == nil {
-			st.policy.Table = &c.table
-		}
-		if st.policy.Classifier == nil {
-			st.policy.Classifier = c.classifier
-		}
-		st.policy = st.policy.WithDefaults()
-		st.guards = guards{bulkhead: s.Bulkhead, breaker: s.Breaker, try: deadline.Try{Cap: s.FirstChunkTimeout, MinUseful: cmpOr(s.MinAttempt, minAttempt)}}
-		if u, ok := s.Tier.(ChunkUsageReporter[Chunk]); ok {
-			st.usage = u
-		}
+		c.tiers[i], c.validators[i], c.idle[i] = s.Tier, s.Validate, s.IdleTimeout
+		c.usages[i], _ = s.Tier.(ChunkUsageReporter[Chunk])
+		c.selectors[i], _ = s.Tier.(ModelSelector[In])
 	}
-	for i := range c.stages {
-		st := &c.stages[i]
-		switch {
-		case st.Reserve < 0:
-		case st.Reserve > 0:
-			st.try.Reserve = st.Reserve
-		default:
-			for j := i + 1; j < len(c.stages); j++ {
-				st.try.Reserve += reserveFor(c.stages[j].try.MinUseful)
-			}
-		}
-	}
-	if cfg.Observer != nil {
-		c.Observe(cfg.Observer)
-	}
+	c.writer, _ = cfg.Cache.(CacheWriter[In, string])
 	return c, nil
-}
-
-func cmpOr(d, def time.Duration) time.Duration {
-	if d == 0 {
-		return def
-	}
-	return d
 }
 
 // Observe adds an observer; see Chain.Observe.
@@ -323,43 +222,10 @@ func (c *StreamChain[In, Chunk]) Observe(o Observer) (remove func()) { return c.
 func (c *StreamChain[In, Chunk]) Operation() string { return c.op }
 
 // Stages describes the chain's stages, in order.
-func (c *StreamChain[In, Chunk]) Stages() []StageInfo {
-	out := make([]StageInfo, len(c.stages))
-	for i := range c.stages {
-		st := &c.stages[i]
-		out[i] = StageInfo{Tier: st.name, Index: i, Model: st.Model, Provider: st.Provider, Breaker: st.Breaker, Bulkhead: st.Bulkhead}
-	}
-	return out
-}
+func (c *StreamChain[In, Chunk]) Stages() []StageInfo { return c.stageInfo() }
 
-// StreamResult describes how a stream was answered. Read it after the
-// iteration ends.
-type StreamResult struct {
-	// Source is SourceTier, or SourceDefault for a default chunk.
-	Source Source
-	// Tier and TierIndex name the tier that streamed (the last one, after a
-	// continuation); "" and -1 when none did.
-	Tier      string
-	TierIndex int
-	// Degraded is set for any answer but the first tier's.
-	Degraded bool
-	// UpstreamCalls counts the streams started.
-	UpstreamCalls int
-	// Chunks and Bytes measure what the consumer received.
-	Chunks int
-	Bytes  int
-	// FinishReason is the finish reason that ended the stream.
-	FinishReason string
-	// Complete is set when the stream ended with a finish reason and passed
-	// validation.
-	Complete bool
-	// Continued is set when Continue resumed the stream on another tier.
-	Continued bool
-	// TimeToFirstChunk is measured from the start of the request.
-	TimeToFirstChunk time.Duration
-	// Attempts is the trail of attempts and skips.
-	Attempts []Attempt
-}
+// Stats returns the chain's running figures.
+func (c *StreamChain[In, Chunk]) Stats() Stats { return c.stats() }
 
 // Stream is one streaming request. Range over Chunks once; then Result
 // describes it.
@@ -369,26 +235,20 @@ type Stream[In, Chunk any] struct {
 	in   In
 	used bool
 	res  StreamResult
-
-	deadline    time.Time
-	hasDeadline bool
 }
 
 // Stream prepares a streaming request; nothing is sent until Chunks is
 // ranged over.
 func (c *StreamChain[In, Chunk]) Stream(ctx context.Context, in In) *Stream[In, Chunk] {
-	s := &Stream[In, Chunk]{c: c, ctx: ctx, in: in, res: StreamResult{TierIndex: -1}}
-	s.deadline, s.hasDeadline = ctx.Deadline()
+	s := &Stream[In, Chunk]{c: c, ctx: ctx, in: in}
+	s.res.TierIndex = -1
+	s.res.deadline, s.res.hasDeadline = ctx.Deadline()
 	return s
 }
 
-// Deadline returns the request's deadline (the earlier of its context's
-// and the chain's Total), and false when it has none. The chain's Total
-// counts from the start of the iteration: before it, Deadline reports the
-// context's deadline only.
-func (s *Stream[In, Chunk]) Deadline() (time.Time, bool) { return s.deadline, s.hasDeadline }
-
 // Result describes the stream; complete once Chunks' iteration has ended.
+// Before it, its Deadline is the context's only: the chain's Total counts
+// from the start of the iteration.
 func (s *Stream[In, Chunk]) Result() StreamResult { return s.res }
 
 // Chunks yields the answer's chunks. An error ends the sequence: before the
@@ -398,8 +258,8 @@ func (s *Stream[In, Chunk]) Result() StreamResult { return s.res }
 // probe. Chunks may be ranged over once.
 func (s *Stream[In, Chunk]) Chunks() iter.Seq2[Chunk, error] {
 	return func(yield func(Chunk, error) bool) {
-		var zero Chunk
 		if s.used {
+			var zero Chunk
 			yield(zero, errors.New("tierguard: a Stream's chunks can be ranged over once"))
 			return
 		}
@@ -408,332 +268,269 @@ func (s *Stream[In, Chunk]) Chunks() iter.Seq2[Chunk, error] {
 	}
 }
 
-// stageEnd says how a stage's stream ended.
-type stageEnd uint8
-
-const (
-	// endDone: the stream completed, failed validation, or the consumer
-	// stopped; nothing more to do.
-	endDone stageEnd = iota
-	// endBeforeCommit: the tier failed before its first chunk; route by
-	// class.
-	endBeforeCommit
-	// endIncomplete: the stream broke after its first chunk.
-	endIncomplete
-)
-
-type streamRun[In, Chunk any] struct {
-	s       *Stream[In, Chunk]
-	yield   func(Chunk, error) bool
-	ctx     context.Context
-	budget  deadline.Budget
-	obs     Observer
-	start   time.Time
-	partial strings.Builder
-	keep    bool // keep the partial text: needed for Continue or Validate
-	// queueWait is the current stage's bulkhead wait, reported once.
-	queueWait time.Duration
-}
-
 func (c *StreamChain[In, Chunk]) run(s *Stream[In, Chunk], yield func(Chunk, error) bool) {
-	ctx := s.ctx
-	if c.total > 0 {
-		if d, ok := ctx.Deadline(); !ok || time.Until(d) > c.total {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(ctx, c.total)
-			defer cancel()
-		}
-	}
-	r := &streamRun[In, Chunk]{s: s, yield: yield, ctx: ctx, budget: deadline.New(ctx, 0), start: time.Now(), keep: c.cont != nil}
-	s.deadline, s.hasDeadline = r.budget.Deadline()
-	if o := c.observer.load(); o != nil {
-		r.obs = o
-		r.ctx = o.Observe(r.ctx, Event{Kind: RequestStarted, Operation: c.op, TierIndex: -1, Model: c.stages[0].Model, Provider: c.stages[0].Provider})
-		defer func() {
-			if p := recover(); p != nil {
-				c.end(r, &PanicError{Value: p}, classify.Verdict{Class: classify.Unknown, Reason: "tier panicked"})
-				panic(p)
-			}
-		}()
-	}
+	var r request
+	c.begin(s.ctx, &r)
+	defer func() { s.res.Summary = r.sum }()
+	defer c.endOnPanic(&r)
 	in := s.in
 	var last classify.Verdict
 	var incomplete *IncompleteError
+	keep := c.cont != nil
+	var partial strings.Builder
 	for i := range c.stages {
 		st := &c.stages[i]
-		end, v, err := c.runStage(r, i, st, in)
-		switch end {
-		case endDone:
-			c.end(r, err, v)
-			return
-		case endIncomplete:
-			incomplete = err.(*IncompleteError)
+		model := c.modelFor(i, in)
+		op, h, end := runStage(c.engine, c, &r, st, model, in)
+		if end.err == nil {
+			p := pump[In, Chunk]{c: c, r: &r, s: s, st: st, model: model, n: end.n, h: h, op: op, yield: yield}
+			if keep {
+				p.partial = &partial
+			}
+			ie, done := p.run(in)
+			if done {
+				return
+			}
+			incomplete = ie
 			if c.cont != nil && i+1 < len(c.stages) {
-				if next, ok := c.cont(s.in, r.partial.String()); ok {
+				if next, ok := c.cont(s.in, partial.String()); ok {
 					in = next
 					s.res.Continued = true
 					continue
 				}
 			}
-			yield(*new(Chunk), incomplete)
-			c.end(r, incomplete, incomplete.V)
-			return
+			break
 		}
-		last = v
+		last = end.verdict
 		if incomplete != nil {
 			// A continuation tier failed before its first chunk: keep
 			// looking, but the stream as a whole stays incomplete.
 			continue
 		}
-		switch c.table.Action(v.Class).Route {
+		switch end.route {
 		case classify.RouteFailClosed:
-			c.failStream(r, v, true)
+			c.failStream(&r, yield, end.verdict, true)
 			return
 		case classify.RouteLocal:
-			c.localStream(r, last)
+			c.localStream(&r, s, yield, last)
 			return
 		}
 	}
 	if incomplete != nil {
-		yield(*new(Chunk), incomplete)
-		c.end(r, incomplete, incomplete.V)
+		var zero Chunk
+		yield(zero, incomplete)
+		c.end(&r, incomplete, incomplete.V, s.res.Chunks)
 		return
 	}
-	c.localStream(r, last)
+	c.localStream(&r, s, yield, last)
 }
 
-func (c *StreamChain[In, Chunk]) localStream(r *streamRun[In, Chunk], last classify.Verdict) {
-	if err := r.ctx.Err(); err == nil || !errors.Is(err, context.Canceled) {
-		if c.def != nil {
-			if ch, ok := c.def(r.ctx, r.s.in); ok {
-				r.s.res.Source, r.s.res.Degraded, r.s.res.Complete = SourceDefault, true, true
-				r.s.res.Tier, r.s.res.TierIndex = "", -1
-				r.s.res.Chunks = 1
-				if r.obs != nil {
-					r.obs.Observe(r.ctx, Event{Kind: LocalAnswered, Operation: c.op, TierIndex: -1, Source: SourceDefault, Degraded: true, UpstreamCalls: r.s.res.UpstreamCalls})
-				}
-				r.yield(ch, nil)
-				c.end(r, nil, classify.Verdict{})
-				return
-			}
+// modelFor is the model a stream of stage i will use for in.
+func (c *StreamChain[In, Chunk]) modelFor(i int, in In) string {
+	if sel := c.selectors[i]; sel != nil {
+		if m := sel.ModelFor(in); m != "" {
+			return m
 		}
-		if r.budget.Remaining() <= 0 {
-			last = classify.Verdict{Class: classify.DeadlineExhausted, Reason: "deadline budget exhausted"}
-		}
-		c.failStream(r, last, false)
+	}
+	return c.stages[i].model
+}
+
+func (c *StreamChain[In, Chunk]) localStream(r *request, s *Stream[In, Chunk], yield func(Chunk, error) bool, last classify.Verdict) {
+	defer r.finish()
+	cause, canceled := c.localCause(r, last)
+	if canceled {
+		c.failStream(r, yield, cause, true)
 		return
 	}
-	c.failStream(r, classify.InContext(r.ctx, last), true)
-}
-
-func (c *StreamChain[In, Chunk]) failStream(r *streamRun[In, Chunk], cause classify.Verdict, closed bool) {
-	names := make([]string, len(c.stages))
-	for i := range c.stages {
-		names[i] = c.stages[i].name
-	}
-	e := buildError(names, r.s.res.Attempts, cause, closed)
-	r.s.res.Tier, r.s.res.TierIndex = "", -1
-	r.yield(*new(Chunk), e)
-	c.end(r, e, cause)
-}
-
-func (c *StreamChain[In, Chunk]) end(r *streamRun[In, Chunk], err error, v classify.Verdict) {
-	if r.obs == nil {
-		return
-	}
-	res := &r.s.res
-	r.obs.Observe(r.ctx, Event{
-		Kind: RequestEnded, Operation: c.op, TierIndex: res.TierIndex, Tier: res.Tier, Verdict: v,
-		Source: res.Source, Degraded: res.Degraded, UpstreamCalls: res.UpstreamCalls, Answered: err == nil,
-		Remaining: r.budget.Remaining(), Latency: time.Since(r.start), Err: err, Chunks: res.Chunks,
-		Incomplete: errors.Is(err, ErrIncomplete),
-	})
-}
-
-func (c *StreamChain[In, Chunk]) event(r *streamRun[In, Chunk], kind EventKind, i int, st *streamStage[In, Chunk], n int) Event {
-	e := Event{Kind: kind, Operation: c.op, Tier: st.name, TierIndex: i, Model: st.Model, Provider: st.Provider, Attempt: n, Remaining: r.budget.Remaining()}
-	if st.Breaker != nil {
-		e.Breaker, e.HasBreaker = st.Breaker.State(), true
-	}
-	return e
-}
-
-func (c *StreamChain[In, Chunk]) skip(r *streamRun[In, Chunk], i int, st *streamStage[In, Chunk], why Skip, err error) classify.Verdict {
-	v := classify.Verdict{Class: classify.Rejected, Reason: skipReasons[why]}
-	if why == SkipBudget && r.budget.Remaining() <= 0 {
-		v = classify.Verdict{Class: classify.DeadlineExhausted, Reason: "deadline budget exhausted"}
-	}
-	r.s.res.Attempts = append(r.s.res.Attempts, Attempt{Tier: st.name, TierIndex: i, Skip: why, Verdict: v, Err: err})
-	if r.obs != nil {
-		e := c.event(r, StageSkipped, i, st, 0)
-		e.Skip, e.Verdict, e.Err, e.Route = why, v, err, c.table.Action(v.Class).Route
-		e.QueueWait, r.queueWait = r.queueWait, 0
-		r.obs.Observe(r.ctx, e)
-	}
-	return v
-}
-
-// runStage streams from one tier behind its guards.
-func (c *StreamChain[In, Chunk]) runStage(r *streamRun[In, Chunk], i int, st *streamStage[In, Chunk], in In) (end stageEnd, v classify.Verdict, err error) {
-	if skip := st.preflight(c.epoch, c.catalog, st.Model); skip != NotSkipped {
-		err = skipError(st.name, st.Model, skip)
-		return endBeforeCommit, c.skip(r, i, st, skip, err), err
-	}
-	if oerr := st.open(); oerr != nil {
-		return endBeforeCommit, c.skip(r, i, st, SkipOpen, oerr), oerr
-	}
-	e, why, gerr := st.enter(r.ctx, r.budget, r.obs != nil)
-	r.queueWait = e.queueWait
-	if gerr != nil {
-		if why == NotSkipped {
-			return endBeforeCommit, classify.InContext(r.ctx, classify.Verdict{Class: classify.Canceled}), gerr
+	ctx := r.localContext()
+	for _, src := range [...]Source{SourceCache, SourceDefault} {
+		var ch Chunk
+		ok := false
+		switch {
+		case src == SourceCache && c.cache != nil:
+			ch, ok = c.cache.Get(ctx, s.in)
+		case src == SourceDefault && c.def != nil:
+			ch, ok = c.def(ctx, s.in)
 		}
-		return endBeforeCommit, c.skip(r, i, st, why, gerr), gerr
-	}
-	if e.slot {
-		defer st.Bulkhead.Release()
-	}
-	tok := e.tok
-	outcome := breaker.Ignored
-	defer func() { tok.Done(outcome) }()
-
-	for n := 1; ; n++ {
-		end, v, err, retryable := c.attempt(r, i, st, in, n, tok)
-		if end != endBeforeCommit {
-			outcome = streamOutcome(c.table, end, v)
-			if end == endIncomplete {
-				st.park(c.epoch, c.catalog, st.Model, v, c.quotaPark, c.retirePark)
-			}
-			return end, v, err
-		}
-		if !retryable {
-			if errors.Is(err, deadline.ErrExhausted) && n == 1 {
-				return endBeforeCommit, v, err
-			}
-			outcome = breaker.OutcomeFor(c.table, v.Class)
-			st.park(c.epoch, c.catalog, st.Model, v, c.quotaPark, c.retirePark)
-			return endBeforeCommit, v, err
+		if ok {
+			c.localAnswered(r, src)
+			s.res.Complete, s.res.Chunks = true, 1
+			yield(ch, nil)
+			c.end(r, nil, classify.Verdict{}, 1)
+			return
 		}
 	}
+	c.failStream(r, yield, cause, false)
 }
 
-func streamOutcome(t classify.Table, end stageEnd, v classify.Verdict) breaker.Outcome {
-	if end == endDone && v.Class == classify.OK {
-		return breaker.Success
-	}
-	return breaker.OutcomeFor(t, v.Class)
+func (c *StreamChain[In, Chunk]) failStream(r *request, yield func(Chunk, error) bool, cause classify.Verdict, closed bool) {
+	err := c.failure(r, cause, closed)
+	var zero Chunk
+	yield(zero, err)
+	c.end(r, err, cause, 0)
 }
 
-// attempt makes one streaming call. Before its first chunk it reports
-// endBeforeCommit with whether a retry follows (after sleeping); from the
-// first chunk on it streams to the consumer and reports how it ended.
-func (c *StreamChain[In, Chunk]) attempt(r *streamRun[In, Chunk], i int, st *streamStage[In, Chunk], in In, n int, tok breaker.Token) (end stageEnd, v classify.Verdict, err error, retryAgain bool) {
-	remaining := r.budget.Remaining()
-	avail := remaining - st.try.Reserve
-	if avail <= 0 || avail < st.try.MinUseful {
-		err = deadline.Exhausted(remaining, nil)
-		if n == 1 {
-			return endBeforeCommit, c.skip(r, i, st, SkipBudget, err), err, false
-		}
-		return endBeforeCommit, classify.Verdict{Class: classify.DeadlineExhausted, Reason: "deadline budget exhausted"}, err, false
-	}
-	firstWait := time.Duration(-1)
-	if st.FirstChunkTimeout > 0 {
-		firstWait = st.FirstChunkTimeout
-	}
-	if remaining != deadline.Unlimited && st.try.Reserve > 0 && (firstWait < 0 || avail < firstWait) {
-		firstWait = avail
-	}
+// Why a stream's context was cancelled by the chain.
+const (
+	cutNone int32 = iota
+	cutFirstChunk
+	cutIdle
+	cutConsumer
+)
 
-	actx, cancel := context.WithCancelCause(r.ctx)
-	defer cancel(nil)
+// opened is a stream that reached its commit point: the chunks read so far
+// (those before the first with content, and that one) and the rest to pull.
+type opened[Chunk any] struct {
+	ctx     *budget.Context
+	cut     atomic.Int32
+	src     source[Chunk]
+	pending []Chunk
+	start   time.Time
+}
+
+// attempt starts a stream and reads it up to its first chunk with content,
+// within the first-chunk window per. Chunks before it are kept, to be
+// shown once the stream commits; a stream that fails before it fails like
+// a unary call.
+func (c *StreamChain[In, Chunk]) attempt(st *stage, b budget.Budget, base context.Context, per, remaining time.Duration, in In) (*opened[Chunk], attemptEnd) {
+	var deadline time.Time
+	if d, ok := b.Deadline(); ok {
+		deadline = d
+	}
+	op := &opened[Chunk]{ctx: budget.NewContext(base, deadline), start: time.Now()}
 	var timer *time.Timer
-	if firstWait >= 0 {
-		timer = time.AfterFunc(firstWait, func() { cancel(ErrFirstChunkTimeout) })
+	if per != budget.Unlimited && (st.try.Cap > 0 || per < remaining) {
+		timer = time.AfterFunc(per, func() {
+			if op.cut.CompareAndSwap(cutNone, cutFirstChunk) {
+				op.ctx.Cancel()
+			}
+		})
 	}
-	if r.obs != nil {
-		e := c.event(r, AttemptStarted, i, st, n)
-		e.QueueWait, r.queueWait = r.queueWait, 0
-		actx = r.obs.Observe(actx, e)
+	op.src = c.open(st, op.ctx, in)
+	tier := c.tiers[st.index]
+	for {
+		ch, err, ok := op.src.next()
+		if ok && err == nil {
+			op.pending = append(op.pending, ch)
+			info := tier.Inspect(ch)
+			if !info.NonTextContent && strings.TrimSpace(info.Text) == "" {
+				continue
+			}
+			if timer == nil || timer.Stop() {
+				return op, attemptEnd{}
+			}
+			// The timer fired as the chunk arrived: the stream's context is
+			// cancelled and it cannot go on. Nothing was shown yet, so this
+			// is a first-chunk timeout, not an incomplete stream.
+			err = ErrFirstChunkTimeout
+		}
+		if timer != nil {
+			timer.Stop()
+		}
+		op.ctx.Cancel()
+		abandoned := op.src.stop()
+		end := attemptEnd{err: err, timedOut: op.cut.Load() == cutFirstChunk, abandoned: abandoned}
+		switch {
+		case end.timedOut:
+			end.err = classify.Wrap(ErrFirstChunkTimeout, classify.Verdict{Class: classify.Transient, Reason: "no first chunk in time"})
+		case err == nil:
+			end.err = classify.Wrap(ErrEmptyStream, classify.Verdict{Class: classify.InvalidOutput, Reason: "empty stream"})
+		}
+		return nil, end
 	}
-	start := time.Now()
-	next, stop := iter.Pull2(st.Tier.Stream(actx, in))
-	defer stop()
-	r.s.res.UpstreamCalls++
+}
 
-	chunk, cerr, ok := next()
-	if timer != nil && !timer.Stop() && ok && cerr == nil {
-		// The timer fired as the first chunk arrived: the attempt's context
-		// is cancelled and the stream cannot go on. Nothing was shown yet,
-		// so this is a first-chunk timeout, not an incomplete stream.
-		cerr = ErrFirstChunkTimeout
-	}
-	if !ok || cerr != nil {
-		// Failed before the first chunk: the unary chain's rules apply.
-		switch cause := context.Cause(actx); {
-		case errors.Is(cause, ErrFirstChunkTimeout) && r.ctx.Err() == nil:
-			cerr = classify.Wrap(ErrFirstChunkTimeout, classify.Verdict{Class: classify.Transient, Reason: "no first chunk in time"})
-		case !ok && cerr == nil:
-			cerr = classify.Wrap(ErrEmptyStream, classify.Verdict{Class: classify.InvalidOutput, Reason: "empty stream"})
-		}
-		v = classify.InContext(r.ctx, st.policy.Classifier.Classify(cerr))
-		a := st.policy.Decide(n, v, r.budget, st.try)
-		if a.Retry && tok.Stale() {
-			a.Retry, a.Wait, a.Stop = false, 0, retry.CircuitOpen
-		}
-		latency := time.Since(start)
-		r.s.res.Attempts = append(r.s.res.Attempts, Attempt{Tier: st.name, TierIndex: i, N: n, Verdict: v, Latency: latency, Wait: a.Wait, Err: cerr})
-		if r.obs != nil {
-			e := c.event(r, AttemptEnded, i, st, n)
-			e.Verdict, e.Latency, e.Err, e.Retry, e.Wait, e.Stop = v, latency, cerr, a.Retry, a.Wait, a.Stop
-			e.Route = c.table.Action(v.Class).Route
-			r.obs.Observe(r.ctx, e)
-		}
-		if !a.Retry {
-			return endBeforeCommit, v, cerr, false
-		}
-		stop()
-		if serr := retry.Sleep(r.ctx, a.Wait); serr != nil {
-			return endBeforeCommit, classify.InContext(r.ctx, v), cerr, false
-		}
-		return endBeforeCommit, v, cerr, !tok.Stale()
-	}
+// usage is not read at the commit point: a stream reports it when it ends.
+func (c *StreamChain[In, Chunk]) usage(*stage, *opened[Chunk]) (Usage, bool) { return Usage{}, false }
 
-	// The commit point: from here on, no silent switch.
-	res := &r.s.res
-	res.Source, res.Tier, res.TierIndex, res.Degraded = SourceTier, st.name, i, i > 0 || res.Continued
-	ttfc := time.Since(r.start)
+// committed is true: a stream's first chunk is its commit point, and its
+// end comes later.
+func (c *StreamChain[In, Chunk]) committed() bool { return true }
+
+// pump streams a committed attempt to the consumer and settles its stage.
+type pump[In, Chunk any] struct {
+	c       *StreamChain[In, Chunk]
+	r       *request
+	s       *Stream[In, Chunk]
+	st      *stage
+	model   string
+	n       int
+	h       held
+	op      *opened[Chunk]
+	yield   func(Chunk, error) bool
+	partial *strings.Builder
+}
+
+// run streams the rest of the answer. done is set when the request is over
+// (complete, rejected by validation, or stopped by the consumer); otherwise
+// the stream broke and ie says how.
+func (p *pump[In, Chunk]) run(in In) (ie *IncompleteError, done bool) {
+	c, r, st, op := p.c, p.r, p.st, p.op
+	res := &p.s.res
+	outcome := breaker.Ignored
+	defer func() {
+		// Cancel first, so the tier sees its context end as its sequence is
+		// stopped.
+		op.ctx.Cancel()
+		op.src.stop()
+		c.exit(r, st, &p.h, outcome)
+	}()
+	c.answeredBy(r, st, st.index > 0 || res.Continued)
 	if res.Chunks == 0 {
-		res.TimeToFirstChunk = ttfc
+		res.TimeToFirstChunk = time.Since(r.start)
 	}
 	if r.obs != nil {
-		e := c.event(r, FirstChunkReceived, i, st, n)
-		e.Latency = time.Since(start)
-		r.obs.Observe(r.ctx, e)
+		ev := c.event(r, FirstChunkReceived, st, p.model, p.n)
+		ev.Latency = time.Since(op.start)
+		r.obs.Observe(r.ctx, ev)
 	}
-	keepText := r.keep || st.Validate != nil
+	tier := c.tiers[st.index]
+	validator, usages := c.validators[st.index], c.usages[st.index]
+	keepText := p.partial != nil || validator != nil || c.writer != nil
 	var text strings.Builder
 	chunks, bytes := 0, 0
 	var finish string
-	var usage Usage
+	var u Usage
 	var hasUsage bool
-	// The idle timer runs only while waiting on the upstream, so a slow
-	// consumer is never mistaken for a stalled stream.
+	idleFor := c.idle[st.index]
 	var idle *time.Timer
-	if st.IdleTimeout > 0 {
-		idle = time.AfterFunc(st.IdleTimeout, func() { cancel(ErrIdleTimeout) })
+	if idleFor > 0 {
+		// It runs only while waiting on the upstream, so a slow consumer is
+		// never mistaken for a stalled stream.
+		idle = time.AfterFunc(idleFor, func() {
+			if op.cut.CompareAndSwap(cutNone, cutIdle) {
+				op.ctx.Cancel()
+			}
+		})
 		idle.Stop()
 		defer idle.Stop()
 	}
-	for {
-		info := st.Tier.Inspect(chunk)
+	var cerr error
+	for i := 0; ; i++ {
+		var ch Chunk
+		if i < len(op.pending) {
+			ch = op.pending[i]
+		} else {
+			if idle != nil {
+				idle.Reset(idleFor)
+			}
+			var ok bool
+			ch, cerr, ok = op.src.next()
+			if idle != nil {
+				idle.Stop()
+			}
+			if !ok || cerr != nil {
+				break
+			}
+		}
+		info := tier.Inspect(ch)
 		chunks++
 		res.Chunks++
 		res.Bytes += len(info.Text)
 		bytes += len(info.Text)
-		if st.usage != nil {
-			if u, ok := st.usage.ChunkUsage(chunk); ok {
-				usage, hasUsage = u, true
+		if usages != nil {
+			if cu, ok := usages.ChunkUsage(ch); ok {
+				u, hasUsage = cu, true
 			}
 		}
 		if info.FinishReason != "" {
@@ -741,45 +538,47 @@ func (c *StreamChain[In, Chunk]) attempt(r *streamRun[In, Chunk], i int, st *str
 		}
 		if keepText {
 			text.WriteString(info.Text)
-			if r.keep {
-				r.partial.WriteString(info.Text)
+			if p.partial != nil {
+				p.partial.WriteString(info.Text)
 			}
 		}
-		if !r.yield(chunk, nil) {
+		if !p.yield(ch, nil) {
 			// The consumer stopped: cancel upstream, decide nothing.
-			cancel(context.Canceled)
-			c.attemptEnded(r, i, st, n, start, chunks, classify.Verdict{Class: classify.Canceled, Reason: "consumer stopped"}, nil, false, usage, hasUsage)
-			return endDone, classify.Verdict{Class: classify.Canceled, Reason: "consumer stopped"}, nil, false
-		}
-		if idle != nil {
-			idle.Reset(st.IdleTimeout)
-		}
-		chunk, cerr, ok = next()
-		if idle != nil {
-			idle.Stop()
-		}
-		if !ok || cerr != nil {
-			break
+			op.cut.CompareAndSwap(cutNone, cutConsumer)
+			v := classify.Verdict{Class: classify.Canceled, Reason: "consumer stopped"}
+			p.ended(chunks, v, nil, false, u, hasUsage)
+			c.end(r, nil, v, res.Chunks)
+			return nil, true
 		}
 	}
+	op.pending = nil
 	res.FinishReason = finish
 	var cause error
-	switch cause = context.Cause(actx); {
-	case cerr == nil && finish != "":
-		// A clean end with a finish reason: validate the whole answer.
-		if st.Validate != nil {
-			if verr := st.Validate.Validate(text.String()); verr != nil {
+	var v classify.Verdict
+	switch {
+	case finish != "" && (cerr == nil || op.cut.Load() == cutNone && r.ctx.Err() == nil):
+		// The answer ended with its finish reason; an error after it (a
+		// server that sends one more event) cannot take it back.
+		if validator != nil {
+			if verr := validator.Validate(text.String()); verr != nil {
 				verr = validate.AsInvalidOutput(verr)
-				v = st.policy.Classifier.Classify(verr)
-				c.attemptEnded(r, i, st, n, start, chunks, v, verr, false, usage, hasUsage)
-				r.yield(*new(Chunk), verr)
-				return endDone, v, verr, false
+				v = classify.Classify(verr)
+				p.ended(chunks, v, verr, false, u, hasUsage)
+				var zero Chunk
+				p.yield(zero, verr)
+				c.end(r, verr, v, res.Chunks)
+				return nil, true
 			}
 		}
 		res.Complete = true
-		c.attemptEnded(r, i, st, n, start, chunks, classify.Verdict{}, nil, false, usage, hasUsage)
-		return endDone, classify.Verdict{}, nil, false
-	case errors.Is(cause, ErrIdleTimeout) && r.ctx.Err() == nil:
+		outcome = breaker.Success
+		p.ended(chunks, classify.Verdict{}, nil, false, u, hasUsage)
+		if c.writer != nil {
+			c.writer.Put(r.ctx, in, text.String())
+		}
+		c.end(r, nil, classify.Verdict{}, res.Chunks)
+		return nil, true
+	case op.cut.Load() == cutIdle && r.ctx.Err() == nil:
 		cause = ErrIdleTimeout
 		v = classify.Verdict{Class: classify.Transient, Reason: "stream idle too long"}
 	case cerr == nil:
@@ -787,20 +586,29 @@ func (c *StreamChain[In, Chunk]) attempt(r *streamRun[In, Chunk], i int, st *str
 		v = classify.Verdict{Class: classify.Transient, Reason: "stream ended without a finish reason"}
 	default:
 		cause = cerr
-		v = classify.InContext(r.ctx, st.policy.Classifier.Classify(cerr))
+		// Past the commit point the deadline cutting a long answer is not
+		// the tier hanging: classified, not counted as a timeout.
+		v, _, _ = c.classifyFailure(r, st, st.try, failed{err: cerr})
 	}
-	ie := &IncompleteError{Tier: st.name, Chunks: chunks, Bytes: bytes, FinishReason: finish, Cause: cause, V: v}
-	c.attemptEnded(r, i, st, n, start, chunks, v, ie, true, usage, hasUsage)
-	return endIncomplete, v, ie, false
+	a := c.table.Action(v.Class)
+	if a.BreakerFailure {
+		outcome = breaker.Failure
+	}
+	c.park(st, p.model, v, a.Park)
+	ie = &IncompleteError{Tier: st.name, Chunks: chunks, Bytes: bytes, FinishReason: finish, Cause: cause, V: v}
+	p.ended(chunks, v, ie, true, u, hasUsage)
+	return ie, false
 }
 
-func (c *StreamChain[In, Chunk]) attemptEnded(r *streamRun[In, Chunk], i int, st *streamStage[In, Chunk], n int, start time.Time, chunks int, v classify.Verdict, err error, incomplete bool, usage Usage, hasUsage bool) {
-	latency := time.Since(start)
-	r.s.res.Attempts = append(r.s.res.Attempts, Attempt{Tier: st.name, TierIndex: i, N: n, Verdict: v, Latency: latency, Err: err})
+// ended reports a committed stream's end.
+func (p *pump[In, Chunk]) ended(chunks int, v classify.Verdict, err error, incomplete bool, u Usage, hasUsage bool) {
+	r := p.r
+	latency := time.Since(p.op.start)
+	r.sum.record(Attempt{Tier: p.st.name, TierIndex: p.st.index, Model: p.model, N: p.n, Verdict: v, Latency: latency, Err: err})
 	if r.obs != nil {
-		e := c.event(r, AttemptEnded, i, st, n)
-		e.Verdict, e.Latency, e.Err, e.Chunks, e.Incomplete = v, latency, err, chunks, incomplete
-		e.Usage, e.HasUsage = usage, hasUsage
-		r.obs.Observe(r.ctx, e)
+		ev := p.c.event(r, AttemptEnded, p.st, p.model, p.n)
+		ev.Verdict, ev.Latency, ev.Err, ev.Chunks, ev.Incomplete = v, latency, err, chunks, incomplete
+		ev.Usage, ev.HasUsage = u, hasUsage
+		r.obs.Observe(r.ctx, ev)
 	}
 }

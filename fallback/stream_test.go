@@ -229,8 +229,8 @@ func TestStreamFirstChunkTimeoutFallsBack(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, "quick", text)
 		assert.Equal(t, 3*time.Second, time.Since(start))
-		assert.Equal(t, classify.Transient, s.Result().Attempts[0].Verdict.Class)
-		assert.ErrorIs(t, s.Result().Attempts[0].Err, fallback.ErrFirstChunkTimeout)
+		assert.Equal(t, classify.Transient, s.Result().Attempts()[0].Verdict.Class)
+		assert.ErrorIs(t, s.Result().Attempts()[0].Err, fallback.ErrFirstChunkTimeout)
 	})
 }
 
@@ -394,7 +394,7 @@ func TestStreamInvalidConfig(t *testing.T) {
 	_, err = fallback.NewStream(fallback.StreamConfig[string, chunk]{Stages: []fallback.StreamStage[string, chunk]{{}}})
 	assert.ErrorContains(t, err, "Tier is required")
 	_, err = fallback.NewStream(fallback.StreamConfig[string, chunk]{Stages: []fallback.StreamStage[string, chunk]{{Tier: (&streamFake{name: "a"}).tier(), IdleTimeout: -1}}})
-	assert.ErrorContains(t, err, "timeouts must not be negative")
+	assert.ErrorContains(t, err, "negative IdleTimeout")
 }
 
 // TestStreamFirstChunkAtTheTimeoutFallsBack: a first chunk that arrives as
@@ -419,7 +419,7 @@ func TestStreamFirstChunkAtTheTimeoutFallsBack(t *testing.T) {
 		text, err := collect(s)
 		require.NoError(t, err)
 		assert.Equal(t, "quick", text)
-		assert.ErrorIs(t, s.Result().Attempts[0].Err, fallback.ErrFirstChunkTimeout)
+		assert.ErrorIs(t, s.Result().Attempts()[0].Err, fallback.ErrFirstChunkTimeout)
 	})
 }
 
@@ -448,12 +448,12 @@ func TestStreamReportsUsageAndDeadline(t *testing.T) {
 			Stages: []fallback.StreamStage[string, chunk]{{Tier: usageTier{pro.tier()}}}, Observer: obs, Total: 5 * time.Second,
 		})
 		s := c.Stream(context.Background(), "q")
-		_, has := s.Deadline()
+		_, has := s.Result().Deadline()
 		assert.False(t, has, "no deadline before the iteration starts the Total")
 		_, err := collect(s)
 		require.NoError(t, err)
 		assert.Equal(t, fallback.Usage{InputTokens: 7, OutputTokens: 3}, got)
-		d, has := s.Deadline()
+		d, has := s.Result().Deadline()
 		require.True(t, has)
 		assert.Equal(t, 5*time.Second, time.Until(d))
 	})

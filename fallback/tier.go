@@ -1,10 +1,13 @@
 package fallback
 
-import "context"
+import (
+	"context"
+	"iter"
+)
 
 // ModelTier is one way of answering a request: a model behind an SDK or an
 // HTTP API. Each tier receives the same In and builds its own prompt from
-// it (seed 000: a Flash prompt is not the Pro prompt).
+// it: a Flash prompt need not be the Pro prompt.
 //
 // Call must honour ctx: the chain gives every attempt a context that ends
 // at the attempt's share of the request's deadline.
@@ -29,6 +32,18 @@ type funcTier[In, Out any] struct {
 func (t funcTier[In, Out]) Name() string { return t.name }
 
 func (t funcTier[In, Out]) Call(ctx context.Context, in In) (Out, error) { return t.call(ctx, in) }
+
+// ModelSelector is implemented by tiers that choose their model per input
+// — a batch job that names its model, a tier over several model versions.
+// The chain asks it for the model a call will use, so that a 404 marks
+// that model retired (not the whole tier), and a later input for the same
+// model is skipped without an upstream call while other models on the tier
+// are still called.
+type ModelSelector[In any] interface {
+	// ModelFor returns the model id a call for in will use; "" means the
+	// stage's Model.
+	ModelFor(in In) string
+}
 
 // Usage is the token usage an answer reports.
 type Usage struct {
@@ -58,4 +73,60 @@ type Cache[In, Out any] interface {
 type CacheWriter[In, Out any] interface {
 	// Put stores a validated answer for in.
 	Put(ctx context.Context, in In, out Out)
+}
+
+// ChunkInfo is what a streaming chain needs to know about one chunk.
+type ChunkInfo struct {
+	// Text is the text the chunk adds; its length is accounted, and the
+	// assembled text is validated at the end when the stage has a
+	// validator. It is never logged or exported.
+	Text string
+	// FinishReason is set on the chunk that ends the answer ("STOP",
+	// "MAX_TOKENS"). A stream that ends without one is incomplete.
+	FinishReason string
+	// NonTextContent is set when the chunk carries content other than its
+	// Text — a function call, an image, code. The first chunk with
+	// content, text that is not blank or this, is the stream's commit
+	// point.
+	NonTextContent bool
+}
+
+// StreamTier is a tier that answers with a stream of chunks, the shape the
+// genai SDK's GenerateContentStream has.
+type StreamTier[In, Chunk any] interface {
+	// Name identifies the tier, as for ModelTier.
+	Name() string
+	// Stream starts one upstream call. It must honour ctx: the chain
+	// cancels it when the first chunk or the next one is late, when the
+	// deadline passes, and when the consumer stops.
+	Stream(ctx context.Context, in In) iter.Seq2[Chunk, error]
+	// Inspect describes a chunk.
+	Inspect(c Chunk) ChunkInfo
+}
+
+// StreamTierFunc adapts functions to the StreamTier interface.
+func StreamTierFunc[In, Chunk any](name string, stream func(ctx context.Context, in In) iter.Seq2[Chunk, error], inspect func(Chunk) ChunkInfo) StreamTier[In, Chunk] {
+	return funcStreamTier[In, Chunk]{name: name, stream: stream, inspect: inspect}
+}
+
+type funcStreamTier[In, Chunk any] struct {
+	name    string
+	stream  func(context.Context, In) iter.Seq2[Chunk, error]
+	inspect func(Chunk) ChunkInfo
+}
+
+func (t funcStreamTier[In, Chunk]) Name() string { return t.name }
+func (t funcStreamTier[In, Chunk]) Stream(ctx context.Context, in In) iter.Seq2[Chunk, error] {
+	return t.stream(ctx, in)
+}
+func (t funcStreamTier[In, Chunk]) Inspect(c Chunk) ChunkInfo { return t.inspect(c) }
+
+// ChunkUsageReporter is implemented by stream tiers whose chunks carry token
+// usage (Gemini sends it on the last chunk). The chain reports the last
+// usage a stream carried to observers, which export
+// gen_ai.client.token.usage.
+type ChunkUsageReporter[Chunk any] interface {
+	// ChunkUsage returns the usage c carries, and false when it carries
+	// none.
+	ChunkUsage(c Chunk) (Usage, bool)
 }

@@ -201,7 +201,7 @@ func (i *Instrumentation) Watch(c Chain) {
 		o.waits.Store(true)
 	}
 	for _, s := range stages {
-		st := reg.stageLocked(stageKey{op: op, tier: s.Tier, model: s.Model, provider: s.Provider, index: s.Index})
+		st := reg.stageLocked(stageKey{op: op, tier: s.Tier, model: s.Model, provider: s.Provider, index: s.TierIndex})
 		if s.Bulkhead != nil && s.Bulkhead.MaxWait() > 0 {
 			st.waits.Store(true)
 		}

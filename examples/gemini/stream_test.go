@@ -119,13 +119,13 @@ func TestStream503BeforeFirstChunkFallsBack(t *testing.T) {
 	assert.True(t, res.Degraded)
 	assert.True(t, res.Complete)
 	assert.Equal(t, 2, res.UpstreamCalls)
-	require.Len(t, res.Attempts, 2)
-	v := res.Attempts[0].Verdict
+	require.Len(t, res.Attempts(), 2)
+	v := res.Attempts()[0].Verdict
 	assert.Equal(t, classify.Transient, v.Class)
 	assert.Equal(t, 503, v.HTTPStatus)
 	assert.Equal(t, 3*time.Second, v.RetryAfter, "the Transport carried the Retry-After header")
 	var re *gemini.ResponseError
-	assert.ErrorAs(t, res.Attempts[0].Err, &re)
+	assert.ErrorAs(t, res.Attempts()[0].Err, &re)
 }
 
 func TestStreamCutAfterThreeChunks(t *testing.T) {
@@ -342,7 +342,7 @@ func TestStreamOddBodies(t *testing.T) {
 			if tc.fellBack {
 				require.NoError(t, err)
 				assert.Equal(t, "flash", res.Tier)
-				a := res.Attempts[0]
+				a := res.Attempts()[0]
 				assert.Equal(t, tc.class, a.Verdict.Class, "%v", a.Err)
 				if tc.is != nil {
 					assert.ErrorIs(t, a.Err, tc.is)

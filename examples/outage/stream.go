@@ -166,7 +166,7 @@ func (r *recorder) recordStream(t *tally, start, end time.Time, res fallback.Str
 	default:
 		rec.end = streamFailed
 	}
-	for _, a := range res.Attempts {
+	for _, a := range res.Attempts() {
 		if a.Skip != fallback.NotSkipped {
 			continue
 		}

@@ -718,6 +718,12 @@ func (h *harness) check(id int, in string, keyed bool, res fallback.Result[strin
 }
 
 func (h *harness) checkPanic(id int, keyed bool, p any) {
+	// A panic carried across goroutines (a shared execution, a detached
+	// call) arrives as a *fallback.PanicError holding the tier's own value
+	// and the stack it happened on.
+	if pe, ok := p.(*fallback.PanicError); ok && len(pe.Stack) > 0 {
+		p = pe.Value
+	}
 	if keyed {
 		// A shared execution's panic reaches every waiter with the tier's
 		// own value (the panic of the call that ran, not necessarily this

@@ -415,8 +415,8 @@ func TestStreamChainOverFake(t *testing.T) {
 		_, err := drainChain(s)
 		require.NoError(t, err)
 		assert.Equal(t, "flash", s.Result().Tier)
-		require.NotEmpty(t, s.Result().Attempts)
-		assert.ErrorIs(t, s.Result().Attempts[0].Err, fallback.ErrEmptyStream)
+		require.NotEmpty(t, s.Result().Attempts())
+		assert.ErrorIs(t, s.Result().Attempts()[0].Err, fallback.ErrEmptyStream)
 	})
 	t.Run("a stall mid-stream ends at the idle timeout", func(t *testing.T) {
 		srv := fakegemini.New()

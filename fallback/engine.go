@@ -1,0 +1,585 @@
+package fallback
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"time"
+
+	"github.com/tierguard/tierguard/breaker"
+	"github.com/tierguard/tierguard/bulkhead"
+	"github.com/tierguard/tierguard/classify"
+	"github.com/tierguard/tierguard/deadline"
+	"github.com/tierguard/tierguard/internal/budget"
+	"github.com/tierguard/tierguard/retry"
+)
+
+// engine is what the unary and the streaming chain share: the compiled
+// stages and everything a request does around an attempt — its budget, the
+// stage's guards, the one decision per failure, parking, the trail and the
+// events. The chains differ only in how an attempt runs (see attempter).
+type engine struct {
+	op           string
+	stages       []stage
+	total        time.Duration
+	table        classify.Table
+	catalog      *Catalog
+	retired      retiredModels
+	quotaPark    time.Duration
+	maxQuotaPark time.Duration
+	retirePark   time.Duration
+	abandonAfter time.Duration
+	measure      bool
+	epoch        time.Time
+	observer     observerSlot
+
+	abandoned atomic.Uint64
+	stuck     atomic.Int64
+}
+
+// stage is a compiled stage.
+type stage struct {
+	name, model, provider string
+	index                 int
+	bulkhead              *bulkhead.Bulkhead
+	breaker               *breaker.Breaker
+	policy                retry.Policy
+	classifier            classify.Classifier
+	try                   budget.Try // Cap and MinUseful; the reserve is computed per attempt
+	reserve               time.Duration
+	need                  need
+	parking
+}
+
+func newEngine(kind string, sh shared, specs []stageSpec) (*engine, error) {
+	if err := check(kind, sh, specs); err != nil {
+		return nil, err
+	}
+	e := &engine{
+		op: cmpOr(sh.op, "generate_content"), stages: make([]stage, len(specs)), total: sh.total,
+		table: classify.DefaultTable(), catalog: sh.catalog,
+		quotaPark: cmpOr(sh.quotaPark, DefaultQuotaCooldown), maxQuotaPark: cmpOr(sh.maxQuotaPark, DefaultMaxQuotaCooldown),
+		retirePark: cmpOr(sh.retirePark, DefaultRetiredRecheck), abandonAfter: sh.abandonAfter, measure: sh.measure,
+		epoch: time.Now(),
+	}
+	e.maxQuotaPark = max(e.maxQuotaPark, e.quotaPark)
+	if sh.table != nil {
+		e.table = *sh.table
+	}
+	classifier := sh.classifier
+	if classifier == nil {
+		classifier = classify.Func(classify.Classify)
+	}
+	minAttempt := cmpOr(sh.minAttempt, DefaultMinAttempt)
+	for i, s := range specs {
+		st := &e.stages[i]
+		*st = stage{
+			name: s.name, model: s.model, provider: s.provider, index: i, bulkhead: s.bulkhead, breaker: s.breaker,
+			policy: s.retry.WithDefaults(), classifier: s.classifier, reserve: s.reserve,
+			try: budget.Try{Cap: s.cap, MinUseful: cmpOr(s.minAttempt, minAttempt)},
+		}
+		if st.classifier == nil {
+			st.classifier = classifier
+		}
+		st.need.init(st.try.MinUseful, st.try.Cap)
+	}
+	if sh.observer != nil {
+		e.observer.add(sh.observer)
+	}
+	return e, nil
+}
+
+func cmpOr[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}
+
+// StageInfo describes one compiled stage, for instrumentation.
+type StageInfo struct {
+	// Tier is the tier's name and TierIndex its position in the chain.
+	Tier      string
+	TierIndex int
+	// Model and Provider are the stage's (for telemetry).
+	Model    string
+	Provider string
+	// Breaker and Bulkhead are the stage's guards; nil when absent.
+	Breaker  *breaker.Breaker
+	Bulkhead *bulkhead.Bulkhead
+}
+
+func (e *engine) stageInfo() []StageInfo {
+	out := make([]StageInfo, len(e.stages))
+	for i := range e.stages {
+		st := &e.stages[i]
+		out[i] = StageInfo{Tier: st.name, TierIndex: i, Model: st.model, Provider: st.provider, Breaker: st.breaker, Bulkhead: st.bulkhead}
+	}
+	return out
+}
+
+// Stats are a chain's running figures.
+type Stats struct {
+	// Abandoned counts calls abandoned since the chain was built.
+	Abandoned uint64
+	// Stuck is the number of abandoned calls that have not returned yet;
+	// each holds its tier's bulkhead slot.
+	Stuck int64
+}
+
+func (e *engine) stats() Stats { return Stats{Abandoned: e.abandoned.Load(), Stuck: e.stuck.Load()} }
+
+// request is the per-call state of one request.
+type request struct {
+	ctx    context.Context // the caller's, with what observers added
+	budget budget.Budget
+	obs    Observer
+	timing bool
+	start  time.Time
+	// sum is the request's summary, copied into its result when it ends
+	// (a pointer to the caller's result would make it escape).
+	sum Summary
+	// queueWait is the current stage's wait for its bulkhead, reported on
+	// its first event and then cleared.
+	queueWait time.Duration
+	// slotHandedOff is set when an abandoned call took over the stage's
+	// bulkhead slot.
+	slotHandedOff bool
+	// local is a context with the budget's deadline, made on first use by
+	// the cache and the default.
+	local *budget.Context
+}
+
+// begin starts a request: its budget, its summary and its first event.
+func (e *engine) begin(ctx context.Context, r *request) {
+	r.ctx = ctx
+	r.budget = budget.New(ctx, e.total)
+	r.sum.TierIndex = -1
+	r.sum.deadline, r.sum.hasDeadline = r.budget.Deadline()
+	r.timing = e.measure
+	if o := e.observer.load(); o != nil {
+		r.obs, r.timing, r.start = o, true, time.Now()
+		r.ctx = o.Observe(ctx, Event{Kind: RequestStarted, Operation: e.op, TierIndex: -1, Model: e.stages[0].model, Provider: e.stages[0].provider})
+	}
+}
+
+// localContext is a context that ends with the request's budget, for the
+// cache and the default.
+func (r *request) localContext() context.Context {
+	if d, ok := r.budget.Deadline(); ok {
+		if cd, ok := r.ctx.Deadline(); !ok || d.Before(cd) {
+			if r.local == nil {
+				r.local = budget.NewContext(r.ctx, d)
+			}
+			return r.local
+		}
+	}
+	return r.ctx
+}
+
+// finish releases what the request made for itself.
+func (r *request) finish() {
+	if r.local != nil {
+		r.local.Cancel()
+	}
+}
+
+// held is what a stage holds once inside its guards.
+type held struct {
+	// remaining is the time left when the budget was checked, for the
+	// first attempt to reuse; fresh is unset when the clock must be read
+	// again (after a wait in the bulkhead's queue).
+	remaining time.Duration
+	fresh     bool
+	slot      bool
+	tok       breaker.Token
+}
+
+// reserveFor is what stage i's attempts leave for the stages after it.
+func (e *engine) reserveFor(i int) time.Duration {
+	st := &e.stages[i]
+	switch {
+	case st.reserve < 0:
+		return 0
+	case st.reserve > 0:
+		return st.reserve
+	}
+	var total time.Duration
+	for j := i + 1; j < len(e.stages); j++ {
+		later := &e.stages[j]
+		if later.breaker != nil && later.breaker.State() == breaker.Open || later.parked(e.epoch) {
+			// It will be skipped without a call: keep nothing for it.
+			continue
+		}
+		total = budget.Add(total, withMargin(later.need.get()))
+	}
+	return total
+}
+
+// withMargin adds a tenth (at least a millisecond) to what a later tier
+// needs, for the time it takes to classify a timed-out attempt and enter
+// the next tier's guards: without it, a primary that uses its whole share
+// would leave the fallback a hair less than it needs.
+func withMargin(d time.Duration) time.Duration { return d + max(d/10, time.Millisecond) }
+
+// preflight says whether a stage must be skipped, for the model the call
+// would use, before any guard is touched.
+func (e *engine) preflight(st *stage, model string) Skip {
+	if why := st.parking.check(e.epoch); why != NotSkipped {
+		return why
+	}
+	if model != "" {
+		if e.retired.has(model, e.epoch) || e.catalog != nil && !e.catalog.Available(model) {
+			return SkipRetired
+		}
+	}
+	return NotSkipped
+}
+
+// enter takes a stage's guards after the preflight: the budget check, a
+// bulkhead slot, then the breaker's token. On failure it holds nothing and
+// returns why the tier is skipped — NotSkipped when the context ended while
+// queued for a slot — with the error.
+func (e *engine) enter(r *request, st *stage, try budget.Try) (held, Skip, error) {
+	var h held
+	// The time is checked before any guard is taken: a request that cannot
+	// make a useful attempt must not hold a slot or a probe someone else
+	// could use.
+	h.remaining = r.budget.Remaining()
+	if _, ok := r.budget.Window(h.remaining, try); !ok {
+		return h, SkipBudget, deadline.Exhausted(h.remaining, nil)
+	}
+	h.fresh = true
+	if st.bulkhead != nil {
+		var err error
+		if st.bulkhead.MaxWait() > 0 {
+			err = e.acquireWaiting(r, st, try, h.remaining)
+			h.fresh = false
+		} else {
+			err = st.bulkhead.Acquire(r.ctx)
+		}
+		if err != nil {
+			if !errors.Is(err, bulkhead.ErrFull) {
+				return h, NotSkipped, err
+			}
+			return h, SkipFull, err
+		}
+		h.slot = true
+	}
+	if st.breaker != nil {
+		tok, err := st.breaker.Allow()
+		if err != nil {
+			// Half-open with its probes taken: the slot goes back at once.
+			if h.slot {
+				st.bulkhead.Release()
+				h.slot = false
+			}
+			return h, SkipOpen, err
+		}
+		h.tok = tok
+	}
+	return h, NotSkipped, nil
+}
+
+// acquireWaiting queues for a bulkhead slot no longer than an attempt can
+// still start in: the budget's deadline, less the reserve and the least
+// useful attempt.
+func (e *engine) acquireWaiting(r *request, st *stage, try budget.Try, remaining time.Duration) error {
+	var queued time.Time
+	if r.timing {
+		queued = time.Now()
+	}
+	ctx := r.ctx
+	var c *budget.Context
+	if d, ok := r.budget.Deadline(); ok {
+		latest := budget.Sub(budget.Sub(remaining, try.Reserve), try.MinUseful)
+		c = budget.NewContext(r.ctx, d.Add(latest-remaining))
+		ctx = c
+	}
+	err := st.bulkhead.Acquire(ctx)
+	if c != nil {
+		c.Cancel()
+		if err != nil && r.ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+			// Out of time to start an attempt, not the caller's doing.
+			err = deadline.Exhausted(r.budget.Remaining(), err)
+		}
+	}
+	if r.timing {
+		r.queueWait = time.Since(queued)
+	}
+	return err
+}
+
+// exit releases a stage's guards with the call's outcome.
+func (e *engine) exit(r *request, st *stage, h *held, o breaker.Outcome) {
+	h.tok.Done(o)
+	h.tok = breaker.Token{}
+	if h.slot {
+		h.slot = false
+		if r.slotHandedOff {
+			// An abandoned call keeps the slot until it returns.
+			r.slotHandedOff = false
+			return
+		}
+		st.bulkhead.Release()
+	}
+}
+
+// decision is what follows one failed attempt — decided once, from one
+// row of the class table.
+type decision struct {
+	retry   bool
+	wait    time.Duration
+	stop    retry.StopReason
+	outcome breaker.Outcome
+	route   classify.Route
+	park    classify.Park
+}
+
+// failed describes a failed attempt to decide on.
+type failed struct {
+	err error
+	// timedOut is set when the attempt's own window ended it (its per-try
+	// deadline, or the wait for a stream's first chunk).
+	timedOut bool
+	// ran is how long the attempt ran; 0 when not measured.
+	ran time.Duration
+	// abandoned is set when the call was abandoned after ignoring its
+	// context.
+	abandoned bool
+}
+
+// classifyFailure classifies a failed attempt, corrected with what the
+// request's context and budget say: the caller's cancel, the deadline's
+// end (and whether the attempt hung until it), a per-try timeout. over is
+// set when no other tier can be tried any more.
+func (e *engine) classifyFailure(r *request, st *stage, try budget.Try, f failed) (v classify.Verdict, over, hung bool) {
+	v = st.classifier.Classify(f.err)
+	if v.Class == classify.OK {
+		// A custom classifier called a failure a success: it is not one.
+		v.Class, v.Reason = classify.Unknown, "failure classified as ok"
+	}
+	callerErr := r.ctx.Err()
+	over = callerErr != nil || r.budget.Over()
+	switch {
+	case errors.Is(callerErr, context.Canceled):
+		v = classify.Verdict{Class: classify.Canceled, Reason: "canceled by caller"}
+	case over:
+		// The request's deadline ended the attempt (or passed while it
+		// ran): no other tier can be tried. An attempt that had its useful
+		// minimum and still did not answer is a timeout of this tier,
+		// whatever the request's fate: a hung last tier must trip its
+		// breaker.
+		if f.timedOut || v.Class == classify.DeadlineExhausted || v.Class == classify.Canceled {
+			hung = f.ran >= try.MinUseful
+			v = classify.Verdict{Class: classify.DeadlineExhausted, Reason: "deadline exceeded"}
+		}
+	case v.Class == classify.DeadlineExhausted || v.Class == classify.Canceled && f.timedOut:
+		// The request lives: the attempt's own window ran out, or the tier
+		// timed out on its own.
+		v = classify.Verdict{Class: classify.Transient, HTTPStatus: v.HTTPStatus, Status: v.Status, Reason: "per-try timeout"}
+	case v.Class == classify.Canceled:
+		// Something below the caller cancelled the attempt; the caller did
+		// not ask for it, so this is not a reason to fail closed.
+		v = classify.Verdict{Class: classify.Unknown, Reason: "attempt canceled below the caller"}
+	}
+	return v, over, hung
+}
+
+// decide classifies a failed attempt and chooses what follows: retry here
+// (after how long), or give the tier up — how the failure counts for the
+// breaker, where the request goes, and whether the tier or its model is
+// parked. The class table is consulted once.
+func (e *engine) decide(r *request, st *stage, n int, try budget.Try, f failed, tok breaker.Token) (classify.Verdict, decision) {
+	v, over, hung := e.classifyFailure(r, st, try, f)
+	a := e.table.Action(v.Class)
+	d := decision{route: a.Route, park: a.Park, outcome: breaker.Ignored}
+	if over && d.route == classify.RouteNextTier {
+		d.route = classify.RouteLocal
+	}
+	if a.BreakerFailure || hung {
+		d.outcome = breaker.Failure
+	}
+	switch {
+	case !a.Retry || f.abandoned:
+		// A tier that ignores its context gets no second call from this
+		// request: the stuck one still holds the slot.
+		d.stop = retry.NotRetryable
+	default:
+		if st.policy.Budget != nil {
+			st.policy.Budget.Failure()
+		}
+		switch {
+		case n >= st.policy.MaxAttempts:
+			d.stop = retry.AttemptsExhausted
+		case st.policy.Budget != nil && !st.policy.Budget.Allow():
+			d.stop = retry.BudgetExhausted
+		default:
+			wait := max(v.RetryAfter, st.policy.Backoff(n))
+			switch {
+			case !r.budget.Fits(wait, try):
+				d.stop = retry.DeadlineTooClose
+			case tok.Stale():
+				// The breaker opened (or changed) since this request was
+				// admitted: do not call a tier it now refuses.
+				d.stop = retry.CircuitOpen
+			default:
+				d.retry, d.wait = true, wait
+			}
+		}
+	}
+	if st.policy.OnAttempt != nil {
+		st.policy.OnAttempt(retry.Attempt{N: n, Verdict: v, Retry: d.retry, Wait: d.wait, Stop: d.stop})
+	}
+	return v, d
+}
+
+// park takes a tier, or the model a call used, out of rotation after a
+// failure whose class says so.
+func (e *engine) park(st *stage, model string, v classify.Verdict, p classify.Park) {
+	switch p {
+	case classify.ParkQuota:
+		st.parking.park(e.epoch, SkipQuota, min(max(e.quotaPark, v.RetryAfter), e.maxQuotaPark))
+	case classify.ParkRetired:
+		m := v.Model
+		if m == "" {
+			m = model
+		}
+		switch {
+		case m == "":
+			// No model to name: the tier itself is parked.
+			st.parking.park(e.epoch, SkipRetired, e.retirePark)
+		case e.catalog != nil:
+			e.catalog.MarkRetired(m)
+		default:
+			e.retired.mark(m, e.epoch, e.retirePark)
+		}
+	}
+}
+
+// sleep waits d before a retry, or until the caller gives up. The wait was
+// decided to fit the budget, so it never outlasts the deadline.
+func (e *engine) sleep(r *request, d time.Duration) error { return retry.Sleep(r.ctx, d) }
+
+// event builds a stage's event.
+func (e *engine) event(r *request, kind EventKind, st *stage, model string, n int) Event {
+	ev := Event{Kind: kind, Operation: e.op, Tier: st.name, TierIndex: st.index, Model: model, Provider: st.provider, Attempt: n, Remaining: r.budget.Remaining()}
+	if st.breaker != nil {
+		ev.Breaker, ev.HasBreaker = st.breaker.State(), true
+	}
+	return ev
+}
+
+// attemptStarted reports an attempt about to start and returns the
+// context the attempt builds on.
+func (e *engine) attemptStarted(r *request, st *stage, model string, n int) context.Context {
+	if r.obs == nil {
+		return r.ctx
+	}
+	ev := e.event(r, AttemptStarted, st, model, n)
+	ev.QueueWait, r.queueWait = r.queueWait, 0
+	return r.obs.Observe(r.ctx, ev)
+}
+
+// skip records a tier passed over and returns its verdict.
+func (e *engine) skip(r *request, st *stage, model string, why Skip, err error) classify.Verdict {
+	v := classify.Verdict{Class: classify.Rejected, Reason: skipReasons[why]}
+	if why == SkipBudget && r.budget.Remaining() <= 0 {
+		v = classify.Verdict{Class: classify.DeadlineExhausted, Reason: "deadline budget exhausted"}
+	}
+	r.sum.record(Attempt{Tier: st.name, TierIndex: st.index, Model: model, Skip: why, Verdict: v, Err: err})
+	if r.obs != nil {
+		ev := e.event(r, StageSkipped, st, model, 0)
+		ev.Skip, ev.Verdict, ev.Err, ev.Route = why, v, err, e.table.Action(v.Class).Route
+		ev.QueueWait, r.queueWait = r.queueWait, 0
+		r.obs.Observe(r.ctx, ev)
+	}
+	return v
+}
+
+// answered records a successful attempt.
+func (e *engine) answered(r *request, st *stage, model string, n int, latency time.Duration, u Usage, hasUsage bool) {
+	st.policy.Succeeded()
+	if st.policy.OnAttempt != nil {
+		st.policy.OnAttempt(retry.Attempt{N: n})
+	}
+	r.sum.record(Attempt{Tier: st.name, TierIndex: st.index, Model: model, N: n, Latency: latency})
+	if r.obs != nil {
+		ev := e.event(r, AttemptEnded, st, model, n)
+		ev.Latency, ev.Usage, ev.HasUsage = latency, u, hasUsage
+		r.obs.Observe(r.ctx, ev)
+	}
+}
+
+// attemptFailed records a failed attempt and its decision.
+func (e *engine) attemptFailed(r *request, st *stage, model string, n int, latency time.Duration, v classify.Verdict, d decision, err error) {
+	r.sum.record(Attempt{Tier: st.name, TierIndex: st.index, Model: model, N: n, Verdict: v, Latency: latency, Wait: d.wait, Err: err})
+	if r.obs != nil {
+		ev := e.event(r, AttemptEnded, st, model, n)
+		ev.Verdict, ev.Latency, ev.Err = v, latency, err
+		ev.Retry, ev.Wait, ev.Stop, ev.Route = d.retry, d.wait, d.stop, d.route
+		r.obs.Observe(r.ctx, ev)
+	}
+}
+
+// answeredBy records which tier answered.
+func (e *engine) answeredBy(r *request, st *stage, degraded bool) {
+	r.sum.Source, r.sum.Tier, r.sum.TierIndex, r.sum.Degraded = SourceTier, st.name, st.index, degraded
+}
+
+// localAnswered records an answer from the cache or the default.
+func (e *engine) localAnswered(r *request, src Source) {
+	r.sum.Source, r.sum.Tier, r.sum.TierIndex, r.sum.Degraded = src, "", -1, true
+	if r.obs != nil {
+		r.obs.Observe(r.ctx, Event{Kind: LocalAnswered, Operation: e.op, TierIndex: -1, Source: src, Degraded: true, UpstreamCalls: r.sum.UpstreamCalls})
+	}
+}
+
+// localCause is the verdict a request that found no local answer fails
+// with.
+func (e *engine) localCause(r *request, last classify.Verdict) (classify.Verdict, bool) {
+	if err := r.ctx.Err(); errors.Is(err, context.Canceled) {
+		return classify.Verdict{Class: classify.Canceled, Reason: "canceled by caller"}, true
+	}
+	if r.budget.Remaining() <= 0 {
+		return classify.Verdict{Class: classify.DeadlineExhausted, Reason: "deadline budget exhausted"}, false
+	}
+	return last, false
+}
+
+// failure builds the request's *Error from its trail.
+func (e *engine) failure(r *request, cause classify.Verdict, closed bool) *Error {
+	err := buildError(e.stages, r.sum.trail(), cause, closed)
+	r.sum.Source, r.sum.Tier, r.sum.TierIndex = SourceTier, "", -1
+	return err
+}
+
+// end reports the request's end.
+func (e *engine) end(r *request, err error, v classify.Verdict, chunks int) {
+	if r.obs == nil {
+		return
+	}
+	r.obs.Observe(r.ctx, Event{
+		Kind: RequestEnded, Operation: e.op, TierIndex: r.sum.TierIndex, Tier: r.sum.Tier,
+		Verdict: v, Source: r.sum.Source, Degraded: r.sum.Degraded, UpstreamCalls: r.sum.UpstreamCalls,
+		Answered: err == nil, Remaining: r.budget.Remaining(), Latency: time.Since(r.start), Err: err,
+		Chunks: chunks, Incomplete: errors.Is(err, ErrIncomplete),
+	})
+}
+
+// endOnPanic closes an observed request that a tier's panic is unwinding,
+// so its span ends and its gauges come back down; the panic goes on.
+func (e *engine) endOnPanic(r *request) {
+	if p := recover(); p != nil {
+		r.finish()
+		if r.obs != nil {
+			pe, _ := p.(*PanicError)
+			if pe == nil {
+				pe = &PanicError{Value: p}
+			}
+			e.end(r, pe, classify.Verdict{Class: classify.Unknown, Reason: "tier panicked"}, 0)
+		}
+		panic(p)
+	}
+}

@@ -1,0 +1,64 @@
+package fallback
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+// need estimates how long a tier needs to answer: a running high quantile
+// of its latency, which earlier tiers keep in reserve for it. It starts at
+// the tier's MinAttempt (its cold-start floor) and never leaves [floor,
+// ceiling], the ceiling being the tier's TryTimeout when it has one.
+//
+// Two kinds of observation move it. A successful call's latency moves it
+// as a quantile tracker does — up fast (by at least a sixteenth, or half
+// the gap), down slowly (a 144th) — so it settles near the 90th
+// percentile and keeps a reserve through a burst of slow answers. A call
+// cut short by the deadline says only that the tier needed more than it
+// got, so it doubles the estimate when the cut came at or past it: a
+// fallback starved by too small a reserve gets what it needs within a few
+// requests. Lock-free: one compare-and-swap per observation.
+type need struct {
+	ns          atomic.Int64
+	floor, ceil int64
+}
+
+func (n *need) init(floor, ceiling time.Duration) {
+	n.floor, n.ceil = int64(floor), int64(ceiling)
+	if n.ceil <= 0 {
+		n.ceil = int64(^uint64(0) >> 2)
+	}
+	n.ceil = max(n.ceil, n.floor)
+	n.ns.Store(n.floor)
+}
+
+// get returns the current estimate.
+func (n *need) get() time.Duration { return time.Duration(n.ns.Load()) }
+
+// answered records a successful call's latency.
+func (n *need) answered(d time.Duration) { n.update(int64(d), false) }
+
+// cut records a call the deadline ended after it ran for d.
+func (n *need) cut(d time.Duration) { n.update(int64(d), true) }
+
+func (n *need) update(x int64, censored bool) {
+	for {
+		q := n.ns.Load()
+		next := q
+		switch {
+		case censored:
+			if x < q {
+				return
+			}
+			next = 2 * max(q, x)
+		case x > q:
+			next = q + max(q/16, (x-q)/2)
+		default:
+			next = q - q/144
+		}
+		next = min(max(next, n.floor), n.ceil)
+		if next == q || n.ns.CompareAndSwap(q, next) {
+			return
+		}
+	}
+}
