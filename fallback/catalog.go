@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -12,8 +13,8 @@ import (
 
 // Catalog is the list of models an API currently serves, for preflight: a
 // chain skips a tier whose model is not in it, without an upstream call.
-// Seed 002 measured why: retrying a retired model never shows in success
-// latency, only in queues that fill with calls certain to fail.
+// Retrying a retired model never shows in success latency, only in queues
+// that fill with calls certain to fail.
 //
 // The list comes from a function (for Gemini, models.list). A refresh that
 // fails keeps the last good list. A 404 on a tier marks its model retired
@@ -28,7 +29,9 @@ type Catalog struct {
 	ttl     time.Duration
 	timeout time.Duration
 
-	snap atomic.Pointer[catalogSnapshot]
+	snap    atomic.Pointer[catalogSnapshot]
+	retired retiredModels
+	epoch   time.Time
 
 	mu      sync.Mutex
 	timer   *time.Timer
@@ -40,10 +43,9 @@ type Catalog struct {
 }
 
 type catalogSnapshot struct {
-	loaded  bool
-	live    map[string]struct{}
-	retired map[string]struct{}
-	at      time.Time
+	loaded bool
+	live   map[string]struct{}
+	at     time.Time
 }
 
 // CatalogOptions tunes a Catalog.
@@ -69,7 +71,7 @@ func NewCatalog(fetch func(context.Context) ([]string, error), opts CatalogOptio
 	if opts.Timeout == 0 {
 		opts.Timeout = 10 * time.Second
 	}
-	c := &Catalog{fetch: fetch, ttl: opts.TTL, timeout: opts.Timeout}
+	c := &Catalog{fetch: fetch, ttl: opts.TTL, timeout: opts.Timeout, epoch: time.Now()}
 	c.snap.Store(&catalogSnapshot{})
 	return c, nil
 }
@@ -79,36 +81,20 @@ func normalizeModel(id string) string { return strings.TrimPrefix(id, "models/")
 // Available reports whether model may be called: it is in the last list
 // fetched (or no list was fetched yet) and no 404 marked it retired since.
 func (c *Catalog) Available(model string) bool {
-	s := c.snap.Load()
-	model = normalizeModel(model)
-	if _, gone := s.retired[model]; gone {
+	if c.retired.has(model, c.epoch) {
 		return false
 	}
+	s := c.snap.Load()
 	if !s.loaded {
 		return true
 	}
-	_, ok := s.live[model]
+	_, ok := s.live[normalizeModel(model)]
 	return ok
 }
 
 // MarkRetired records that model answered 404 NOT_FOUND: it is skipped
 // until the next successful refresh says otherwise.
-func (c *Catalog) MarkRetired(model string) {
-	model = normalizeModel(model)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	old := c.snap.Load()
-	if _, ok := old.retired[model]; ok {
-		return
-	}
-	next := *old
-	next.retired = make(map[string]struct{}, len(old.retired)+1)
-	for k := range old.retired {
-		next.retired[k] = struct{}{}
-	}
-	next.retired[model] = struct{}{}
-	c.snap.Store(&next)
-}
+func (c *Catalog) MarkRetired(model string) { c.retired.mark(model, c.epoch, math.MaxInt64/2) }
 
 // Refresh fetches the list now. On failure the last good list stays and the
 // error is returned (and kept for Err).
@@ -126,6 +112,7 @@ func (c *Catalog) Refresh(ctx context.Context) error {
 	}
 	c.lastErr = nil
 	c.snap.Store(&catalogSnapshot{loaded: true, live: live, at: time.Now()})
+	c.retired.clear()
 	return nil
 }
 

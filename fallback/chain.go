@@ -16,11 +16,10 @@ import (
 // it is safe for concurrent use, and Do keeps its per-call state on the
 // stack.
 type Chain[In, Out any] struct {
-	*engine
+	base[In]
 	tiers      []ModelTier[In, Out]
 	validators []validate.Validator[Out]
 	usages     []UsageReporter[Out]
-	selectors  []ModelSelector[In]
 	cache      Cache[In, Out]
 	writer     CacheWriter[In, Out]
 	def        func(context.Context, In) (Out, bool)
@@ -38,9 +37,9 @@ func New[In, Out any](cfg Config[In, Out]) (*Chain[In, Out], error) {
 		return nil, err
 	}
 	c := &Chain[In, Out]{
-		engine: e, tiers: make([]ModelTier[In, Out], len(cfg.Stages)), validators: make([]validate.Validator[Out], len(cfg.Stages)),
-		usages: make([]UsageReporter[Out], len(cfg.Stages)), selectors: make([]ModelSelector[In], len(cfg.Stages)),
-		cache: cfg.Cache, def: cfg.Default, key: cfg.Key, flights: make(map[string]*flight[Out]),
+		base: newBase[In](e, len(cfg.Stages)), tiers: make([]ModelTier[In, Out], len(cfg.Stages)), validators: make([]validate.Validator[Out], len(cfg.Stages)),
+		usages: make([]UsageReporter[Out], len(cfg.Stages)),
+		cache:  cfg.Cache, def: cfg.Default, key: cfg.Key, flights: make(map[string]*flight[Out]),
 	}
 	for i, s := range cfg.Stages {
 		c.tiers[i], c.validators[i] = s.Tier, s.Validate
@@ -50,20 +49,6 @@ func New[In, Out any](cfg Config[In, Out]) (*Chain[In, Out], error) {
 	c.writer, _ = cfg.Cache.(CacheWriter[In, Out])
 	return c, nil
 }
-
-// Observe adds an observer to the chain; it sees the requests that start
-// after the call. Safe to call while the chain serves requests. The
-// returned function removes it.
-func (c *Chain[In, Out]) Observe(o Observer) (remove func()) { return c.observer.add(o) }
-
-// Operation returns the chain's operation name.
-func (c *Chain[In, Out]) Operation() string { return c.op }
-
-// Stages describes the chain's stages, in order.
-func (c *Chain[In, Out]) Stages() []StageInfo { return c.stageInfo() }
-
-// Stats returns the chain's running figures.
-func (c *Chain[In, Out]) Stats() Stats { return c.stats() }
 
 // Do answers in. It tries each tier in order — preflight, bulkhead,
 // breaker, then attempts with retries — inside one deadline, then the cache,
@@ -112,26 +97,15 @@ func (c *Chain[In, Out]) Do(ctx context.Context, in In) (Result[Out], error) {
 	return c.local(&r, &res, in, last)
 }
 
-// modelFor is the model a call of stage i will use for in.
-func (c *Chain[In, Out]) modelFor(i int, in In) string {
-	if s := c.selectors[i]; s != nil {
-		if m := s.ModelFor(in); m != "" {
-			return m
-		}
-	}
-	return c.stages[i].model
-}
-
 // attempt makes one call and validates its answer.
 func (c *Chain[In, Out]) attempt(st *stage, b budget.Budget, base context.Context, per, remaining time.Duration, in In) (out Out, end attemptEnd) {
 	ctx, ctl := b.Context(base, per, remaining)
 	tier := c.tiers[st.index]
 	if c.abandonAfter > 0 {
-		var release func()
-		if st.bulkhead != nil {
-			release = st.bulkhead.Release
-		}
-		out, end.err, end.abandoned = detached(c.engine, ctx, func() (Out, error) { return tier.Call(ctx, in) }, release)
+		// A call is a stream of one answer, read on its own goroutine.
+		src := read(c.engine, st, ctx, func(yield func(Out, error) bool) { yield(tier.Call(ctx, in)) })
+		out, end.err, _ = src.next()
+		end.abandoned = src.stop()
 	} else {
 		out, end.err = tier.Call(ctx, in)
 	}
@@ -179,17 +153,22 @@ func (c *Chain[In, Out]) local(r *request, res *Result[Out], in In, last classif
 
 // localAnswer asks the cache, then the default.
 func (c *Chain[In, Out]) localAnswer(ctx context.Context, in In) (Out, Source, bool) {
-	if c.cache != nil {
-		if out, ok := c.cache.Get(ctx, in); ok {
+	return lookup(ctx, c.cache, c.def, in)
+}
+
+// lookup asks a cache, then a default, for in.
+func lookup[In, T any](ctx context.Context, cache Cache[In, T], def func(context.Context, In) (T, bool), in In) (T, Source, bool) {
+	if cache != nil {
+		if out, ok := cache.Get(ctx, in); ok {
 			return out, SourceCache, true
 		}
 	}
-	if c.def != nil {
-		if out, ok := c.def(ctx, in); ok {
+	if def != nil {
+		if out, ok := def(ctx, in); ok {
 			return out, SourceDefault, true
 		}
 	}
-	var zero Out
+	var zero T
 	return zero, SourceTier, false
 }
 

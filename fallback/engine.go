@@ -3,7 +3,6 @@ package fallback
 import (
 	"context"
 	"errors"
-	"sync/atomic"
 	"time"
 
 	"github.com/tierguard/tierguard/breaker"
@@ -11,6 +10,7 @@ import (
 	"github.com/tierguard/tierguard/classify"
 	"github.com/tierguard/tierguard/deadline"
 	"github.com/tierguard/tierguard/internal/budget"
+	"github.com/tierguard/tierguard/internal/detach"
 	"github.com/tierguard/tierguard/retry"
 )
 
@@ -33,8 +33,7 @@ type engine struct {
 	epoch        time.Time
 	observer     observerSlot
 
-	abandoned atomic.Uint64
-	stuck     atomic.Int64
+	counters detach.Counters
 }
 
 // stage is a compiled stage.
@@ -47,7 +46,7 @@ type stage struct {
 	classifier            classify.Classifier
 	try                   budget.Try // Cap and MinUseful; the reserve is computed per attempt
 	reserve               time.Duration
-	need                  need
+	need                  budget.Need
 	parking
 }
 
@@ -81,7 +80,7 @@ func newEngine(kind string, sh shared, specs []stageSpec) (*engine, error) {
 		if st.classifier == nil {
 			st.classifier = classifier
 		}
-		st.need.init(st.try.MinUseful, st.try.Cap)
+		st.need.Init(st.try.MinUseful, st.try.Cap)
 	}
 	if sh.observer != nil {
 		e.observer.add(sh.observer)
@@ -95,6 +94,42 @@ func cmpOr[T comparable](v, def T) T {
 		return def
 	}
 	return v
+}
+
+// base is what both chains add to the engine for their input type.
+type base[In any] struct {
+	*engine
+	selectors []ModelSelector[In]
+}
+
+func newBase[In any](e *engine, n int) base[In] {
+	return base[In]{engine: e, selectors: make([]ModelSelector[In], n)}
+}
+
+// Observe adds an observer to the chain; it sees the requests that start
+// after the call. Safe to call while the chain serves requests. The
+// returned function removes it.
+func (b base[In]) Observe(o Observer) (remove func()) { return b.observer.add(o) }
+
+// Operation returns the chain's operation name.
+func (b base[In]) Operation() string { return b.op }
+
+// Stages describes the chain's stages, in order.
+func (b base[In]) Stages() []StageInfo { return b.stageInfo() }
+
+// Stats returns the chain's running figures.
+func (b base[In]) Stats() Stats {
+	return Stats{Abandoned: b.counters.Abandoned.Load(), Stuck: b.counters.Stuck.Load()}
+}
+
+// modelFor is the model a call of stage i will use for in.
+func (b base[In]) modelFor(i int, in In) string {
+	if s := b.selectors[i]; s != nil {
+		if m := s.ModelFor(in); m != "" {
+			return m
+		}
+	}
+	return b.stages[i].model
 }
 
 // StageInfo describes one compiled stage, for instrumentation.
@@ -127,8 +162,6 @@ type Stats struct {
 	// each holds its tier's bulkhead slot.
 	Stuck int64
 }
-
-func (e *engine) stats() Stats { return Stats{Abandoned: e.abandoned.Load(), Stuck: e.stuck.Load()} }
 
 // request is the per-call state of one request.
 type request struct {
@@ -212,7 +245,7 @@ func (e *engine) reserveFor(i int) time.Duration {
 			// It will be skipped without a call: keep nothing for it.
 			continue
 		}
-		total = budget.Add(total, withMargin(later.need.get()))
+		total = budget.Add(total, withMargin(later.need.Get()))
 	}
 	return total
 }

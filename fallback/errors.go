@@ -1,9 +1,7 @@
 package fallback
 
 import (
-	"errors"
 	"fmt"
-	"runtime/debug"
 	"strconv"
 	"strings"
 
@@ -23,18 +21,10 @@ const (
 	TierNotReached
 )
 
+var outcomeNames = [...]string{TierFailed: "failed", TierSkipped: "skipped", TierNotReached: "not reached"}
+
 // String names the outcome.
-func (o TierOutcome) String() string {
-	switch o {
-	case TierFailed:
-		return "failed"
-	case TierSkipped:
-		return "skipped"
-	case TierNotReached:
-		return "not reached"
-	}
-	return "invalid"
-}
+func (o TierOutcome) String() string { return name(outcomeNames[:], o, "invalid") }
 
 // TierFailure is one tier's part in a failed request.
 type TierFailure struct {
@@ -181,18 +171,6 @@ func (e *PanicError) Unwrap() error {
 	err, _ := e.Value.(error)
 	return err
 }
-
-// carried wraps a recovered panic value with the current stack, for
-// re-raising on another goroutine.
-func carried(v any) *PanicError {
-	if pe, ok := v.(*PanicError); ok && pe.Stack != nil {
-		return pe
-	}
-	return &PanicError{Value: v, Stack: debug.Stack()}
-}
-
-// errGoexit marks a call whose goroutine ended with runtime.Goexit.
-var errGoexit = errors.New("tierguard: the tier called runtime.Goexit")
 
 // buildError summarises a failed request's trail per tier.
 func buildError(stages []stage, trail []Attempt, cause classify.Verdict, closed bool) *Error {

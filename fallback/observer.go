@@ -19,7 +19,8 @@ const (
 	// becomes the request's (a span, a request id).
 	RequestStarted EventKind = iota
 	// AttemptStarted comes before each upstream call. The context the
-	// observer returns is the one the tier receives.
+	// observer returns is the parent of the one the tier receives (the
+	// chain adds the attempt's deadline on top of it).
 	AttemptStarted
 	// AttemptEnded reports a call's outcome and what follows it.
 	AttemptEnded
@@ -35,26 +36,14 @@ const (
 	FirstChunkReceived
 )
 
-// String names the kind.
-func (k EventKind) String() string {
-	switch k {
-	case RequestStarted:
-		return "request_started"
-	case AttemptStarted:
-		return "attempt_started"
-	case AttemptEnded:
-		return "attempt_ended"
-	case StageSkipped:
-		return "tier_skipped"
-	case LocalAnswered:
-		return "local_answered"
-	case RequestEnded:
-		return "request_ended"
-	case FirstChunkReceived:
-		return "first_chunk_received"
-	}
-	return "invalid_event"
+var eventNames = [...]string{
+	RequestStarted: "request_started", AttemptStarted: "attempt_started", AttemptEnded: "attempt_ended",
+	StageSkipped: "tier_skipped", LocalAnswered: "local_answered", RequestEnded: "request_ended",
+	FirstChunkReceived: "first_chunk_received",
 }
+
+// String names the kind.
+func (k EventKind) String() string { return name(eventNames[:], k, "invalid_event") }
 
 // Event describes one decision of a chain. Which fields are set depends on
 // Kind. No field holds a prompt or an answer; Err may hold an upstream

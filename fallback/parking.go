@@ -39,8 +39,8 @@ func (p *parking) park(epoch time.Time, why Skip, d time.Duration) {
 	p.until.Store(sinceEpoch(epoch) + int64(d))
 }
 
-// retiredModels are the models that answered 404 on a chain without a
-// Catalog, each until a recheck time. The request path reads an immutable
+// retiredModels are the models that answered 404, each until a recheck
+// time (a Catalog's, until its next refresh). The request path reads an immutable
 // map with one atomic load, and nothing at all while no model is retired.
 type retiredModels struct {
 	m  atomic.Pointer[map[string]int64]
@@ -72,4 +72,11 @@ func (r *retiredModels) mark(model string, epoch time.Time, d time.Duration) {
 		}
 	}
 	r.m.Store(&next)
+}
+
+// clear forgets every retired model.
+func (r *retiredModels) clear() {
+	r.mu.Lock()
+	r.m.Store(nil)
+	r.mu.Unlock()
 }

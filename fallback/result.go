@@ -18,17 +18,17 @@ const (
 	SourceDefault
 )
 
+var sourceNames = [...]string{SourceTier: "tier", SourceCache: "cache", SourceDefault: "default"}
+
 // String returns "tier", "cache" or "default".
-func (s Source) String() string {
-	switch s {
-	case SourceTier:
-		return "tier"
-	case SourceCache:
-		return "cache"
-	case SourceDefault:
-		return "default"
+func (s Source) String() string { return name(sourceNames[:], s, "invalid_source") }
+
+// name returns names[v], or invalid when v is out of range.
+func name[T ~uint8](names []string, v T, invalid string) string {
+	if int(v) < len(names) {
+		return names[v]
 	}
-	return "invalid_source"
+	return invalid
 }
 
 // Skip says why a tier was passed over without an upstream call.
@@ -67,12 +67,7 @@ var skipReasons = [...]string{
 }
 
 // String names the skip reason.
-func (s Skip) String() string {
-	if int(s) < len(skipNames) {
-		return skipNames[s]
-	}
-	return "invalid_skip"
-}
+func (s Skip) String() string { return name(skipNames[:], s, "invalid_skip") }
 
 // Attempt is one entry of a request's trail: an upstream call, or a tier
 // passed over.

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/tierguard/tierguard/classify"
+	"github.com/tierguard/tierguard/internal/detach"
 )
 
 // inFlight marks the context of a shared execution, so that its Do does not
@@ -13,7 +14,9 @@ type inFlight struct{}
 // flight is one execution shared by the requests of an idempotency key.
 type flight[Out any] struct {
 	done    chan struct{}
-	out     outcome[Result[Out]]
+	res     Result[Out]
+	err     error
+	end     detach.Outcome
 	waiters int
 	cancel  context.CancelFunc
 }
@@ -41,18 +44,20 @@ func (c *Chain[In, Out]) shared(ctx context.Context, key string, in In) (Result[
 			ectx, f.cancel = context.WithCancel(base)
 		}
 		c.flights[key] = f
-		go run(func() (Result[Out], error) { return c.Do(context.WithValue(ectx, inFlight{}, true), in) },
-			func(o outcome[Result[Out]]) { c.landed(key, f, o) })
+		go detach.Run(func() { f.res, f.err = c.Do(context.WithValue(ectx, inFlight{}, true), in) },
+			func(o detach.Outcome) { c.landed(key, f, o) })
 	}
 	f.waiters++
 	c.flightMu.Unlock()
 
 	select {
 	case <-f.done:
-		reraise(f.out)
-		res := f.out.val
+		if f.end.Ended() {
+			reraise(&f.end)
+		}
+		res := f.res
 		res.Shared = joined
-		return res, f.out.err
+		return res, f.err
 	case <-ctx.Done():
 		c.flightMu.Lock()
 		f.waiters--
@@ -84,8 +89,8 @@ func (c *Chain[In, Out]) shared(ctx context.Context, key string, in In) (Result[
 }
 
 // landed publishes a shared execution's outcome to its waiters.
-func (c *Chain[In, Out]) landed(key string, f *flight[Out], o outcome[Result[Out]]) {
-	f.out = o
+func (c *Chain[In, Out]) landed(key string, f *flight[Out], o detach.Outcome) {
+	f.end = o
 	c.flightMu.Lock()
 	if c.flights[key] == f {
 		delete(c.flights, key)

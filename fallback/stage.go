@@ -123,7 +123,7 @@ func runStage[In, Out any, A attempter[In, Out]](e *engine, a A, r *request, st 
 		}
 		if ae.err == nil {
 			if st.index > 0 && r.budget.Limited() {
-				st.need.answered(ran)
+				st.need.Answered(ran)
 			}
 			decided = true
 			if a.committed() {
@@ -142,7 +142,7 @@ func runStage[In, Out any, A attempter[In, Out]](e *engine, a A, r *request, st 
 		if r.budget.Limited() && (ae.timedOut || v.Class == classify.DeadlineExhausted) && (try.Cap == 0 || per < try.Cap) {
 			// Cut short by the reserve or the deadline, not by its own cap:
 			// it needed more than it was given.
-			st.need.cut(ran)
+			st.need.Cut(ran)
 		}
 		e.attemptFailed(r, st, model, n, latency, v, d, ae.err)
 		end, last = stageEnd{verdict: v, route: d.route, err: ae.err}, d

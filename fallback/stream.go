@@ -181,11 +181,10 @@ func (cfg *StreamConfig[In, Chunk]) specs() []stageSpec {
 // until the first chunk with content arrives and never silently after it.
 // Build it once with NewStream and share it.
 type StreamChain[In, Chunk any] struct {
-	*engine
+	base[In]
 	tiers      []StreamTier[In, Chunk]
 	validators []validate.Validator[string]
 	usages     []ChunkUsageReporter[Chunk]
-	selectors  []ModelSelector[In]
 	idle       []time.Duration
 	cache      Cache[In, Chunk]
 	writer     CacheWriter[In, string]
@@ -202,8 +201,8 @@ func NewStream[In, Chunk any](cfg StreamConfig[In, Chunk]) (*StreamChain[In, Chu
 	}
 	n := len(cfg.Stages)
 	c := &StreamChain[In, Chunk]{
-		engine: e, tiers: make([]StreamTier[In, Chunk], n), validators: make([]validate.Validator[string], n),
-		usages: make([]ChunkUsageReporter[Chunk], n), selectors: make([]ModelSelector[In], n), idle: make([]time.Duration, n),
+		base: newBase[In](e, n), tiers: make([]StreamTier[In, Chunk], n), validators: make([]validate.Validator[string], n),
+		usages: make([]ChunkUsageReporter[Chunk], n), idle: make([]time.Duration, n),
 		cache: cfg.Cache, def: cfg.Default, cont: cfg.Continue,
 	}
 	for i, s := range cfg.Stages {
@@ -214,18 +213,6 @@ func NewStream[In, Chunk any](cfg StreamConfig[In, Chunk]) (*StreamChain[In, Chu
 	c.writer, _ = cfg.Cache.(CacheWriter[In, string])
 	return c, nil
 }
-
-// Observe adds an observer; see Chain.Observe.
-func (c *StreamChain[In, Chunk]) Observe(o Observer) (remove func()) { return c.observer.add(o) }
-
-// Operation returns the chain's operation name.
-func (c *StreamChain[In, Chunk]) Operation() string { return c.op }
-
-// Stages describes the chain's stages, in order.
-func (c *StreamChain[In, Chunk]) Stages() []StageInfo { return c.stageInfo() }
-
-// Stats returns the chain's running figures.
-func (c *StreamChain[In, Chunk]) Stats() Stats { return c.stats() }
 
 // Stream is one streaming request. Range over Chunks once; then Result
 // describes it.
@@ -325,16 +312,6 @@ func (c *StreamChain[In, Chunk]) run(s *Stream[In, Chunk], yield func(Chunk, err
 	c.localStream(&r, s, yield, last)
 }
 
-// modelFor is the model a stream of stage i will use for in.
-func (c *StreamChain[In, Chunk]) modelFor(i int, in In) string {
-	if sel := c.selectors[i]; sel != nil {
-		if m := sel.ModelFor(in); m != "" {
-			return m
-		}
-	}
-	return c.stages[i].model
-}
-
 func (c *StreamChain[In, Chunk]) localStream(r *request, s *Stream[In, Chunk], yield func(Chunk, error) bool, last classify.Verdict) {
 	defer r.finish()
 	cause, canceled := c.localCause(r, last)
@@ -342,23 +319,12 @@ func (c *StreamChain[In, Chunk]) localStream(r *request, s *Stream[In, Chunk], y
 		c.failStream(r, yield, cause, true)
 		return
 	}
-	ctx := r.localContext()
-	for _, src := range [...]Source{SourceCache, SourceDefault} {
-		var ch Chunk
-		ok := false
-		switch {
-		case src == SourceCache && c.cache != nil:
-			ch, ok = c.cache.Get(ctx, s.in)
-		case src == SourceDefault && c.def != nil:
-			ch, ok = c.def(ctx, s.in)
-		}
-		if ok {
-			c.localAnswered(r, src)
-			s.res.Complete, s.res.Chunks = true, 1
-			yield(ch, nil)
-			c.end(r, nil, classify.Verdict{}, 1)
-			return
-		}
+	if ch, src, ok := lookup(r.localContext(), c.cache, c.def, s.in); ok {
+		c.localAnswered(r, src)
+		s.res.Complete, s.res.Chunks = true, 1
+		yield(ch, nil)
+		c.end(r, nil, classify.Verdict{}, 1)
+		return
 	}
 	c.failStream(r, yield, cause, false)
 }
@@ -406,7 +372,7 @@ func (c *StreamChain[In, Chunk]) attempt(st *stage, b budget.Budget, base contex
 			}
 		})
 	}
-	op.src = c.open(st, op.ctx, in)
+	op.src = read(c.engine, st, op.ctx, c.tiers[st.index].Stream(op.ctx, in))
 	tier := c.tiers[st.index]
 	for {
 		ch, err, ok := op.src.next()

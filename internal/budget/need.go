@@ -1,11 +1,11 @@
-package fallback
+package budget
 
 import (
 	"sync/atomic"
 	"time"
 )
 
-// need estimates how long a tier needs to answer: a running high quantile
+// Need estimates how long a tier needs to answer: a running high quantile
 // of its latency, which earlier tiers keep in reserve for it. It starts at
 // the tier's MinAttempt (its cold-start floor) and never leaves [floor,
 // ceiling], the ceiling being the tier's TryTimeout when it has one.
@@ -18,12 +18,13 @@ import (
 // got, so it doubles the estimate when the cut came at or past it: a
 // fallback starved by too small a reserve gets what it needs within a few
 // requests. Lock-free: one compare-and-swap per observation.
-type need struct {
+type Need struct {
 	ns          atomic.Int64
 	floor, ceil int64
 }
 
-func (n *need) init(floor, ceiling time.Duration) {
+// Init sets the floor and the ceiling (0: none) and starts at the floor.
+func (n *Need) Init(floor, ceiling time.Duration) {
 	n.floor, n.ceil = int64(floor), int64(ceiling)
 	if n.ceil <= 0 {
 		n.ceil = int64(^uint64(0) >> 2)
@@ -32,16 +33,16 @@ func (n *need) init(floor, ceiling time.Duration) {
 	n.ns.Store(n.floor)
 }
 
-// get returns the current estimate.
-func (n *need) get() time.Duration { return time.Duration(n.ns.Load()) }
+// Get returns the current estimate.
+func (n *Need) Get() time.Duration { return time.Duration(n.ns.Load()) }
 
-// answered records a successful call's latency.
-func (n *need) answered(d time.Duration) { n.update(int64(d), false) }
+// Answered records a successful call's latency.
+func (n *Need) Answered(d time.Duration) { n.update(int64(d), false) }
 
-// cut records a call the deadline ended after it ran for d.
-func (n *need) cut(d time.Duration) { n.update(int64(d), true) }
+// Cut records a call the deadline ended after it ran for d.
+func (n *Need) Cut(d time.Duration) { n.update(int64(d), true) }
 
-func (n *need) update(x int64, censored bool) {
+func (n *Need) update(x int64, censored bool) {
 	for {
 		q := n.ns.Load()
 		next := q
