@@ -229,8 +229,14 @@ type held struct {
 	tok       breaker.Token
 }
 
-// reserveFor is what stage i's attempts leave for the stages after it.
-func (e *engine) reserveFor(i int) time.Duration {
+// reserveFor is what stage i's attempts leave for the stages after it,
+// when remaining is left: for each later tier, what it has been seen to
+// need (plus a margin); nothing for a tier that will be skipped (breaker
+// open, parked). A later tier never seen yet — no answer, no cut attempt —
+// needs an unknown amount: together such tiers get half of what remains
+// (at least their floors, at most their TryTimeouts), so that a stalled
+// primary cannot starve a fallback nobody has measured.
+func (e *engine) reserveFor(i int, remaining time.Duration) time.Duration {
 	st := &e.stages[i]
 	switch {
 	case st.reserve < 0:
@@ -238,16 +244,34 @@ func (e *engine) reserveFor(i int) time.Duration {
 	case st.reserve > 0:
 		return st.reserve
 	}
-	var total time.Duration
+	var known, floors, caps time.Duration
+	unknown, capped := false, true
 	for j := i + 1; j < len(e.stages); j++ {
 		later := &e.stages[j]
 		if later.breaker != nil && later.breaker.State() == breaker.Open || later.parked(e.epoch) {
-			// It will be skipped without a call: keep nothing for it.
 			continue
 		}
-		total = budget.Add(total, withMargin(later.need.Get()))
+		need := withMargin(later.need.Get())
+		if later.need.Known() {
+			known = budget.Add(known, need)
+			continue
+		}
+		unknown = true
+		floors = budget.Add(floors, need)
+		if later.try.Cap > 0 {
+			caps = budget.Add(caps, withMargin(later.try.Cap))
+		} else {
+			capped = false
+		}
 	}
-	return total
+	if !unknown {
+		return known
+	}
+	share := max(budget.Sub(remaining, known)/2, floors)
+	if capped {
+		share = min(share, max(caps, floors))
+	}
+	return budget.Add(known, share)
 }
 
 // withMargin adds a tenth (at least a millisecond) to what a later tier
@@ -274,14 +298,18 @@ func (e *engine) preflight(st *stage, model string) Skip {
 // bulkhead slot, then the breaker's token. On failure it holds nothing and
 // returns why the tier is skipped — NotSkipped when the context ended while
 // queued for a slot — with the error.
-func (e *engine) enter(r *request, st *stage, try budget.Try) (held, Skip, error) {
+func (e *engine) enter(r *request, st *stage) (held, budget.Try, Skip, error) {
 	var h held
 	// The time is checked before any guard is taken: a request that cannot
 	// make a useful attempt must not hold a slot or a probe someone else
 	// could use.
+	try := st.try
 	h.remaining = r.budget.Remaining()
+	if r.budget.Limited() {
+		try.Reserve = e.reserveFor(st.index, h.remaining)
+	}
 	if _, ok := r.budget.Window(h.remaining, try); !ok {
-		return h, SkipBudget, deadline.Exhausted(h.remaining, nil)
+		return h, try, SkipBudget, deadline.Exhausted(h.remaining, nil)
 	}
 	h.fresh = true
 	if st.bulkhead != nil {
@@ -294,9 +322,9 @@ func (e *engine) enter(r *request, st *stage, try budget.Try) (held, Skip, error
 		}
 		if err != nil {
 			if !errors.Is(err, bulkhead.ErrFull) {
-				return h, NotSkipped, err
+				return h, try, NotSkipped, err
 			}
-			return h, SkipFull, err
+			return h, try, SkipFull, err
 		}
 		h.slot = true
 	}
@@ -308,11 +336,11 @@ func (e *engine) enter(r *request, st *stage, try budget.Try) (held, Skip, error
 				st.bulkhead.Release()
 				h.slot = false
 			}
-			return h, SkipOpen, err
+			return h, try, SkipOpen, err
 		}
 		h.tok = tok
 	}
-	return h, NotSkipped, nil
+	return h, try, NotSkipped, nil
 }
 
 // acquireWaiting queues for a bulkhead slot no longer than an attempt can

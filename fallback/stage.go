@@ -61,11 +61,7 @@ func runStage[In, Out any, A attempter[In, Out]](e *engine, a A, r *request, st 
 			return out, h, e.skipped(r, st, model, SkipOpen, err)
 		}
 	}
-	try := st.try
-	if r.budget.Limited() {
-		try.Reserve = e.reserveFor(st.index)
-	}
-	h, why, err := e.enter(r, st, try)
+	h, try, why, err := e.enter(r, st)
 	if err != nil {
 		if why != NotSkipped {
 			return out, h, e.skipped(r, st, model, why, err)

@@ -10,15 +10,17 @@ import (
 // the tier's MinAttempt (its cold-start floor) and never leaves [floor,
 // ceiling], the ceiling being the tier's TryTimeout when it has one.
 //
-// Two kinds of observation move it. A successful call's latency moves it
+// Two kinds of observation move it. The first answer sets it; after that a
+// successful call's latency moves it
 // as a quantile tracker does — up fast (by at least a sixteenth, or half
 // the gap), down slowly (a 144th) — so it settles near the 90th
 // percentile and keeps a reserve through a burst of slow answers. A call
 // cut short by the deadline says only that the tier needed more than it
-// got, so it doubles the estimate when the cut came at or past it: a
-// fallback starved by too small a reserve gets what it needs within a few
-// requests. Lock-free: one compare-and-swap per observation.
+// got, so it raises the estimate to one and a half times the cut when the
+// cut came at or past it: a fallback starved by too small a reserve gets
+// what it needs within a few requests. Lock-free: one compare-and-swap per observation.
 type Need struct {
+	known       atomic.Bool
 	ns          atomic.Int64
 	floor, ceil int64
 }
@@ -42,7 +44,17 @@ func (n *Need) Answered(d time.Duration) { n.update(int64(d), false) }
 // Cut records a call the deadline ended after it ran for d.
 func (n *Need) Cut(d time.Duration) { n.update(int64(d), true) }
 
+// Known reports whether the tier was observed at all: until then what it
+// needs is unknown, and the floor is only a floor.
+func (n *Need) Known() bool { return n.known.Load() }
+
 func (n *Need) update(x int64, censored bool) {
+	if !n.known.Load() && n.known.CompareAndSwap(false, true) && !censored {
+		// The first answer is the best estimate there is.
+		n.ns.Store(min(max(x, n.floor), n.ceil))
+		return
+	}
+	n.known.Store(true)
 	for {
 		q := n.ns.Load()
 		next := q
@@ -51,7 +63,7 @@ func (n *Need) update(x int64, censored bool) {
 			if x < q {
 				return
 			}
-			next = 2 * max(q, x)
+			next = max(q, x) + max(q, x)/2
 		case x > q:
 			next = q + max(q/16, (x-q)/2)
 		default:

@@ -24,17 +24,19 @@ func TestNeedSettlesNearAHighQuantile(t *testing.T) {
 	assert.InDelta(t, float64(460*time.Millisecond), float64(n.Get()), float64(40*time.Millisecond))
 }
 
-// TestNeedLearnsFromCutsAndKeepsItsBounds: a call cut short doubles the
-// estimate (when cut at or past it), never beyond the ceiling, and
+// TestNeedLearnsFromCutsAndKeepsItsBounds: a call cut short raises the
+// estimate by half (when cut at or past it), never beyond the ceiling, and
 // successes never bring it under the floor.
 func TestNeedLearnsFromCutsAndKeepsItsBounds(t *testing.T) {
 	var n budget.Need
 	n.Init(100*time.Millisecond, 3*time.Second)
+	assert.False(t, n.Known())
 	n.Cut(110 * time.Millisecond)
-	assert.Equal(t, 220*time.Millisecond, n.Get())
+	assert.True(t, n.Known())
+	assert.Equal(t, 165*time.Millisecond, n.Get())
 	n.Cut(50 * time.Millisecond)
-	assert.Equal(t, 220*time.Millisecond, n.Get(), "a cut before the estimate says nothing")
-	for range 10 {
+	assert.Equal(t, 165*time.Millisecond, n.Get(), "a cut before the estimate says nothing")
+	for range 20 {
 		n.Cut(n.Get())
 	}
 	assert.Equal(t, 3*time.Second, n.Get(), "the ceiling")

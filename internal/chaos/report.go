@@ -42,6 +42,12 @@ type Report struct {
 	WorstOverrun, WorstOverrunClean time.Duration
 	// Lag is the most a request started after its scheduled time.
 	Lag time.Duration
+	// SchedulerLag is the most a 1 ms ticker fired late during a
+	// real-clock run (0 on the fake clock); every time bound allows it.
+	// LateWithinLag counts the requests that overran their own allowance
+	// but not by more than it.
+	SchedulerLag  time.Duration
+	LateWithinLag int64
 	// Stages reports each tier.
 	Stages []StageReport
 	// ViolationCount counts broken invariants; Violations describes the
@@ -128,6 +134,9 @@ func (r *Report) String() string {
 	fmt.Fprintf(&b, "  abandoned=%d calls_with_abandon=%d stuck_before_release=%d\n", r.Abandoned, r.CallsWithAbandon, r.StuckBeforeRelease)
 	fmt.Fprintf(&b, "  worst overrun %v (untouched by a context-ignoring call, a panic or sharing: %v), allowed %v + AbandonAfter %v\n",
 		r.WorstOverrun, r.WorstOverrunClean, r.Config.Slack, abandonAfter)
+	if !r.Config.FakeClock {
+		fmt.Fprintf(&b, "  scheduler lag %v (a 1 ms ticker's worst delay, allowed on top); %d requests late within it\n", r.SchedulerLag, r.LateWithinLag)
+	}
 	for _, s := range r.Stages {
 		fmt.Fprintf(&b, "  %s: attempts=%d retries=%d (allowance %d) successes=%d in_flight_peak=%d/%d bulkhead_rejected=%d stuck_forever=%d\n",
 			s.Name, s.Attempts, s.Retries, s.RetryAllowance, s.Successes, s.PeakInFlight, s.Bulkhead, s.BulkheadRejected, s.Forever)

@@ -139,6 +139,38 @@ type harness struct {
 	worstOver      atomic.Int64
 	worstOverClean atomic.Int64
 	lag            atomic.Int64
+	// schedLag is the most a 1 ms ticker fired late during the run (real
+	// clock only): what the machine's scheduling, not the library, added
+	// to every time bound. late holds the calls that overran their bound,
+	// judged against it once the run is over.
+	schedLag atomic.Int64
+	lmu      sync.Mutex
+	late     []lateCall
+}
+
+// lateCall is a call that returned after its deadline by more than its
+// allowance, before the scheduler's lag is taken into account.
+type lateCall struct {
+	over, allowed time.Duration
+	msg           string
+}
+
+// probeLag measures how late a 1 ms ticker fires until stop closes: the
+// scheduler lag a loaded machine adds to every timer and wake-up.
+func (h *harness) probeLag(stop <-chan struct{}) {
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	prev := time.Now()
+	for {
+		select {
+		case <-stop:
+			return
+		case now := <-tick.C:
+			now = time.Now()
+			raise(&h.schedLag, int64(now.Sub(prev)-time.Millisecond))
+			prev = now
+		}
+	}
 }
 
 // maxClasses bounds the number of classify classes the report counts.
@@ -541,6 +573,9 @@ func (h *harness) run() *Report {
 	stopSampler := make(chan struct{})
 	var samplerDone sync.WaitGroup
 	samplerDone.Go(func() { h.sample(stopSampler) })
+	if !h.cfg.FakeClock {
+		samplerDone.Go(func() { h.probeLag(stopSampler) })
+	}
 	wg.Wait()
 	end := time.Now()
 	close(stopSampler)
@@ -659,8 +694,15 @@ func (h *harness) check(id int, in string, keyed bool, res fallback.Result[strin
 		h.abandonedCalls.Add(1)
 	}
 	if over > allowed {
-		h.violate("call %d returned %v after its deadline (allowed %v; abandoned=%v, panic=%v, shared=%v, error=%v): %s",
+		msg := fmt.Sprintf("call %d returned %v after its deadline (allowed %v; abandoned=%v, panic=%v, shared=%v, error=%v): %s",
 			id, over, allowed, abandoned, p != nil, res.Shared, err, trail(res))
+		if h.cfg.FakeClock {
+			h.violate("%s", msg)
+		} else {
+			h.lmu.Lock()
+			h.late = append(h.late, lateCall{over: over, allowed: allowed, msg: msg})
+			h.lmu.Unlock()
+		}
 	}
 
 	if p != nil {
@@ -773,7 +815,18 @@ func (h *harness) checkError(id int, in string, err error) {
 
 // finish drains the stuck calls and checks the end state.
 func (h *harness) finish(end time.Time) *Report {
-	rep := &Report{Config: h.cfg, Elapsed: end.Sub(h.t0)}
+	rep := &Report{Config: h.cfg, Elapsed: end.Sub(h.t0), SchedulerLag: time.Duration(h.schedLag.Load())}
+	// On the real clock a call may overrun by what the scheduler lagged in
+	// the same run: a starved machine delays the chain's wake-ups as much
+	// as the probe's.
+	h.lmu.Lock()
+	for _, l := range h.late {
+		if l.over > l.allowed+rep.SchedulerLag {
+			h.violate("%s (scheduler lag in this run %v)", l.msg, rep.SchedulerLag)
+		}
+		rep.LateWithinLag += boolInt(l.over <= l.allowed+rep.SchedulerLag)
+	}
+	h.lmu.Unlock()
 	// Every request has returned. Calls that ignore their context for a
 	// while finish on their own; those stuck for good hold their slot until
 	// released, counted in Stats().Stuck.
@@ -940,7 +993,7 @@ func (h *harness) liveness(st *stageState, end time.Time, sr *StageReport) {
 		}
 	}
 	gap := time.Duration(float64(time.Second) / h.cfg.Rate)
-	bound := livenessBound(st.p, h.cfg.Slack, gap)
+	bound := livenessBound(st.p, h.cfg.Slack+time.Duration(h.schedLag.Load()), gap)
 	sr.LivenessBound = bound
 	stateAt := func(t time.Time) (breaker.State, time.Time) {
 		s, since := breaker.Closed, h.t0
@@ -986,4 +1039,11 @@ func trail(res fallback.Result[string]) string {
 		fmt.Fprintf(&b, "[%s #%d %s in %v, wait %v] ", a.Tier, a.N, a.Verdict.Class, a.Latency, a.Wait)
 	}
 	return b.String()
+}
+
+func boolInt(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
 }

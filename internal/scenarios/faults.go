@@ -396,3 +396,53 @@ func scenarioInvalid(c invalidConfig, runs int, seed uint64) *result {
 	inTime(res, c.loadConfig)
 	return res
 }
+
+// ---------------------------------------------------------------------------
+// Scenario 7: stalled primary, fallback needing 40% of the budget.
+
+type stalledConfig struct {
+	loadConfig
+	FlashShare float64 // of the deadline, plus up to a twentieth more
+}
+
+func defaultStalled() stalledConfig {
+	c := stalledConfig{loadConfig: defaultLoad(), FlashShare: 0.4}
+	c.Duration = 4 * time.Second
+	return c
+}
+
+func runStalled(c stalledConfig, seed uint64) sample {
+	srv := newLoadServer(c.loadConfig, seed)
+	defer srv.Close()
+	need := time.Duration(c.FlashShare * float64(c.Deadline))
+	srv.SetScript(flashModel, fakegemini.Script{Latency: fakegemini.Latency{Fixed: need, Jitter: need / 20}})
+	r := newRig(srv, c.defaultChain())
+	defer r.close()
+	srv.SetScript(proModel, fakegemini.Script{Latency: fakegemini.Latency{Fixed: time.Minute}})
+	st := watchStalls(r.clock)
+	outs := closedLoop(r.clock, c.Clients, c.Duration, func(n int) outcome { return r.doChain(n, c.Deadline) })
+	stall := st.end()
+	s := sample{"stall": millis(stall), "excess": millis(st.excess(outs))}
+	sum := summarize(outs)
+	sum.fill(s)
+	s["fromFlash"] = ratio(sum.byTier["flash"], sum.requests)
+	s["proCalls"] = float64(r.log.count("pro", 0, math.MaxInt64))
+	return s
+}
+
+func scenarioStalled(c stalledConfig, runs int, seed uint64) *result {
+	res := &result{id: 7, title: fmt.Sprintf("stalled pro, flash healthy but needing %.0f–%.0f%% of the %v budget; default settings; %d clients",
+		100*c.FlashShare, 105*c.FlashShare, c.Deadline, c.Clients)}
+	res.columns = append(append([]column{}, loadColumns...), pctCol("fromFlash", "answered by flash"), countCol("proCalls", "pro calls"))
+	const name = "tierguard, defaults (no TryTimeout, adaptive reserve)"
+	for run := range runs {
+		res.row(name).runs = append(res.row(name).runs, runStalled(c, seed+uint64(run)))
+	}
+	res.notes = append(res.notes, "The reserve pro's attempts leave for flash follows what flash has been seen to need; before flash has "+
+		"been seen at all, half the remaining budget is kept for it. With a reserve of flash's MinAttempt alone, every request that "+
+		"reaches the stalled pro (the first wave, each half-open probe) leaves flash too little time.")
+	r := res.find(name)
+	res.expect("answered by flash ≥ 99% (every run)", r.minOf("fromFlash") >= 0.99, fmtPct(r.minOf("fromFlash")))
+	inTime(res, c.loadConfig)
+	return res
+}

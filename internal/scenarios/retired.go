@@ -427,15 +427,18 @@ func scenarioRetired(cfg retiredConfig, runs int, seed uint64) (*result, error) 
 	for _, name := range []string{"tierguard, seed retry, catalog", "tierguard, seed retry, no catalog"} {
 		tg := res.find(name)
 		for _, k := range []string{"wall", "queue95"} {
-			res.expect(fmt.Sprintf("%s: %s ≤ C's (5%% tolerance for noise)", name, k), tg.median(k) <= 1.05*c.median(k),
-				fmt.Sprintf("%.3f vs %.3f (×%.3f)", tg.median(k), c.median(k), tg.median(k)/c.median(k)))
+			r := paired(tg, c, k)
+			res.expect(fmt.Sprintf("%s: %s ≤ C's, paired per seed (5%% tolerance for noise)", name, k), r <= 1.05,
+				fmt.Sprintf("median of per-seed ratios ×%.3f (medians %.3f vs %.3f)", r, tg.median(k), c.median(k)))
 		}
 		if name == "tierguard, seed retry, catalog" {
-			res.expect(name+": upstream ≤ C's", tg.median("upstream") <= c.median("upstream"),
-				fmt.Sprintf("%.0f vs %.0f", tg.median("upstream"), c.median("upstream")))
+			r := paired(tg, c, "upstream")
+			res.expect(name+": upstream ≤ C's, paired per seed", r <= 1,
+				fmt.Sprintf("×%.3f (medians %.0f vs %.0f)", r, tg.median("upstream"), c.median("upstream")))
 		}
-		res.expect(name+": successes ≥ C's", tg.median("ok") >= c.median("ok"),
-			fmt.Sprintf("%.0f vs %.0f", tg.median("ok"), c.median("ok")))
+		r := paired(tg, c, "ok")
+		res.expect(name+": successes ≥ C's, paired per seed", r >= 1,
+			fmt.Sprintf("×%.3f (medians %.0f vs %.0f)", r, tg.median("ok"), c.median("ok")))
 		res.expect(name+": no call to a retired model after its first 404 (every run)", tg.maxOf("late") == 0,
 			fmt.Sprintf("max %.0f", tg.maxOf("late")))
 	}
@@ -444,9 +447,9 @@ func scenarioRetired(cfg retiredConfig, runs int, seed uint64) (*result, error) 
 			fmt.Sprintf("max %.0f", res.find(name).maxOf("retired")))
 	}
 	for _, name := range []string{"tierguard, defaults, no catalog", "tierguard, defaults, catalog"} {
-		got := res.find(name).median("queue95")
-		res.expect(name+": queue-wait p95 ≤ 1.2 × ideal's", got <= 1.2*ideal.median("queue95"),
-			fmt.Sprintf("%.0f ms vs %.0f ms (×%.2f)", got, ideal.median("queue95"), got/ideal.median("queue95")))
+		r := paired(res.find(name), ideal, "queue95")
+		res.expect(name+": queue-wait p95 ≤ 1.2 × ideal's, paired per seed", r <= 1.2,
+			fmt.Sprintf("×%.2f (medians %.0f ms vs %.0f ms)", r, res.find(name).median("queue95"), ideal.median("queue95")))
 	}
 	return res, nil
 }

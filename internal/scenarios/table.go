@@ -77,6 +77,16 @@ func (r *row) median(key string) float64 {
 	return s.median
 }
 
+// minOf returns the smallest value of key over the runs (the worst run of a
+// rate that must stay high), NaN when it was not measured.
+func (r *row) minOf(key string) float64 {
+	s, ok := r.stat(key)
+	if !ok {
+		return math.NaN()
+	}
+	return s.min
+}
+
 // maxOf returns the largest value of key over the runs, NaN when it was not
 // measured.
 func (r *row) maxOf(key string) float64 {
@@ -85,6 +95,31 @@ func (r *row) maxOf(key string) float64 {
 		return math.NaN()
 	}
 	return s.max
+}
+
+// paired returns the median, over runs, of a's value for key divided by
+// b's in the same run. Both rows ran once per seed, in the same order and
+// the same process, so a run's ratio compares two strategies under the
+// same faults and the same machine noise; the median of the ratios, unlike
+// the ratio of the medians, does not mix runs that landed in different
+// buckets of a wall clock. NaN when no run has both.
+func paired(a, b *row, key string) float64 {
+	var rs []float64
+	for i := range min(len(a.runs), len(b.runs)) {
+		x, okx := a.runs[i][key]
+		y, oky := b.runs[i][key]
+		if okx && oky && !math.IsNaN(x) && !math.IsNaN(y) && y != 0 {
+			rs = append(rs, x/y)
+		}
+	}
+	if len(rs) == 0 {
+		return math.NaN()
+	}
+	slices.Sort(rs)
+	if len(rs)%2 == 0 {
+		return (rs[len(rs)/2-1] + rs[len(rs)/2]) / 2
+	}
+	return rs[len(rs)/2]
 }
 
 // check is a target of the issue, judged on the medians (or, for hard
