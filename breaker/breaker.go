@@ -285,12 +285,6 @@ func (b *Breaker) closedDone(t Token, o Outcome) {
 	if b.member != nil {
 		b.member.Record(o)
 	}
-	if o == Success && ph.win == nil {
-		if ph.failures.Load() != 0 {
-			ph.failures.Store(0)
-		}
-		return
-	}
 	if o == Success {
 		if ph.failures.Load() != 0 {
 			ph.failures.Store(0)
@@ -305,9 +299,9 @@ func (b *Breaker) closedDone(t Token, o Outcome) {
 	now := b.now()
 	slow := b.cfg.SlowCallDuration > 0 && now-t.start >= int64(b.cfg.SlowCallDuration)
 	ph.win.record(now, o == Failure, slow)
-	if o == Success && !slow {
-		return
-	}
+	// Every outcome is checked, successes included: the call that brings the
+	// window to MinCalls decides whatever it was, and calls leaving the
+	// window can raise a ratio without any new failure.
 	total, failures, slows := ph.win.sum(now)
 	if total < int64(b.cfg.MinCalls) {
 		return

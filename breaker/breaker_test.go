@@ -269,11 +269,59 @@ func TestFailureRatio(t *testing.T) {
 			call(t, b, o)
 		}
 		assert.Equal(t, breaker.Closed, b.State(), "fewer than MinCalls")
-		call(t, b, breaker.Success) // 10 calls, 5 failures: a success cannot trip
-		assert.Equal(t, breaker.Closed, b.State())
-		call(t, b, breaker.Failure) // 11 calls, 6 failures
+		call(t, b, breaker.Success) // 10 calls, 5 failures: at the threshold
 		assert.Equal(t, breaker.Open, b.State())
 		assert.Equal(t, []string{"closed->open (failure ratio)"}, rec.steps())
+	})
+}
+
+// TestRatiosAreCheckedOnEveryOutcome: a window that reaches MinCalls with a
+// ratio at its threshold trips on that call, whatever its outcome — a
+// success that fills the window to MinCalls trips it too.
+func TestRatiosAreCheckedOnEveryOutcome(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b, rec := newBreaker(t, breaker.Config{ConsecutiveFailures: -1, FailureRatio: 0.5, MinCalls: 5, Window: time.Minute})
+		for _, o := range []breaker.Outcome{breaker.Failure, breaker.Failure, breaker.Failure, breaker.Success} {
+			call(t, b, o)
+		}
+		require.Equal(t, breaker.Closed, b.State(), "4 calls, fewer than MinCalls")
+		call(t, b, breaker.Success)
+		assert.Equal(t, breaker.Open, b.State(), "3 failures of 5 calls")
+		assert.Equal(t, []string{"closed->open (failure ratio)"}, rec.steps())
+
+		// The slow-call ratio too: a fast success that brings the window to
+		// MinCalls trips it when enough calls were slow.
+		b, rec = newBreaker(t, breaker.Config{ConsecutiveFailures: -1, SlowCallDuration: time.Second, SlowCallRatio: 0.5, MinCalls: 4})
+		for range 2 {
+			tok, err := b.Allow()
+			require.NoError(t, err)
+			time.Sleep(time.Second)
+			tok.Done(breaker.Success)
+		}
+		call(t, b, breaker.Success)
+		require.Equal(t, breaker.Closed, b.State())
+		call(t, b, breaker.Success)
+		assert.Equal(t, breaker.Open, b.State(), "2 slow calls of 4")
+		assert.Equal(t, []string{"closed->open (slow calls)"}, rec.steps())
+	})
+}
+
+// TestRatioTripsWhenOldSuccessesLeaveTheWindow: successes rolling out of the
+// window can raise the ratio; the next outcome, a success included, sees it.
+func TestRatioTripsWhenOldSuccessesLeaveTheWindow(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b, _ := newBreaker(t, breaker.Config{ConsecutiveFailures: -1, FailureRatio: 0.5, MinCalls: 4, Window: 10 * time.Second})
+		for range 4 {
+			call(t, b, breaker.Success)
+		}
+		time.Sleep(5 * time.Second)
+		for range 3 {
+			call(t, b, breaker.Failure)
+		}
+		require.Equal(t, breaker.Closed, b.State(), "3 failures of 7")
+		time.Sleep(6 * time.Second) // the four successes leave the window
+		call(t, b, breaker.Success)
+		assert.Equal(t, breaker.Open, b.State(), "3 failures of 4")
 	})
 }
 

@@ -33,6 +33,8 @@ type Config struct {
 
 	// FailureRatio trips the breaker when counted failures over the rolling
 	// Window reach this share of at least MinCalls calls. 0 disables it.
+	// The ratios are checked after every counted outcome, a success
+	// included (f f f s s with MinCalls 5 and 0.5 opens on the last s).
 	// Enabling a window costs a clock read per call outcome.
 	FailureRatio float64
 	// SlowCallDuration makes calls that take longer count as slow; 0
