@@ -81,7 +81,10 @@ func (e *OpenError) Verdict() classify.Verdict {
 	return classify.Verdict{Class: classify.Rejected, RetryAfter: e.RetryIn(), Reason: "circuit open"}
 }
 
-// Transition describes one state change.
+// Transition describes one state change. Only real changes are
+// transitions: From and To differ, except when forcing starts or ends
+// (ForceOpen on a tripped breaker, ForceClosed on a closed one, Reset of a
+// forced one), which changes how the breaker behaves in the same state.
 type Transition struct {
 	// Name is the breaker's name.
 	Name string
@@ -456,11 +459,12 @@ func (b *Breaker) Subscribe(fn func(Transition)) (unsubscribe func()) {
 
 // ForceOpen opens the breaker and keeps it open, rejecting every call,
 // until ForceClosed or Reset. For drills: see what your service does when a
-// model is gone.
+// model is gone. On a breaker already forced open it does nothing.
 func (b *Breaker) ForceOpen() { b.force(Open, "forced open") }
 
 // ForceClosed closes the breaker and keeps it closed whatever the outcomes,
-// until ForceOpen or Reset.
+// until ForceOpen or Reset. On a breaker already forced closed it does
+// nothing.
 func (b *Breaker) ForceClosed() { b.force(Closed, "forced closed") }
 
 // Reset returns the breaker to a fresh closed state: counters cleared,
@@ -480,6 +484,12 @@ func (b *Breaker) Reset() {
 
 func (b *Breaker) force(to State, reason string) {
 	b.mu.Lock()
+	if cur := b.cur.Load(); cur.forced && cur.state == to {
+		// Already forced there: nothing changes, so nothing is announced
+		// (a hook or a metric would count it as a change).
+		b.mu.Unlock()
+		return
+	}
 	tr := b.switchLocked(to, reason, true, time.Time{})
 	b.mu.Unlock()
 	b.announce(tr, true)

@@ -593,3 +593,35 @@ func TestTransitionSaysWhenForced(t *testing.T) {
 	call(t, b, breaker.Failure)
 	assert.Equal(t, []bool{true, true, false, false}, forced)
 }
+
+// TestRepeatedForcingIsNoTransition: forcing a breaker into the state it is
+// already forced into changes nothing — no transition for hooks and metrics
+// to count, no new generation — while forcing a tripped breaker open, or a
+// normal closed one closed, is a real change (the cooldown stops; outcomes
+// stop counting).
+func TestRepeatedForcingIsNoTransition(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b, rec := newBreaker(t, breaker.Config{ConsecutiveFailures: 1, Cooldown: time.Second})
+		b.ForceOpen()
+		gen := b.Generation()
+		b.ForceOpen()
+		b.ForceOpen()
+		assert.Equal(t, gen, b.Generation())
+		b.ForceClosed()
+		gen = b.Generation()
+		b.ForceClosed()
+		assert.Equal(t, gen, b.Generation())
+		assert.Equal(t, []string{"closed->open (forced open)", "open->closed (forced closed)"}, rec.steps())
+
+		b.Reset()
+		call(t, b, breaker.Failure)
+		b.ForceOpen() // tripped → forced: the cooldown no longer ends it
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		assert.Equal(t, breaker.Open, b.State())
+		assert.Equal(t, []string{
+			"closed->open (forced open)", "open->closed (forced closed)", "closed->closed (reset)",
+			"closed->open (consecutive failures)", "open->open (forced open)",
+		}, rec.steps())
+	})
+}
