@@ -119,8 +119,8 @@ type phase struct {
 	failures atomic.Int64
 	win      *window
 
-	// Half-open: probes in flight and probe successes in a row.
-	probes    atomic.Int64
+	// Half-open: probe successes in a row. The probe slots belong to the
+	// breaker (probes), so that the limit holds across half-open periods.
 	successes atomic.Int64
 
 	// Open and half-open: the error callers get, built once.
@@ -136,6 +136,10 @@ type Breaker struct {
 	cfg Config
 	// epoch is the origin of the monotonic clock used by the window.
 	epoch time.Time
+
+	// probes are the half-open probe slots, shared by every half-open
+	// period.
+	probes *probeSlots
 
 	mu sync.Mutex
 	// trips counts trips since the last close, for cooldown growth.
@@ -155,7 +159,7 @@ func New(cfg Config) (*Breaker, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Breaker{cfg: cfg, epoch: time.Now()}
+	b := &Breaker{cfg: cfg, epoch: time.Now(), probes: newProbeSlots(cfg.HalfOpenProbes)}
 	b.cur.Store(b.closedPhase(0, false))
 	if cfg.Store != nil {
 		m, err := cfg.Store.Join(cfg.Name, b)
@@ -204,10 +208,15 @@ func (b *Breaker) now() int64 { return int64(time.Since(b.epoch)) }
 // Token is the permission to make one call. Report its outcome exactly once
 // with Done (or Report); a token from a rejected Allow is inert.
 type Token struct {
-	b     *Breaker
-	ph    *phase
+	b  *Breaker
+	ph *phase
+	// start is when the call was admitted (on the breaker's monotonic
+	// clock), when slow calls are timed, and always for a probe.
 	start int64
-	probe bool
+	// ticket and slot identify a probe's slot.
+	ticket uint64
+	slot   int32
+	probe  bool
 }
 
 // Allow asks to make one call. It returns an *OpenError (matching ErrOpen)
@@ -228,21 +237,18 @@ func (b *Breaker) Allow() (Token, error) {
 }
 
 func (b *Breaker) allowProbe(ph *phase) (Token, error) {
-	limit := int64(b.cfg.HalfOpenProbes)
-	for {
-		n := ph.probes.Load()
-		if n >= limit {
-			return Token{}, ph.rejection
-		}
-		if ph.probes.CompareAndSwap(n, n+1) {
-			break
-		}
-	}
-	if b.member != nil && !b.member.TryProbe() {
-		ph.probes.Add(-1)
+	now := b.now()
+	slot, ticket, ok := b.probes.take(now)
+	if !ok {
 		return Token{}, ph.rejection
 	}
-	return Token{b: b, ph: ph, probe: true}, nil
+	if b.member != nil && !b.member.TryProbe() {
+		if b.probes.claim(slot, ticket) {
+			b.probes.free(slot)
+		}
+		return Token{}, ph.rejection
+	}
+	return Token{b: b, ph: ph, start: now, ticket: ticket, slot: slot, probe: true}, nil
 }
 
 // Stale reports whether the breaker has changed state since the token was
@@ -259,7 +265,7 @@ func (t Token) Done(o Outcome) {
 		return
 	}
 	if t.probe {
-		t.b.probeDone(t.ph, o)
+		t.b.probeDone(t, o)
 		return
 	}
 	t.b.closedDone(t, o)
@@ -317,13 +323,24 @@ func (b *Breaker) closedDone(t Token, o Outcome) {
 	}
 }
 
-func (b *Breaker) probeDone(ph *phase, o Outcome) {
+func (b *Breaker) probeDone(t Token, o Outcome) {
+	if !b.probes.claim(t.slot, t.ticket) {
+		// The probe was written off: its slot is no longer its own, and
+		// its report comes too late to decide anything.
+		return
+	}
 	// The fleet-wide permit goes back before the local slot, so that a
 	// store never sees more permits held than probes in flight.
 	if b.member != nil {
 		b.member.ReleaseProbe()
 	}
-	ph.probes.Add(-1)
+	b.probes.free(t.slot)
+	ph := t.ph
+	if b.cur.Load() != ph {
+		// A probe of an earlier period: it held its slot until now, but
+		// decides nothing in this one.
+		return
+	}
 	switch o {
 	case Success:
 		if ph.successes.Add(1) >= int64(b.cfg.ProbeSuccesses) {

@@ -625,3 +625,72 @@ func TestRepeatedForcingIsNoTransition(t *testing.T) {
 		}, rec.steps())
 	})
 }
+
+// halfOpen trips b with its consecutive failures and waits out the
+// cooldown. Call it inside a synctest bubble.
+func halfOpen(t *testing.T, b *breaker.Breaker) {
+	t.Helper()
+	for b.State() == breaker.Closed {
+		call(t, b, breaker.Failure)
+	}
+	var oe *breaker.OpenError
+	_, err := b.Allow()
+	require.ErrorAs(t, err, &oe)
+	time.Sleep(oe.RetryIn())
+	synctest.Wait()
+	require.Equal(t, breaker.HalfOpen, b.State())
+}
+
+// TestProbeLimitHoldsAcrossHalfOpenPeriods: a probe still running from an
+// earlier half-open period keeps its slot in the next one, until it
+// reports; its late report decides nothing but frees the slot.
+func TestProbeLimitHoldsAcrossHalfOpenPeriods(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b, rec := newBreaker(t, breaker.Config{ConsecutiveFailures: 1, Cooldown: time.Second, HalfOpenProbes: 2})
+		halfOpen(t, b)
+		slow, err := b.Allow()
+		require.NoError(t, err)
+		failing, err := b.Allow()
+		require.NoError(t, err)
+		failing.Done(breaker.Failure)
+		require.Equal(t, breaker.Open, b.State())
+
+		halfOpen(t, b)
+		p, err := b.Allow()
+		require.NoError(t, err, "one slot is free")
+		_, err = b.Allow()
+		require.ErrorIs(t, err, breaker.ErrOpen, "the slow probe of the last period holds the other")
+
+		assert.True(t, slow.Stale())
+		slow.Done(breaker.Success)
+		assert.Equal(t, breaker.HalfOpen, b.State(), "a stale probe decides nothing")
+		q, err := b.Allow()
+		require.NoError(t, err, "but its report frees its slot")
+		p.Done(breaker.Success)
+		q.Done(breaker.Ignored)
+		assert.Equal(t, breaker.Closed, b.State())
+		assert.Equal(t, "half_open->closed (probe succeeded)", rec.steps()[len(rec.steps())-1])
+	})
+}
+
+// TestUnreportedProbeKeepsItsSlot: a probe whose token is never reported
+// keeps its slot through Reset and later trips, so the limit counts the
+// call that may still be running.
+func TestUnreportedProbeKeepsItsSlot(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b, _ := newBreaker(t, breaker.Config{ConsecutiveFailures: 1, Cooldown: time.Second, HalfOpenProbes: 1})
+		halfOpen(t, b)
+		abandoned, err := b.Allow()
+		require.NoError(t, err)
+		b.Reset()
+		halfOpen(t, b)
+		_, err = b.Allow()
+		require.ErrorIs(t, err, breaker.ErrOpen, "the abandoned probe still holds the only slot")
+		abandoned.Done(breaker.Failure)
+		assert.Equal(t, breaker.HalfOpen, b.State(), "its late failure decides nothing")
+		probe, err := b.Allow()
+		require.NoError(t, err)
+		probe.Done(breaker.Success)
+		assert.Equal(t, breaker.Closed, b.State())
+	})
+}

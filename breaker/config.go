@@ -63,7 +63,9 @@ type Config struct {
 	CooldownJitter float64
 
 	// HalfOpenProbes is how many probes may be in flight at once while half
-	// open. 0 means DefaultHalfOpenProbes.
+	// open, at most 1024. 0 means DefaultHalfOpenProbes. The limit holds
+	// across half-open periods: a probe admitted in an earlier period that
+	// has not reported yet still holds its slot.
 	HalfOpenProbes int
 	// ProbeSuccesses is how many probe successes in a row close the
 	// breaker. 0 means DefaultProbeSuccesses.
@@ -146,7 +148,7 @@ func (c Config) normalize() (Config, error) {
 	check(c.MinCalls >= 0, "MinCalls must not be negative, got %d", c.MinCalls)
 	check(c.Cooldown >= 0, "Cooldown must not be negative, got %v", c.Cooldown)
 	check(c.MaxCooldown >= 0, "MaxCooldown must not be negative, got %v", c.MaxCooldown)
-	check(c.HalfOpenProbes >= 0, "HalfOpenProbes must not be negative, got %d", c.HalfOpenProbes)
+	check(c.HalfOpenProbes >= 0 && c.HalfOpenProbes <= maxHalfOpenProbes, "HalfOpenProbes must be within [0, %d], got %d", maxHalfOpenProbes, c.HalfOpenProbes)
 	check(c.ProbeSuccesses >= 0, "ProbeSuccesses must not be negative, got %d", c.ProbeSuccesses)
 	if err := errors.Join(errs...); err != nil {
 		return c, fmt.Errorf("breaker %q: invalid config: %w", c.Name, err)

@@ -1,0 +1,72 @@
+package breaker
+
+import (
+	"math"
+	"sync/atomic"
+)
+
+// maxHalfOpenProbes bounds HalfOpenProbes: each probe has a slot, and a
+// hostile configuration must not allocate without bound.
+const maxHalfOpenProbes = 1024
+
+// releasing marks a slot whose probe is being released: taken by nobody,
+// written off by nobody.
+const releasing = math.MaxUint64
+
+// probeSlots are a breaker's half-open probe slots. They belong to the
+// breaker, not to one half-open period: a probe holds its slot from Allow
+// until its token reports, whatever the breaker did meanwhile, so that a
+// probe still running from an earlier period counts against the limit of
+// the next one. A slot holds its probe's ticket — the breaker's monotonic
+// clock when it was admitted, plus one — or 0 when free; a token gives its
+// slot back only if the slot still holds its ticket.
+type probeSlots struct {
+	// held counts the slots taken or being taken; it never exceeds
+	// len(slots), so a caller that raised it finds a free slot.
+	held  atomic.Int64
+	slots []atomic.Uint64
+}
+
+func newProbeSlots(n int) *probeSlots {
+	return &probeSlots{slots: make([]atomic.Uint64, n)}
+}
+
+// take reserves a slot for a probe admitted at now and returns its index
+// and ticket, or false when every slot is held.
+func (s *probeSlots) take(now int64) (int32, uint64, bool) {
+	limit := int64(len(s.slots))
+	for {
+		n := s.held.Load()
+		if n >= limit {
+			return 0, 0, false
+		}
+		if s.held.CompareAndSwap(n, n+1) {
+			break
+		}
+	}
+	ticket := uint64(now) + 1
+	// held counts at most len(slots) holders, this one included: a free
+	// slot exists, though others may take the ones this scan sees first.
+	for {
+		for i := range s.slots {
+			if s.slots[i].Load() == 0 && s.slots[i].CompareAndSwap(0, ticket) {
+				return int32(i), ticket, true
+			}
+		}
+	}
+}
+
+// claim starts giving back slot i for the probe with ticket; it reports
+// false when the slot no longer holds that probe.
+func (s *probeSlots) claim(i int32, ticket uint64) bool {
+	return s.slots[i].CompareAndSwap(ticket, releasing)
+}
+
+// free ends the release of a claimed slot.
+func (s *probeSlots) free(i int32) {
+	s.slots[i].Store(0)
+	s.held.Add(-1)
+}
+
+// inFlight returns the number of slots held.
+func (s *probeSlots) inFlight() int { return int(s.held.Load()) }
