@@ -92,7 +92,8 @@ type Transition struct {
 	From, To State
 	// Reason is a short fixed phrase: "consecutive failures",
 	// "failure ratio", "slow calls", "cooldown elapsed", "probe succeeded",
-	// "probe failed", "forced open", "forced closed", "reset", "shared".
+	// "probe failed", "probe timed out", "forced open", "forced closed",
+	// "reset", "shared".
 	Reason string
 	// At is when the change happened.
 	At time.Time
@@ -122,6 +123,10 @@ type phase struct {
 	// Half-open: probe successes in a row. The probe slots belong to the
 	// breaker (probes), so that the limit holds across half-open periods.
 	successes atomic.Int64
+	// Half-open: when the period began (the breaker's monotonic clock),
+	// and whether a timer will check the probes' waits.
+	start int64
+	armed atomic.Bool
 
 	// Open and half-open: the error callers get, built once.
 	rejection *OpenError
@@ -248,7 +253,63 @@ func (b *Breaker) allowProbe(ph *phase) (Token, error) {
 		}
 		return Token{}, ph.rejection
 	}
+	// The slot is taken before armed is read, and the check clears armed
+	// before it reads the slots: either the check sees this probe, or this
+	// sees that no check is due and arms one.
+	if b.cfg.MaxHalfOpenWait > 0 && !ph.armed.Load() {
+		b.mu.Lock()
+		if b.cur.Load() == ph {
+			b.armLocked(ph)
+		}
+		b.mu.Unlock()
+	}
 	return Token{b: b, ph: ph, start: now, ticket: ticket, slot: slot, probe: true}, nil
+}
+
+// armLocked sets ph's timer to check the probes when the first of them
+// has waited MaxHalfOpenWait, unless one is set or no probe is held. b.mu
+// must be held and ph must be the current, half-open, phase.
+func (b *Breaker) armLocked(ph *phase) {
+	if b.cfg.MaxHalfOpenWait <= 0 || ph.armed.Load() {
+		return
+	}
+	first, ok := b.probes.oldest()
+	if !ok {
+		return
+	}
+	ph.armed.Store(true)
+	due := time.Duration(first + int64(b.cfg.MaxHalfOpenWait) - b.now())
+	ph.timer = time.AfterFunc(max(due, 0), func() { b.checkProbes(ph) })
+}
+
+// checkProbes writes off the probes that have waited MaxHalfOpenWait. If
+// one of them was admitted in the current half-open period ph, the breaker
+// reopens; otherwise the timer is set for the next probe due.
+func (b *Breaker) checkProbes(ph *phase) {
+	b.mu.Lock()
+	if b.cur.Load() != ph {
+		b.mu.Unlock()
+		return
+	}
+	ph.armed.Store(false)
+	current := false
+	b.probes.writeOff(b.now()-int64(b.cfg.MaxHalfOpenWait), func(start int64) {
+		// The fleet-wide permit goes back too, before the slot.
+		if b.member != nil {
+			b.member.ReleaseProbe()
+		}
+		if start >= ph.start {
+			current = true
+		}
+	})
+	if !current {
+		b.armLocked(ph)
+		b.mu.Unlock()
+		return
+	}
+	tr := b.switchLocked(Open, "probe timed out", false, time.Time{})
+	b.mu.Unlock()
+	b.announce(tr, true)
 }
 
 // Stale reports whether the breaker has changed state since the token was
@@ -383,8 +444,11 @@ func (b *Breaker) switchLocked(to State, reason string, forced bool, openUntil t
 		b.trips = 0
 		ph = b.closedPhase(gen, forced)
 	case HalfOpen:
-		ph = &phase{state: HalfOpen, gen: gen}
+		ph = &phase{state: HalfOpen, gen: gen, start: b.now()}
 		ph.rejection = &OpenError{Name: b.cfg.Name, HalfOpen: true}
+		// Probes of earlier periods may still hold slots: their waits
+		// run on.
+		defer b.armLocked(ph)
 	case Open:
 		ph = &phase{state: Open, gen: gen, forced: forced}
 		if !forced {

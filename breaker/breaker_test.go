@@ -694,3 +694,122 @@ func TestUnreportedProbeKeepsItsSlot(t *testing.T) {
 		assert.Equal(t, breaker.Closed, b.State())
 	})
 }
+
+// TestUnreportedProbeIsWrittenOff: a probe that has not reported
+// MaxHalfOpenWait after it was admitted is written off: the breaker
+// reopens as for a failed probe, and the probe's report, when it comes,
+// neither decides anything nor frees a slot that is no longer its own.
+func TestUnreportedProbeIsWrittenOff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b, rec := newBreaker(t, breaker.Config{ConsecutiveFailures: 1, Cooldown: time.Second, MaxCooldown: time.Minute, MaxHalfOpenWait: 10 * time.Second})
+		halfOpen(t, b)
+		lost, err := b.Allow()
+		require.NoError(t, err)
+		time.Sleep(10*time.Second - 1)
+		synctest.Wait()
+		require.Equal(t, breaker.HalfOpen, b.State())
+		_, err = b.Allow()
+		require.ErrorIs(t, err, breaker.ErrOpen)
+
+		time.Sleep(1)
+		synctest.Wait()
+		require.Equal(t, breaker.Open, b.State(), "written off after MaxHalfOpenWait")
+		assert.Equal(t, "half_open->open (probe timed out)", rec.steps()[len(rec.steps())-1])
+		var oe *breaker.OpenError
+		require.ErrorAs(t, b.OpenError(), &oe)
+		assert.Equal(t, 2*time.Second, oe.RetryIn(), "a timed-out probe is a failed one: the cooldown grows")
+
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		probe, err := b.Allow()
+		require.NoError(t, err, "the written-off probe's slot is free again")
+		lost.Done(breaker.Success)
+		assert.Equal(t, breaker.HalfOpen, b.State(), "the late report decides nothing")
+		_, err = b.Allow()
+		require.ErrorIs(t, err, breaker.ErrOpen, "and frees nothing: the slot is the new probe's")
+		probe.Done(breaker.Success)
+		assert.Equal(t, breaker.Closed, b.State())
+	})
+}
+
+// TestProbeWaitIsPerProbe: the wait runs from each probe's admission, not
+// from the start of the half-open period, so a probe admitted late keeps
+// its full wait; a probe of an earlier period that times out is written
+// off without deciding anything in this one.
+func TestProbeWaitIsPerProbe(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b, rec := newBreaker(t, breaker.Config{ConsecutiveFailures: 1, Cooldown: time.Second, HalfOpenProbes: 2, MaxHalfOpenWait: 10 * time.Second})
+		halfOpen(t, b)
+		first, err := b.Allow()
+		require.NoError(t, err)
+		time.Sleep(8 * time.Second)
+		first.Done(breaker.Ignored)
+		late, err := b.Allow()
+		require.NoError(t, err)
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		require.Equal(t, breaker.HalfOpen, b.State(), "13s into the period, but the late probe is 5s old")
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		require.Equal(t, breaker.Open, b.State())
+
+		// A probe left over from the previous period.
+		steps := len(rec.steps())
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		require.Equal(t, breaker.HalfOpen, b.State())
+		hung, err := b.Allow()
+		require.NoError(t, err)
+		failing, err := b.Allow()
+		require.NoError(t, err)
+		failing.Done(breaker.Failure)
+		time.Sleep(4 * time.Second) // past the cooldown
+		synctest.Wait()
+		require.Equal(t, breaker.HalfOpen, b.State())
+		_, err = b.Allow()
+		require.NoError(t, err)
+		_, err = b.Allow()
+		require.ErrorIs(t, err, breaker.ErrOpen, "the hung probe holds a slot")
+		time.Sleep(6 * time.Second) // the hung probe is 10s old
+		synctest.Wait()
+		assert.Equal(t, breaker.HalfOpen, b.State(), "a stale probe's time-out decides nothing")
+		extra, err := b.Allow()
+		require.NoError(t, err, "but its slot is free")
+		extra.Done(breaker.Ignored)
+		hung.Done(breaker.Failure)
+		assert.Equal(t, breaker.HalfOpen, b.State())
+		assert.Equal(t, []string{"open->half_open (cooldown elapsed)", "half_open->open (probe failed)", "open->half_open (cooldown elapsed)"}, rec.steps()[steps:])
+		b.Reset()
+		late.Done(breaker.Success) // written off long ago: nothing happens
+		assert.Equal(t, breaker.Closed, b.State())
+	})
+}
+
+// TestMaxHalfOpenWaitIsOnByDefault: without any setting, a lost probe is
+// written off after DefaultMaxHalfOpenWait instead of leaving the breaker
+// half-open, rejecting everything, for ever; a negative wait keeps the
+// old behaviour.
+func TestMaxHalfOpenWaitIsOnByDefault(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b, _ := newBreaker(t, breaker.Config{ConsecutiveFailures: 1, Cooldown: time.Second})
+		assert.Equal(t, breaker.DefaultMaxHalfOpenWait, b.Config().MaxHalfOpenWait)
+		halfOpen(t, b)
+		_, err := b.Allow()
+		require.NoError(t, err)
+		time.Sleep(breaker.DefaultMaxHalfOpenWait)
+		synctest.Wait()
+		assert.Equal(t, breaker.Open, b.State())
+
+		never, _ := newBreaker(t, breaker.Config{ConsecutiveFailures: 1, Cooldown: time.Second, MaxHalfOpenWait: -1})
+		halfOpen(t, never)
+		_, err = never.Allow()
+		require.NoError(t, err)
+		time.Sleep(24 * time.Hour)
+		synctest.Wait()
+		assert.Equal(t, breaker.HalfOpen, never.State())
+		_, err = never.Allow()
+		assert.ErrorIs(t, err, breaker.ErrOpen)
+		never.Reset()
+		b.Reset()
+	})
+}

@@ -18,6 +18,11 @@ const (
 	DefaultSlowCallRatio       = 0.5
 	DefaultHalfOpenProbes      = 1
 	DefaultProbeSuccesses      = 1
+	// DefaultMaxHalfOpenWait is long enough for any model call with its
+	// retries (a fallback chain reports a probe when the stage ends), and
+	// short enough that a lost probe does not keep a breaker half-open,
+	// rejecting everything, for long.
+	DefaultMaxHalfOpenWait = 5 * time.Minute
 )
 
 // Config configures a Breaker. The zero value is a working breaker: it trips
@@ -65,11 +70,19 @@ type Config struct {
 	// HalfOpenProbes is how many probes may be in flight at once while half
 	// open, at most 1024. 0 means DefaultHalfOpenProbes. The limit holds
 	// across half-open periods: a probe admitted in an earlier period that
-	// has not reported yet still holds its slot.
+	// has not reported yet still holds its slot (see MaxHalfOpenWait).
 	HalfOpenProbes int
 	// ProbeSuccesses is how many probe successes in a row close the
 	// breaker. 0 means DefaultProbeSuccesses.
 	ProbeSuccesses int
+	// MaxHalfOpenWait is how long a probe may go without reporting. A
+	// probe that has not reported that long after it was admitted is
+	// written off: its slot is freed (its report, if it ever comes, decides
+	// nothing) and, if it was admitted in the current half-open period, the
+	// breaker reopens as for a failed probe. It must exceed the longest a
+	// probe's call may take. 0 means DefaultMaxHalfOpenWait; negative waits
+	// for ever.
+	MaxHalfOpenWait time.Duration
 
 	// Outcome decides how an error counts; nil means OutcomeOf (the
 	// default class table). Used by Execute and Token.Report.
@@ -176,6 +189,9 @@ func (c Config) normalize() (Config, error) {
 	}
 	if c.ProbeSuccesses == 0 {
 		c.ProbeSuccesses = DefaultProbeSuccesses
+	}
+	if c.MaxHalfOpenWait == 0 {
+		c.MaxHalfOpenWait = DefaultMaxHalfOpenWait
 	}
 	if c.Outcome == nil {
 		c.Outcome = OutcomeOf

@@ -70,3 +70,34 @@ func (s *probeSlots) free(i int32) {
 
 // inFlight returns the number of slots held.
 func (s *probeSlots) inFlight() int { return int(s.held.Load()) }
+
+// oldest returns the admission time of the longest-held probe, if any.
+func (s *probeSlots) oldest() (int64, bool) {
+	first, ok := int64(0), false
+	for i := range s.slots {
+		v := s.slots[i].Load()
+		if v == 0 || v == releasing {
+			continue
+		}
+		if start := int64(v - 1); !ok || start < first {
+			first, ok = start, true
+		}
+	}
+	return first, ok
+}
+
+// writeOff frees the slots of the probes admitted at or before deadline,
+// calling release with each one's admission time before its slot is
+// freed.
+func (s *probeSlots) writeOff(deadline int64, release func(start int64)) {
+	for i := range s.slots {
+		v := s.slots[i].Load()
+		if v == 0 || v == releasing || int64(v-1) > deadline {
+			continue
+		}
+		if s.slots[i].CompareAndSwap(v, releasing) {
+			release(int64(v - 1))
+			s.free(int32(i))
+		}
+	}
+}
