@@ -92,8 +92,8 @@ type Transition struct {
 	From, To State
 	// Reason is a short fixed phrase: "consecutive failures",
 	// "failure ratio", "slow calls", "cooldown elapsed", "probe succeeded",
-	// "probe failed", "probe timed out", "forced open", "forced closed",
-	// "reset", "shared".
+	// "probe failed", "slow probes", "probe timed out", "forced open",
+	// "forced closed", "reset", "shared".
 	Reason string
 	// At is when the change happened.
 	At time.Time
@@ -123,6 +123,7 @@ type phase struct {
 	// Half-open: probe successes in a row. The probe slots belong to the
 	// breaker (probes), so that the limit holds across half-open periods.
 	successes atomic.Int64
+	slows     atomic.Int64
 	// Half-open: when the period began (the breaker's monotonic clock),
 	// and whether a timer will check the probes' waits.
 	start int64
@@ -404,9 +405,20 @@ func (b *Breaker) probeDone(t Token, o Outcome) {
 	}
 	switch o {
 	case Success:
-		if ph.successes.Add(1) >= int64(b.cfg.ProbeSuccesses) {
-			b.transition(ph, Closed, "probe succeeded", false)
+		if b.cfg.SlowCallDuration > 0 && b.now()-t.start >= int64(b.cfg.SlowCallDuration) {
+			ph.slows.Add(1)
 		}
+		n := ph.successes.Add(1)
+		if n < int64(b.cfg.ProbeSuccesses) {
+			return
+		}
+		// Slow successes count as successes in the run; their share
+		// decides, as the slow-call ratio does while closed.
+		if b.cfg.SlowCallDuration > 0 && float64(ph.slows.Load()) >= b.cfg.SlowCallRatio*float64(n) {
+			b.transition(ph, Open, "slow probes", false)
+			return
+		}
+		b.transition(ph, Closed, "probe succeeded", false)
 	case Failure:
 		b.transition(ph, Open, "probe failed", false)
 	}

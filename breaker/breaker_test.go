@@ -813,3 +813,48 @@ func TestMaxHalfOpenWaitIsOnByDefault(t *testing.T) {
 		b.Reset()
 	})
 }
+
+// TestSlowProbes: with slow calls tracked, the half-open decision weighs
+// them too — when ProbeSuccesses probes have succeeded, the breaker closes
+// only if the share of slow ones is below SlowCallRatio; otherwise it
+// reopens.
+func TestSlowProbes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := breaker.Config{ConsecutiveFailures: 1, Cooldown: time.Second, SlowCallDuration: 4 * time.Second, SlowCallRatio: 0.5, HalfOpenProbes: 4, ProbeSuccesses: 4}
+		probes := func(b *breaker.Breaker, slow int) {
+			t.Helper()
+			var toks []breaker.Token
+			for range 4 {
+				tok, err := b.Allow()
+				require.NoError(t, err)
+				toks = append(toks, tok)
+			}
+			for i, tok := range toks {
+				if i == 4-slow {
+					time.Sleep(5 * time.Second)
+				}
+				tok.Done(breaker.Success)
+			}
+		}
+		b, rec := newBreaker(t, cfg)
+		halfOpen(t, b)
+		probes(b, 3)
+		assert.Equal(t, breaker.Open, b.State(), "3 slow probes of 4")
+		assert.Equal(t, "half_open->open (slow probes)", rec.steps()[len(rec.steps())-1])
+
+		b, rec = newBreaker(t, cfg)
+		halfOpen(t, b)
+		probes(b, 1)
+		assert.Equal(t, breaker.Closed, b.State(), "1 slow probe of 4")
+		assert.Equal(t, "half_open->closed (probe succeeded)", rec.steps()[len(rec.steps())-1])
+
+		cfg.HalfOpenProbes, cfg.ProbeSuccesses = 0, 0 // one probe decides
+		b, _ = newBreaker(t, cfg)
+		halfOpen(t, b)
+		tok, err := b.Allow()
+		require.NoError(t, err)
+		time.Sleep(4 * time.Second)
+		tok.Done(breaker.Success)
+		assert.Equal(t, breaker.Open, b.State(), "one slow probe of one")
+	})
+}

@@ -47,7 +47,9 @@ type Config struct {
 	SlowCallDuration time.Duration
 	// SlowCallRatio trips the breaker when slow calls reach this share of at
 	// least MinCalls calls over the Window. 0 means DefaultSlowCallRatio
-	// (used only when SlowCallDuration is set).
+	// (used only when SlowCallDuration is set). Half-open, it applies to the
+	// probes: when ProbeSuccesses probes have succeeded, the breaker closes
+	// only if the slow ones are below this share, and reopens otherwise.
 	SlowCallRatio float64
 	// Window is the rolling time window for the ratios, kept in ten
 	// buckets. 0 means DefaultWindow.
