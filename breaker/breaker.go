@@ -129,6 +129,9 @@ type phase struct {
 	start int64
 	armed atomic.Bool
 
+	// The breaker's count of refusals when the phase began.
+	rejectedBefore int64
+
 	// Open and half-open: the error callers get, built once.
 	rejection *OpenError
 	until     time.Time
@@ -136,7 +139,8 @@ type phase struct {
 }
 
 // Breaker is a circuit breaker. It is safe for concurrent use; the closed
-// path is an atomic load and no allocation, the open path one atomic load.
+// path is an atomic load and no allocation, the open path an atomic load
+// and an add to a counter it rarely shares.
 type Breaker struct {
 	cur atomic.Pointer[phase]
 	cfg Config
@@ -146,6 +150,8 @@ type Breaker struct {
 	// probes are the half-open probe slots, shared by every half-open
 	// period.
 	probes *probeSlots
+	// rejects counts refused calls; nil until the first one.
+	rejects atomic.Pointer[rejections]
 
 	mu sync.Mutex
 	// trips counts trips since the last close, for cooldown growth.
@@ -186,9 +192,11 @@ func (b *Breaker) State() State { return b.cur.Load().state }
 // OpenError returns the error Allow would return now if the breaker is open,
 // and nil otherwise (closed, or half-open). It takes nothing: no token, no
 // probe. Callers use it to skip work, such as reading the clock or taking a
-// bulkhead slot, that an open breaker would waste.
+// bulkhead slot, that an open breaker would waste; an error it returns
+// counts as a refused call in Counts.
 func (b *Breaker) OpenError() error {
 	if ph := b.cur.Load(); ph.state == Open {
+		b.reject()
 		return ph.rejection
 	}
 	return nil
@@ -201,7 +209,7 @@ func (b *Breaker) Generation() uint64 { return b.cur.Load().gen }
 func (b *Breaker) Config() Config { return b.cfg }
 
 func (b *Breaker) closedPhase(gen uint64, forced bool) *phase {
-	p := &phase{state: Closed, gen: gen, forced: forced}
+	p := &phase{state: Closed, gen: gen, forced: forced, rejectedBefore: b.rejected()}
 	if b.cfg.windowed() && !forced {
 		p.win = newWindow(b.cfg.Window, b.now())
 	}
@@ -217,12 +225,12 @@ type Token struct {
 	b  *Breaker
 	ph *phase
 	// start is when the call was admitted (on the breaker's monotonic
-	// clock), when slow calls are timed, and always for a probe.
+	// clock), when slow calls are timed, and always for a probe: its
+	// slot holds start+1 as its ticket.
 	start int64
-	// ticket and slot identify a probe's slot.
-	ticket uint64
-	slot   int32
-	probe  bool
+	// probe is the probe's slot plus one; 0 for a call admitted while
+	// closed. The token stays four words, returned in registers.
+	probe int32
 }
 
 // Allow asks to make one call. It returns an *OpenError (matching ErrOpen)
@@ -237,6 +245,7 @@ func (b *Breaker) Allow() (Token, error) {
 		}
 		return t, nil
 	case Open:
+		b.reject()
 		return Token{}, ph.rejection
 	}
 	return b.allowProbe(ph)
@@ -246,12 +255,14 @@ func (b *Breaker) allowProbe(ph *phase) (Token, error) {
 	now := b.now()
 	slot, ticket, ok := b.probes.take(now)
 	if !ok {
+		b.reject()
 		return Token{}, ph.rejection
 	}
 	if b.member != nil && !b.member.TryProbe() {
 		if b.probes.claim(slot, ticket) {
 			b.probes.free(slot)
 		}
+		b.reject()
 		return Token{}, ph.rejection
 	}
 	// The slot is taken before armed is read, and the check clears armed
@@ -264,7 +275,7 @@ func (b *Breaker) allowProbe(ph *phase) (Token, error) {
 		}
 		b.mu.Unlock()
 	}
-	return Token{b: b, ph: ph, start: now, ticket: ticket, slot: slot, probe: true}, nil
+	return Token{b: b, ph: ph, start: now, probe: slot + 1}, nil
 }
 
 // armLocked sets ph's timer to check the probes when the first of them
@@ -319,14 +330,14 @@ func (b *Breaker) checkProbes(ph *phase) {
 func (t Token) Stale() bool { return t.ph != nil && t.b.cur.Load() != t.ph }
 
 // IsProbe reports whether the token admitted a half-open probe.
-func (t Token) IsProbe() bool { return t.probe }
+func (t Token) IsProbe() bool { return t.probe != 0 }
 
 // Done reports the outcome of the call the token admitted.
 func (t Token) Done(o Outcome) {
 	if t.ph == nil {
 		return
 	}
-	if t.probe {
+	if t.probe != 0 {
 		t.b.probeDone(t, o)
 		return
 	}
@@ -386,7 +397,8 @@ func (b *Breaker) closedDone(t Token, o Outcome) {
 }
 
 func (b *Breaker) probeDone(t Token, o Outcome) {
-	if !b.probes.claim(t.slot, t.ticket) {
+	slot := t.probe - 1
+	if !b.probes.claim(slot, ticketOf(t.start)) {
 		// The probe was written off: its slot is no longer its own, and
 		// its report comes too late to decide anything.
 		return
@@ -396,7 +408,7 @@ func (b *Breaker) probeDone(t Token, o Outcome) {
 	if b.member != nil {
 		b.member.ReleaseProbe()
 	}
-	b.probes.free(t.slot)
+	b.probes.free(slot)
 	ph := t.ph
 	if b.cur.Load() != ph {
 		// A probe of an earlier period: it held its slot until now, but
@@ -456,13 +468,13 @@ func (b *Breaker) switchLocked(to State, reason string, forced bool, openUntil t
 		b.trips = 0
 		ph = b.closedPhase(gen, forced)
 	case HalfOpen:
-		ph = &phase{state: HalfOpen, gen: gen, start: b.now()}
+		ph = &phase{state: HalfOpen, gen: gen, start: b.now(), rejectedBefore: b.rejected()}
 		ph.rejection = &OpenError{Name: b.cfg.Name, HalfOpen: true}
 		// Probes of earlier periods may still hold slots: their waits
 		// run on.
 		defer b.armLocked(ph)
 	case Open:
-		ph = &phase{state: Open, gen: gen, forced: forced}
+		ph = &phase{state: Open, gen: gen, forced: forced, rejectedBefore: b.rejected()}
 		if !forced {
 			var cooldown time.Duration
 			if openUntil.IsZero() {

@@ -858,3 +858,48 @@ func TestSlowProbes(t *testing.T) {
 		assert.Equal(t, breaker.Open, b.State(), "one slow probe of one")
 	})
 }
+
+// TestCounts: the snapshot follows the current state — the window's
+// figures and the run of failures while closed, the refusals while open
+// (counted from the state's start), the probes while half-open — and
+// reading it allocates nothing.
+func TestCounts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b, _ := newBreaker(t, breaker.Config{ConsecutiveFailures: 3, FailureRatio: 0.9, MinCalls: 10, SlowCallDuration: time.Second,
+			Cooldown: time.Second, HalfOpenProbes: 2, ProbeSuccesses: 2})
+		assert.Equal(t, breaker.Counts{State: breaker.Closed}, b.Counts())
+		call(t, b, breaker.Success)
+		call(t, b, breaker.Ignored)
+		tok, err := b.Allow()
+		require.NoError(t, err)
+		time.Sleep(time.Second)
+		tok.Done(breaker.Success) // slow
+		call(t, b, breaker.Failure)
+		call(t, b, breaker.Failure)
+		assert.Equal(t, breaker.Counts{State: breaker.Closed, Calls: 4, Failures: 2, SlowCalls: 1, FailureRatio: 0.5, SlowCallRatio: 0.25, ConsecutiveFailures: 2}, b.Counts())
+
+		call(t, b, breaker.Failure)
+		require.Equal(t, breaker.Open, b.State())
+		for range 3 {
+			_, err := b.Allow()
+			require.Error(t, err)
+		}
+		require.Error(t, b.OpenError())
+		assert.Equal(t, breaker.Counts{State: breaker.Open, Generation: 1, Rejected: 4}, b.Counts())
+
+		time.Sleep(time.Second)
+		synctest.Wait()
+		assert.Equal(t, breaker.Counts{State: breaker.HalfOpen, Generation: 2}, b.Counts(), "refusals are counted per state")
+		p1, err := b.Allow()
+		require.NoError(t, err)
+		p2, err := b.Allow()
+		require.NoError(t, err)
+		_, err = b.Allow()
+		require.Error(t, err)
+		p1.Done(breaker.Success)
+		assert.Equal(t, breaker.Counts{State: breaker.HalfOpen, Generation: 2, Calls: 1, Rejected: 1, ProbesInFlight: 1}, b.Counts())
+		assert.Zero(t, testing.AllocsPerRun(100, func() { _ = b.Counts() }))
+		p2.Done(breaker.Success)
+		assert.Equal(t, breaker.Counts{State: breaker.Closed, Generation: 3}, b.Counts())
+	})
+}

@@ -44,7 +44,7 @@ func (s *probeSlots) take(now int64) (int32, uint64, bool) {
 			break
 		}
 	}
-	ticket := uint64(now) + 1
+	ticket := ticketOf(now)
 	// held counts at most len(slots) holders, this one included: a free
 	// slot exists, though others may take the ones this scan sees first.
 	for {
@@ -55,6 +55,9 @@ func (s *probeSlots) take(now int64) (int32, uint64, bool) {
 		}
 	}
 }
+
+// ticketOf is the ticket of a probe admitted at start.
+func ticketOf(start int64) uint64 { return uint64(start) + 1 }
 
 // claim starts giving back slot i for the probe with ticket; it reports
 // false when the slot no longer holds that probe.
