@@ -128,12 +128,14 @@ func (b *Bulkhead) Name() string { return b.name }
 // Max returns the number of slots.
 func (b *Bulkhead) Max() int { return int(b.max) }
 
-// TryAcquire takes a slot if one is free and nobody is queued for one.
+// TryAcquire takes a slot if one is free and nobody is queued for one. A
+// refusal counts in Stats.Rejected, as a granted slot counts in Accepted.
 func (b *Bulkhead) TryAcquire() bool {
 	if b.tryTake() {
 		b.accepted.Add(1)
 		return true
 	}
+	b.rejected.Add(1)
 	return false
 }
 
@@ -350,7 +352,7 @@ type Stats struct {
 	// Accepted counts acquisitions that got a slot.
 	Accepted uint64
 	// Rejected counts acquisitions refused (full, queue full, wait ended,
-	// context ended while queued).
+	// context ended while queued), refused TryAcquire calls included.
 	Rejected uint64
 	// InFlight is the number of slots held now.
 	InFlight int

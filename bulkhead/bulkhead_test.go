@@ -43,7 +43,7 @@ func TestFailFast(t *testing.T) {
 	b.Release()
 	b.Release()
 
-	assert.Equal(t, bulkhead.Stats{Accepted: 3, Rejected: 1, InFlight: 0, Max: 2}, b.Stats())
+	assert.Equal(t, bulkhead.Stats{Accepted: 3, Rejected: 2, InFlight: 0, Max: 2}, b.Stats())
 }
 
 func TestReleaseWithoutAcquirePanics(t *testing.T) {
@@ -287,4 +287,15 @@ func TestObserverRemovalAndGroupMembers(t *testing.T) {
 		g.Get("b")
 		assert.ElementsMatch(t, []string{"a", bulkhead.OverflowKey, "b"}, members)
 	})
+}
+
+// TestRefusedTryAcquireIsRejected: TryAcquire is counted both ways — a
+// granted one in Accepted, a refused one in Rejected.
+func TestRefusedTryAcquireIsRejected(t *testing.T) {
+	b := newBulkhead(t, 1)
+	require.True(t, b.TryAcquire())
+	assert.False(t, b.TryAcquire())
+	assert.False(t, b.TryAcquire())
+	assert.Equal(t, bulkhead.Stats{Accepted: 1, Rejected: 2, InFlight: 1, Max: 1}, b.Stats())
+	b.Release()
 }
