@@ -299,3 +299,91 @@ func TestRefusedTryAcquireIsRejected(t *testing.T) {
 	assert.Equal(t, bulkhead.Stats{Accepted: 1, Rejected: 2, InFlight: 1, Max: 1}, b.Stats())
 	b.Release()
 }
+
+// calls records a CallObserver's events.
+type calls struct {
+	waits
+	events []string
+}
+
+func (c *calls) Permitted(name string) { c.add(name + " permitted") }
+func (c *calls) Rejected(name string)  { c.add(name + " rejected") }
+func (c *calls) Finished(name string)  { c.add(name + " finished") }
+func (c *calls) add(e string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.events = append(c.events, e)
+}
+
+func (c *calls) Waited(name string, wait time.Duration, ok bool) {
+	c.waits.Waited(name, wait, ok)
+	c.add(name + " waited " + wait.String())
+}
+
+// TestCallObserverSeesEveryCall: a CallObserver is told of every permitted,
+// rejected and finished call, fail-fast or queued, TryAcquire included; a
+// plain Observer still sees only queue waits.
+func TestCallObserverSeesEveryCall(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		obs, plain := &calls{}, &waits{}
+		b := newBulkhead(t, 1, bulkhead.WithMaxWait(time.Second, 1), bulkhead.WithObserver(obs), bulkhead.WithObserver(plain))
+		ctx := context.Background()
+		require.NoError(t, b.Acquire(ctx))
+		assert.False(t, b.TryAcquire())
+		go func() {
+			time.Sleep(100 * time.Millisecond)
+			b.Release()
+		}()
+		require.NoError(t, b.Acquire(ctx)) // queued, then granted
+		require.ErrorIs(t, b.Acquire(ctx), bulkhead.ErrFull, "queued for the whole wait")
+		canceled, cancel := context.WithCancel(ctx)
+		cancel()
+		require.ErrorIs(t, b.Acquire(canceled), context.Canceled)
+		b.Release()
+		require.NoError(t, b.Do(ctx, func(context.Context) error { return nil }))
+		require.Len(t, obs.events, 11)
+		assert.Equal(t, []string{"pro permitted", "pro rejected"}, obs.events[:2])
+		// The release that hands the slot over and the waiter it wakes run
+		// on two goroutines.
+		assert.ElementsMatch(t, []string{"pro finished", "pro waited 100ms", "pro permitted"}, obs.events[2:5])
+		assert.Less(t, indexOf(obs.events, "pro waited 100ms"), indexOf(obs.events[2:5], "pro permitted")+2, "Waited comes first")
+		assert.Equal(t, []string{
+			"pro waited 1s", "pro rejected",
+			"pro rejected",
+			"pro finished",
+			"pro permitted", "pro finished",
+		}, obs.events[5:])
+		assert.Equal(t, []string{"pro 100ms acquired", "pro 1s rejected"}, plain.got, "a plain Observer sees queue waits only")
+		s := b.Stats()
+		assert.Equal(t, uint64(3), s.Accepted)
+		assert.Equal(t, uint64(3), s.Rejected)
+	})
+}
+
+// TestCallObserverRemoval: a removed CallObserver sees nothing more, and the
+// bulkhead is back on its allocation-free path.
+func TestCallObserverRemoval(t *testing.T) {
+	obs := &calls{}
+	b := newBulkhead(t, 1)
+	remove := b.AddObserver(obs)
+	require.True(t, b.TryAcquire())
+	b.Release()
+	remove()
+	require.True(t, b.TryAcquire())
+	b.Release()
+	assert.Equal(t, []string{"pro permitted", "pro finished"}, obs.events)
+	assert.Zero(t, testing.AllocsPerRun(100, func() {
+		if b.TryAcquire() {
+			b.Release()
+		}
+	}))
+}
+
+func indexOf(s []string, v string) int {
+	for i, x := range s {
+		if x == v {
+			return i
+		}
+	}
+	return -1
+}
