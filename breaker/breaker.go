@@ -45,7 +45,7 @@ var ErrOpen = errors.New("tierguard: circuit open")
 // OpenError is the rejection of an open (or saturated half-open) breaker.
 // It is built once per state change, so rejecting allocates nothing.
 type OpenError struct {
-	// Name is the breaker's name.
+	// Name is the breaker's name (Breaker.Name).
 	Name string
 	// Until is when the breaker lets probes through; zero when unknown
 	// (forced open, or half-open with every probe slot taken).
@@ -86,7 +86,7 @@ func (e *OpenError) Verdict() classify.Verdict {
 // (ForceOpen on a tripped breaker, ForceClosed on a closed one, Reset of a
 // forced one), which changes how the breaker behaves in the same state.
 type Transition struct {
-	// Name is the breaker's name.
+	// Name is the breaker's name (Breaker.Name).
 	Name string
 	// From and To are the states before and after.
 	From, To State
@@ -144,6 +144,9 @@ type phase struct {
 type Breaker struct {
 	cur atomic.Pointer[phase]
 	cfg Config
+	// name is what errors, transitions and metrics call the breaker:
+	// cfg.Name, but for a Group member whose key is hidden.
+	name string
 	// epoch is the origin of the monotonic clock used by the window.
 	epoch time.Time
 
@@ -166,12 +169,16 @@ type listener struct{ fn func(Transition) }
 
 // New returns a breaker configured by cfg, or an error naming every invalid
 // field.
-func New(cfg Config) (*Breaker, error) {
+func New(cfg Config) (*Breaker, error) { return newNamed(cfg, cfg.Name) }
+
+// newNamed returns a breaker that calls itself name in errors, transitions
+// and metrics; its Store knows it by cfg.Name.
+func newNamed(cfg Config, name string) (*Breaker, error) {
 	cfg, err := cfg.normalize()
 	if err != nil {
 		return nil, err
 	}
-	b := &Breaker{cfg: cfg, epoch: time.Now(), probes: newProbeSlots(cfg.HalfOpenProbes)}
+	b := &Breaker{cfg: cfg, name: name, epoch: time.Now(), probes: newProbeSlots(cfg.HalfOpenProbes)}
 	b.cur.Store(b.closedPhase(0, false))
 	if cfg.Store != nil {
 		m, err := cfg.Store.Join(cfg.Name, b)
@@ -183,8 +190,10 @@ func New(cfg Config) (*Breaker, error) {
 	return b, nil
 }
 
-// Name returns the breaker's name.
-func (b *Breaker) Name() string { return b.cfg.Name }
+// Name returns the name the breaker goes by in errors, transitions, logs
+// and metrics: Config.Name, except for a Group member whose key is hidden
+// (see NewGroup).
+func (b *Breaker) Name() string { return b.name }
 
 // State returns the current state.
 func (b *Breaker) State() State { return b.cur.Load().state }
@@ -469,7 +478,7 @@ func (b *Breaker) switchLocked(to State, reason string, forced bool, openUntil t
 		ph = b.closedPhase(gen, forced)
 	case HalfOpen:
 		ph = &phase{state: HalfOpen, gen: gen, start: b.now(), rejectedBefore: b.rejected()}
-		ph.rejection = &OpenError{Name: b.cfg.Name, HalfOpen: true}
+		ph.rejection = &OpenError{Name: b.name, HalfOpen: true}
 		// Probes of earlier periods may still hold slots: their waits
 		// run on.
 		defer b.armLocked(ph)
@@ -489,10 +498,10 @@ func (b *Breaker) switchLocked(to State, reason string, forced bool, openUntil t
 				b.transition(ph, HalfOpen, "cooldown elapsed", false)
 			})
 		}
-		ph.rejection = &OpenError{Name: b.cfg.Name, Until: ph.until}
+		ph.rejection = &OpenError{Name: b.name, Until: ph.until}
 	}
 	b.cur.Store(ph)
-	return Transition{Name: b.cfg.Name, From: old.state, To: to, Reason: reason, At: now, Generation: gen, OpenUntil: ph.until, Forced: forced}
+	return Transition{Name: b.name, From: old.state, To: to, Reason: reason, At: now, Generation: gen, OpenUntil: ph.until, Forced: forced}
 }
 
 // cooldown returns the cooldown for the current trip: Cooldown, doubled for

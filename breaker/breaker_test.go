@@ -2,6 +2,8 @@ package breaker_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -454,7 +456,7 @@ func TestInvalidConfig(t *testing.T) {
 }
 
 func TestGroup(t *testing.T) {
-	g, err := breaker.NewGroup(breaker.Config{Name: "gemini", ConsecutiveFailures: 1}, 2)
+	g, err := breaker.NewGroup(breaker.Config{Name: "gemini", ConsecutiveFailures: 1}, 2, breaker.WithKeysInNames())
 	require.NoError(t, err)
 	pro, flash := g.Get("pro"), g.Get("flash")
 	assert.Same(t, pro, g.Get("pro"))
@@ -902,4 +904,60 @@ func TestCounts(t *testing.T) {
 		p2.Done(breaker.Success)
 		assert.Equal(t, breaker.Counts{State: breaker.Closed, Generation: 3}, b.Counts())
 	})
+}
+
+// TestGroupKeysStayOutOfSignals: a Group keyed by tenant names its members
+// after the group and a hash of the key, so the key appears in no error,
+// transition or name (and so in no log or metric fed from them); the Store
+// still sees the full name (it keeps only a hash of it). WithKeysInNames
+// shows the keys for groups keyed by public values such as models.
+func TestGroupKeysStayOutOfSignals(t *testing.T) {
+	const tenant = "TENANT-4242"
+	var names []string
+	store := &joinRecorder{}
+	g, err := breaker.NewGroup(breaker.Config{Name: "pro", ConsecutiveFailures: 1, Store: store,
+		OnStateChange: func(tr breaker.Transition) { names = append(names, tr.Name) }}, 8)
+	require.NoError(t, err)
+	b := g.Get(tenant)
+	assert.Equal(t, b, g.Get(tenant))
+	call(t, b, breaker.Failure)
+	_, aerr := b.Allow()
+	require.ErrorIs(t, aerr, breaker.ErrOpen)
+	var oe *breaker.OpenError
+	require.ErrorAs(t, aerr, &oe)
+	for _, s := range []string{aerr.Error(), oe.Name, b.Name(), names[0]} {
+		assert.NotContains(t, s, tenant)
+		assert.Contains(t, s, "pro/#")
+	}
+	assert.Equal(t, "pro/#"+sha256Prefix(tenant), b.Name(), "a short stable hash")
+	assert.Equal(t, "pro/"+tenant, b.Config().Name, "the configuration keeps the key")
+	assert.Contains(t, store.names, "pro/"+tenant, "and so does the store's Join")
+	g.Each(func(key string, m *breaker.Breaker) {
+		if key == breaker.OverflowKey {
+			assert.Equal(t, "pro/"+breaker.OverflowKey, m.Name(), "the overflow member is no secret")
+		}
+	})
+
+	shown, err := breaker.NewGroup(breaker.Config{Name: "gemini"}, 8, breaker.WithKeysInNames())
+	require.NoError(t, err)
+	assert.Equal(t, "gemini/flash", shown.Get("flash").Name())
+}
+
+type joinRecorder struct{ names []string }
+
+func (j *joinRecorder) Join(name string, _ breaker.Local) (breaker.Member, error) {
+	j.names = append(j.names, name)
+	return nopMember{}, nil
+}
+
+type nopMember struct{}
+
+func (nopMember) Record(breaker.Outcome)          {}
+func (nopMember) Transitioned(breaker.Transition) {}
+func (nopMember) TryProbe() bool                  { return true }
+func (nopMember) ReleaseProbe()                   {}
+
+func sha256Prefix(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:6])
 }

@@ -85,6 +85,18 @@ func WithMaxWait(d time.Duration, queue int) Option {
 	}
 }
 
+// WithKeysInNames makes a Group name its members prefix+"/"+key, the key as
+// it is, in errors and for observers and instrumentation. Use it when the
+// keys are public values, such as feature names; without it a member is
+// named prefix+"/#"+ the first 12 hex digits of the key's SHA-256, because
+// a key is often a tenant or user id. Outside a Group it changes nothing.
+func WithKeysInNames() Option {
+	return func(b *Bulkhead) error {
+		b.keysInNames = true
+		return nil
+	}
+}
+
 // WithObserver reports every queued wait to o, and every call if o is a
 // CallObserver.
 func WithObserver(o Observer) Option {
@@ -112,6 +124,8 @@ type Bulkhead struct {
 	full     *FullError
 	maxWait  time.Duration
 	queueMax int
+	// keysInNames is set by WithKeysInNames, for a Group to read.
+	keysInNames bool
 	// observers are added by AddObserver; copy-on-write. calls are the
 	// CallObservers among them.
 	observers atomic.Pointer[[]Observer]

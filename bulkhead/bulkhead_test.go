@@ -2,6 +2,8 @@ package bulkhead_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"sync"
 	"sync/atomic"
@@ -208,7 +210,7 @@ func TestGroupIsolatesKeys(t *testing.T) {
 	require.NoError(t, err)
 	a, b := g.Get("a"), g.Get("b")
 	assert.Same(t, a, g.Get("a"))
-	assert.Equal(t, "tenant/a", a.Name())
+	assert.Equal(t, "tenant/#ca978112ca1b", a.Name(), "the key, hashed")
 	require.True(t, a.TryAcquire())
 	assert.False(t, a.TryAcquire())
 	assert.True(t, b.TryAcquire(), "tenant a's load must not take b's slot")
@@ -386,4 +388,36 @@ func indexOf(s []string, v string) int {
 		}
 	}
 	return -1
+}
+
+// TestGroupKeysStayOutOfSignals: a Group keyed by tenant names its members
+// after the group and a short stable hash of the key, so the key reaches no
+// error, observer or Stats consumer; WithKeysInNames shows the keys.
+func TestGroupKeysStayOutOfSignals(t *testing.T) {
+	const tenant = "TENANT-4242"
+	obs := &calls{}
+	g, err := bulkhead.NewGroup("tenant", 1, 8, bulkhead.WithObserver(obs))
+	require.NoError(t, err)
+	b := g.Get(tenant)
+	require.True(t, b.TryAcquire())
+	err = b.Acquire(context.Background())
+	require.ErrorIs(t, err, bulkhead.ErrFull)
+	var fe *bulkhead.FullError
+	require.ErrorAs(t, err, &fe)
+	sum := sha256.Sum256([]byte(tenant))
+	want := "tenant/#" + hex.EncodeToString(sum[:6])
+	assert.Equal(t, want, b.Name())
+	assert.Equal(t, want, fe.Name)
+	assert.NotContains(t, err.Error(), tenant)
+	for _, e := range obs.events {
+		assert.NotContains(t, e, tenant)
+	}
+	b.Release()
+
+	shown, err := bulkhead.NewGroup("feature", 1, 8, bulkhead.WithKeysInNames())
+	require.NoError(t, err)
+	assert.Equal(t, "feature/summarise", shown.Get("summarise").Name())
+	alone, err := bulkhead.New("solo", 1, bulkhead.WithKeysInNames())
+	require.NoError(t, err)
+	assert.Equal(t, "solo", alone.Name(), "outside a group the option changes nothing")
 }
