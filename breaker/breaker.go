@@ -108,7 +108,8 @@ type Transition struct {
 }
 
 // phase is one state of a breaker, from one transition to the next. It is
-// immutable but for its counters, and it is the generation: a call reports
+// immutable but for its counters and its timer (set under the breaker's
+// lock), and it is the generation: a call reports
 // its outcome to the phase that admitted it, so a result from an earlier
 // state can never change a later one.
 type phase struct {
@@ -582,7 +583,8 @@ func (b *Breaker) ForceOpen() { b.force(Open, "forced open") }
 func (b *Breaker) ForceClosed() { b.force(Closed, "forced closed") }
 
 // Reset returns the breaker to a fresh closed state: counters cleared,
-// cooldown growth forgotten, forcing undone.
+// cooldown growth forgotten, forcing undone. Probes still in flight keep
+// their slots until they report: their calls are still running.
 func (b *Breaker) Reset() {
 	b.mu.Lock()
 	old := b.cur.Load()
