@@ -189,22 +189,28 @@ func (b *Bulkhead) TryAcquire() bool {
 	return false
 }
 
-// permitted counts and reports an acquisition that got a slot.
+// permitted counts and reports an acquisition that got a slot. Without
+// call observers it is an add and a load, inlined.
 func (b *Bulkhead) permitted() {
 	b.accepted.Add(1)
-	if cs := b.calls.Load(); cs != nil {
-		for _, c := range *cs {
-			c.Permitted(b.name)
-		}
+	if b.calls.Load() != nil {
+		b.tell(CallObserver.Permitted)
 	}
 }
 
 // refused counts and reports a refused acquisition.
 func (b *Bulkhead) refused() {
 	b.rejected.Add(1)
+	if b.calls.Load() != nil {
+		b.tell(CallObserver.Rejected)
+	}
+}
+
+// tell calls event on every call observer.
+func (b *Bulkhead) tell(event func(CallObserver, string)) {
 	if cs := b.calls.Load(); cs != nil {
 		for _, c := range *cs {
-			c.Rejected(b.name)
+			event(c, b.name)
 		}
 	}
 }
@@ -387,22 +393,29 @@ func (b *Bulkhead) MaxWait() time.Duration { return b.maxWait }
 // would silently raise the bulkhead's limit.
 func (b *Bulkhead) Release() {
 	b.release()
-	if cs := b.calls.Load(); cs != nil {
-		for _, c := range *cs {
-			c.Finished(b.name)
-		}
+	if b.calls.Load() != nil {
+		b.tell(CallObserver.Finished)
 	}
 }
 
 // release returns a slot without reporting it.
 func (b *Bulkhead) release() {
 	if b.inflight.Add(-1) < 0 {
-		b.inflight.Add(1)
-		panic("tierguard: bulkhead " + strconv.Quote(b.name) + ": Release without Acquire")
+		b.overRelease()
 	}
-	if b.waiting.Load() == 0 {
-		return
+	if b.waiting.Load() != 0 {
+		b.handOff()
 	}
+}
+
+// overRelease undoes a Release without Acquire and panics.
+func (b *Bulkhead) overRelease() {
+	b.inflight.Add(1)
+	panic("tierguard: bulkhead " + strconv.Quote(b.name) + ": Release without Acquire")
+}
+
+// handOff gives freed slots to the longest waiters.
+func (b *Bulkhead) handOff() {
 	b.mu.Lock()
 	for len(b.queue) > 0 && b.take() {
 		w := b.queue[0]
