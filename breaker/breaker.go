@@ -45,7 +45,7 @@ var ErrOpen = errors.New("tierguard: circuit open")
 // OpenError is the rejection of an open (or saturated half-open) breaker.
 // It is built once per state change, so rejecting allocates nothing.
 type OpenError struct {
-	// Name is the breaker's name.
+	// Name is the breaker's name (Breaker.Name).
 	Name string
 	// Until is when the breaker lets probes through; zero when unknown
 	// (forced open, or half-open with every probe slot taken).
@@ -81,15 +81,19 @@ func (e *OpenError) Verdict() classify.Verdict {
 	return classify.Verdict{Class: classify.Rejected, RetryAfter: e.RetryIn(), Reason: "circuit open"}
 }
 
-// Transition describes one state change.
+// Transition describes one state change. Only real changes are
+// transitions: From and To differ, except when forcing starts or ends
+// (ForceOpen on a tripped breaker, ForceClosed on a closed one, Reset of a
+// forced one), which changes how the breaker behaves in the same state.
 type Transition struct {
-	// Name is the breaker's name.
+	// Name is the breaker's name (Breaker.Name).
 	Name string
 	// From and To are the states before and after.
 	From, To State
 	// Reason is a short fixed phrase: "consecutive failures",
 	// "failure ratio", "slow calls", "cooldown elapsed", "probe succeeded",
-	// "probe failed", "forced open", "forced closed", "reset", "shared".
+	// "probe failed", "slow probes", "probe timed out", "forced open",
+	// "forced closed", "reset", "shared".
 	Reason string
 	// At is when the change happened.
 	At time.Time
@@ -104,7 +108,8 @@ type Transition struct {
 }
 
 // phase is one state of a breaker, from one transition to the next. It is
-// immutable but for its counters, and it is the generation: a call reports
+// immutable but for its counters and its timer (set under the breaker's
+// lock), and it is the generation: a call reports
 // its outcome to the phase that admitted it, so a result from an earlier
 // state can never change a later one.
 type phase struct {
@@ -116,9 +121,17 @@ type phase struct {
 	failures atomic.Int64
 	win      *window
 
-	// Half-open: probes in flight and probe successes in a row.
-	probes    atomic.Int64
+	// Half-open: probe successes in a row. The probe slots belong to the
+	// breaker (probes), so that the limit holds across half-open periods.
 	successes atomic.Int64
+	slows     atomic.Int64
+	// Half-open: when the period began (the breaker's monotonic clock),
+	// and whether a timer will check the probes' waits.
+	start int64
+	armed atomic.Bool
+
+	// The breaker's count of refusals when the phase began.
+	rejectedBefore int64
 
 	// Open and half-open: the error callers get, built once.
 	rejection *OpenError
@@ -127,12 +140,22 @@ type phase struct {
 }
 
 // Breaker is a circuit breaker. It is safe for concurrent use; the closed
-// path is an atomic load and no allocation, the open path one atomic load.
+// path is an atomic load and no allocation, the open path an atomic load
+// and an add to a counter it rarely shares.
 type Breaker struct {
 	cur atomic.Pointer[phase]
 	cfg Config
+	// name is what errors, transitions and metrics call the breaker:
+	// cfg.Name, but for a Group member whose key is hidden.
+	name string
 	// epoch is the origin of the monotonic clock used by the window.
 	epoch time.Time
+
+	// probes are the half-open probe slots, shared by every half-open
+	// period.
+	probes *probeSlots
+	// rejects counts refused calls; nil until the first one.
+	rejects atomic.Pointer[rejections]
 
 	mu sync.Mutex
 	// trips counts trips since the last close, for cooldown growth.
@@ -147,12 +170,16 @@ type listener struct{ fn func(Transition) }
 
 // New returns a breaker configured by cfg, or an error naming every invalid
 // field.
-func New(cfg Config) (*Breaker, error) {
+func New(cfg Config) (*Breaker, error) { return newNamed(cfg, cfg.Name) }
+
+// newNamed returns a breaker that calls itself name in errors, transitions
+// and metrics; its Store knows it by cfg.Name.
+func newNamed(cfg Config, name string) (*Breaker, error) {
 	cfg, err := cfg.normalize()
 	if err != nil {
 		return nil, err
 	}
-	b := &Breaker{cfg: cfg, epoch: time.Now()}
+	b := &Breaker{cfg: cfg, name: name, epoch: time.Now(), probes: newProbeSlots(cfg.HalfOpenProbes)}
 	b.cur.Store(b.closedPhase(0, false))
 	if cfg.Store != nil {
 		m, err := cfg.Store.Join(cfg.Name, b)
@@ -164,8 +191,10 @@ func New(cfg Config) (*Breaker, error) {
 	return b, nil
 }
 
-// Name returns the breaker's name.
-func (b *Breaker) Name() string { return b.cfg.Name }
+// Name returns the name the breaker goes by in errors, transitions, logs
+// and metrics: Config.Name, except for a Group member whose key is hidden
+// (see NewGroup).
+func (b *Breaker) Name() string { return b.name }
 
 // State returns the current state.
 func (b *Breaker) State() State { return b.cur.Load().state }
@@ -173,9 +202,11 @@ func (b *Breaker) State() State { return b.cur.Load().state }
 // OpenError returns the error Allow would return now if the breaker is open,
 // and nil otherwise (closed, or half-open). It takes nothing: no token, no
 // probe. Callers use it to skip work, such as reading the clock or taking a
-// bulkhead slot, that an open breaker would waste.
+// bulkhead slot, that an open breaker would waste; an error it returns
+// counts as a refused call in Counts.
 func (b *Breaker) OpenError() error {
 	if ph := b.cur.Load(); ph.state == Open {
+		b.reject()
 		return ph.rejection
 	}
 	return nil
@@ -188,7 +219,7 @@ func (b *Breaker) Generation() uint64 { return b.cur.Load().gen }
 func (b *Breaker) Config() Config { return b.cfg }
 
 func (b *Breaker) closedPhase(gen uint64, forced bool) *phase {
-	p := &phase{state: Closed, gen: gen, forced: forced}
+	p := &phase{state: Closed, gen: gen, forced: forced, rejectedBefore: b.rejected()}
 	if b.cfg.windowed() && !forced {
 		p.win = newWindow(b.cfg.Window, b.now())
 	}
@@ -201,10 +232,15 @@ func (b *Breaker) now() int64 { return int64(time.Since(b.epoch)) }
 // Token is the permission to make one call. Report its outcome exactly once
 // with Done (or Report); a token from a rejected Allow is inert.
 type Token struct {
-	b     *Breaker
-	ph    *phase
+	b  *Breaker
+	ph *phase
+	// start is when the call was admitted (on the breaker's monotonic
+	// clock), when slow calls are timed, and always for a probe: its
+	// slot holds start+1 as its ticket.
 	start int64
-	probe bool
+	// probe is the probe's slot plus one; 0 for a call admitted while
+	// closed. The token stays four words, returned in registers.
+	probe int32
 }
 
 // Allow asks to make one call. It returns an *OpenError (matching ErrOpen)
@@ -219,27 +255,83 @@ func (b *Breaker) Allow() (Token, error) {
 		}
 		return t, nil
 	case Open:
+		b.reject()
 		return Token{}, ph.rejection
 	}
 	return b.allowProbe(ph)
 }
 
 func (b *Breaker) allowProbe(ph *phase) (Token, error) {
-	limit := int64(b.cfg.HalfOpenProbes)
-	for {
-		n := ph.probes.Load()
-		if n >= limit {
-			return Token{}, ph.rejection
-		}
-		if ph.probes.CompareAndSwap(n, n+1) {
-			break
-		}
-	}
-	if b.member != nil && !b.member.TryProbe() {
-		ph.probes.Add(-1)
+	now := b.now()
+	slot, ticket, ok := b.probes.take(now)
+	if !ok {
+		b.reject()
 		return Token{}, ph.rejection
 	}
-	return Token{b: b, ph: ph, probe: true}, nil
+	if b.member != nil && !b.member.TryProbe() {
+		if b.probes.claim(slot, ticket) {
+			b.probes.free(slot)
+		}
+		b.reject()
+		return Token{}, ph.rejection
+	}
+	// The slot is taken before armed is read, and the check clears armed
+	// before it reads the slots: either the check sees this probe, or this
+	// sees that no check is due and arms one.
+	if b.cfg.MaxHalfOpenWait > 0 && !ph.armed.Load() {
+		b.mu.Lock()
+		if b.cur.Load() == ph {
+			b.armLocked(ph)
+		}
+		b.mu.Unlock()
+	}
+	return Token{b: b, ph: ph, start: now, probe: slot + 1}, nil
+}
+
+// armLocked sets ph's timer to check the probes when the first of them
+// has waited MaxHalfOpenWait, unless one is set or no probe is held. b.mu
+// must be held and ph must be the current, half-open, phase.
+func (b *Breaker) armLocked(ph *phase) {
+	if b.cfg.MaxHalfOpenWait <= 0 || ph.armed.Load() {
+		return
+	}
+	first, ok := b.probes.oldest()
+	if !ok {
+		return
+	}
+	ph.armed.Store(true)
+	due := time.Duration(first + int64(b.cfg.MaxHalfOpenWait) - b.now())
+	ph.timer = time.AfterFunc(max(due, 0), func() { b.checkProbes(ph) })
+}
+
+// checkProbes writes off the probes that have waited MaxHalfOpenWait. If
+// one of them was admitted in the current half-open period ph, the breaker
+// reopens; otherwise the timer is set for the next probe due.
+func (b *Breaker) checkProbes(ph *phase) {
+	b.mu.Lock()
+	if b.cur.Load() != ph {
+		b.mu.Unlock()
+		return
+	}
+	ph.armed.Store(false)
+	current := false
+	b.probes.writeOff(b.now()-int64(b.cfg.MaxHalfOpenWait), func(start int64) {
+		// The fleet-wide permit goes back too, before the slot.
+		if b.member != nil {
+			b.member.ReleaseProbe()
+		}
+		if start >= ph.start {
+			current = true
+		}
+	})
+	if !current {
+		b.armLocked(ph)
+		b.mu.Unlock()
+		return
+	}
+	tr := b.switchLocked(Open, "probe timed out", false, time.Time{})
+	b.mu.Unlock()
+	b.announce(tr, true)
 }
 
 // Stale reports whether the breaker has changed state since the token was
@@ -248,15 +340,15 @@ func (b *Breaker) allowProbe(ph *phase) (Token, error) {
 func (t Token) Stale() bool { return t.ph != nil && t.b.cur.Load() != t.ph }
 
 // IsProbe reports whether the token admitted a half-open probe.
-func (t Token) IsProbe() bool { return t.probe }
+func (t Token) IsProbe() bool { return t.probe != 0 }
 
 // Done reports the outcome of the call the token admitted.
 func (t Token) Done(o Outcome) {
 	if t.ph == nil {
 		return
 	}
-	if t.probe {
-		t.b.probeDone(t.ph, o)
+	if t.probe != 0 {
+		t.b.probeDone(t, o)
 		return
 	}
 	t.b.closedDone(t, o)
@@ -285,12 +377,6 @@ func (b *Breaker) closedDone(t Token, o Outcome) {
 	if b.member != nil {
 		b.member.Record(o)
 	}
-	if o == Success && ph.win == nil {
-		if ph.failures.Load() != 0 {
-			ph.failures.Store(0)
-		}
-		return
-	}
 	if o == Success {
 		if ph.failures.Load() != 0 {
 			ph.failures.Store(0)
@@ -305,9 +391,9 @@ func (b *Breaker) closedDone(t Token, o Outcome) {
 	now := b.now()
 	slow := b.cfg.SlowCallDuration > 0 && now-t.start >= int64(b.cfg.SlowCallDuration)
 	ph.win.record(now, o == Failure, slow)
-	if o == Success && !slow {
-		return
-	}
+	// Every outcome is checked, successes included: the call that brings the
+	// window to MinCalls decides whatever it was, and calls leaving the
+	// window can raise a ratio without any new failure.
 	total, failures, slows := ph.win.sum(now)
 	if total < int64(b.cfg.MinCalls) {
 		return
@@ -320,18 +406,41 @@ func (b *Breaker) closedDone(t Token, o Outcome) {
 	}
 }
 
-func (b *Breaker) probeDone(ph *phase, o Outcome) {
+func (b *Breaker) probeDone(t Token, o Outcome) {
+	slot := t.probe - 1
+	if !b.probes.claim(slot, ticketOf(t.start)) {
+		// The probe was written off: its slot is no longer its own, and
+		// its report comes too late to decide anything.
+		return
+	}
 	// The fleet-wide permit goes back before the local slot, so that a
 	// store never sees more permits held than probes in flight.
 	if b.member != nil {
 		b.member.ReleaseProbe()
 	}
-	ph.probes.Add(-1)
+	b.probes.free(slot)
+	ph := t.ph
+	if b.cur.Load() != ph {
+		// A probe of an earlier period: it held its slot until now, but
+		// decides nothing in this one.
+		return
+	}
 	switch o {
 	case Success:
-		if ph.successes.Add(1) >= int64(b.cfg.ProbeSuccesses) {
-			b.transition(ph, Closed, "probe succeeded", false)
+		if b.cfg.SlowCallDuration > 0 && b.now()-t.start >= int64(b.cfg.SlowCallDuration) {
+			ph.slows.Add(1)
 		}
+		n := ph.successes.Add(1)
+		if n < int64(b.cfg.ProbeSuccesses) {
+			return
+		}
+		// Slow successes count as successes in the run; their share
+		// decides, as the slow-call ratio does while closed.
+		if b.cfg.SlowCallDuration > 0 && float64(ph.slows.Load()) >= b.cfg.SlowCallRatio*float64(n) {
+			b.transition(ph, Open, "slow probes", false)
+			return
+		}
+		b.transition(ph, Closed, "probe succeeded", false)
 	case Failure:
 		b.transition(ph, Open, "probe failed", false)
 	}
@@ -369,10 +478,13 @@ func (b *Breaker) switchLocked(to State, reason string, forced bool, openUntil t
 		b.trips = 0
 		ph = b.closedPhase(gen, forced)
 	case HalfOpen:
-		ph = &phase{state: HalfOpen, gen: gen}
-		ph.rejection = &OpenError{Name: b.cfg.Name, HalfOpen: true}
+		ph = &phase{state: HalfOpen, gen: gen, start: b.now(), rejectedBefore: b.rejected()}
+		ph.rejection = &OpenError{Name: b.name, HalfOpen: true}
+		// Probes of earlier periods may still hold slots: their waits
+		// run on.
+		defer b.armLocked(ph)
 	case Open:
-		ph = &phase{state: Open, gen: gen, forced: forced}
+		ph = &phase{state: Open, gen: gen, forced: forced, rejectedBefore: b.rejected()}
 		if !forced {
 			var cooldown time.Duration
 			if openUntil.IsZero() {
@@ -387,10 +499,10 @@ func (b *Breaker) switchLocked(to State, reason string, forced bool, openUntil t
 				b.transition(ph, HalfOpen, "cooldown elapsed", false)
 			})
 		}
-		ph.rejection = &OpenError{Name: b.cfg.Name, Until: ph.until}
+		ph.rejection = &OpenError{Name: b.name, Until: ph.until}
 	}
 	b.cur.Store(ph)
-	return Transition{Name: b.cfg.Name, From: old.state, To: to, Reason: reason, At: now, Generation: gen, OpenUntil: ph.until, Forced: forced}
+	return Transition{Name: b.name, From: old.state, To: to, Reason: reason, At: now, Generation: gen, OpenUntil: ph.until, Forced: forced}
 }
 
 // cooldown returns the cooldown for the current trip: Cooldown, doubled for
@@ -462,15 +574,17 @@ func (b *Breaker) Subscribe(fn func(Transition)) (unsubscribe func()) {
 
 // ForceOpen opens the breaker and keeps it open, rejecting every call,
 // until ForceClosed or Reset. For drills: see what your service does when a
-// model is gone.
+// model is gone. On a breaker already forced open it does nothing.
 func (b *Breaker) ForceOpen() { b.force(Open, "forced open") }
 
 // ForceClosed closes the breaker and keeps it closed whatever the outcomes,
-// until ForceOpen or Reset.
+// until ForceOpen or Reset. On a breaker already forced closed it does
+// nothing.
 func (b *Breaker) ForceClosed() { b.force(Closed, "forced closed") }
 
 // Reset returns the breaker to a fresh closed state: counters cleared,
-// cooldown growth forgotten, forcing undone.
+// cooldown growth forgotten, forcing undone. Probes still in flight keep
+// their slots until they report: their calls are still running.
 func (b *Breaker) Reset() {
 	b.mu.Lock()
 	old := b.cur.Load()
@@ -486,6 +600,12 @@ func (b *Breaker) Reset() {
 
 func (b *Breaker) force(to State, reason string) {
 	b.mu.Lock()
+	if cur := b.cur.Load(); cur.forced && cur.state == to {
+		// Already forced there: nothing changes, so nothing is announced
+		// (a hook or a metric would count it as a change).
+		b.mu.Unlock()
+		return
+	}
 	tr := b.switchLocked(to, reason, true, time.Time{})
 	b.mu.Unlock()
 	b.announce(tr, true)

@@ -2,6 +2,8 @@ package breaker_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -269,11 +271,59 @@ func TestFailureRatio(t *testing.T) {
 			call(t, b, o)
 		}
 		assert.Equal(t, breaker.Closed, b.State(), "fewer than MinCalls")
-		call(t, b, breaker.Success) // 10 calls, 5 failures: a success cannot trip
-		assert.Equal(t, breaker.Closed, b.State())
-		call(t, b, breaker.Failure) // 11 calls, 6 failures
+		call(t, b, breaker.Success) // 10 calls, 5 failures: at the threshold
 		assert.Equal(t, breaker.Open, b.State())
 		assert.Equal(t, []string{"closed->open (failure ratio)"}, rec.steps())
+	})
+}
+
+// TestRatiosAreCheckedOnEveryOutcome: a window that reaches MinCalls with a
+// ratio at its threshold trips on that call, whatever its outcome — a
+// success that fills the window to MinCalls trips it too.
+func TestRatiosAreCheckedOnEveryOutcome(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b, rec := newBreaker(t, breaker.Config{ConsecutiveFailures: -1, FailureRatio: 0.5, MinCalls: 5, Window: time.Minute})
+		for _, o := range []breaker.Outcome{breaker.Failure, breaker.Failure, breaker.Failure, breaker.Success} {
+			call(t, b, o)
+		}
+		require.Equal(t, breaker.Closed, b.State(), "4 calls, fewer than MinCalls")
+		call(t, b, breaker.Success)
+		assert.Equal(t, breaker.Open, b.State(), "3 failures of 5 calls")
+		assert.Equal(t, []string{"closed->open (failure ratio)"}, rec.steps())
+
+		// The slow-call ratio too: a fast success that brings the window to
+		// MinCalls trips it when enough calls were slow.
+		b, rec = newBreaker(t, breaker.Config{ConsecutiveFailures: -1, SlowCallDuration: time.Second, SlowCallRatio: 0.5, MinCalls: 4})
+		for range 2 {
+			tok, err := b.Allow()
+			require.NoError(t, err)
+			time.Sleep(time.Second)
+			tok.Done(breaker.Success)
+		}
+		call(t, b, breaker.Success)
+		require.Equal(t, breaker.Closed, b.State())
+		call(t, b, breaker.Success)
+		assert.Equal(t, breaker.Open, b.State(), "2 slow calls of 4")
+		assert.Equal(t, []string{"closed->open (slow calls)"}, rec.steps())
+	})
+}
+
+// TestRatioTripsWhenOldSuccessesLeaveTheWindow: successes rolling out of the
+// window can raise the ratio; the next outcome, a success included, sees it.
+func TestRatioTripsWhenOldSuccessesLeaveTheWindow(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b, _ := newBreaker(t, breaker.Config{ConsecutiveFailures: -1, FailureRatio: 0.5, MinCalls: 4, Window: 10 * time.Second})
+		for range 4 {
+			call(t, b, breaker.Success)
+		}
+		time.Sleep(5 * time.Second)
+		for range 3 {
+			call(t, b, breaker.Failure)
+		}
+		require.Equal(t, breaker.Closed, b.State(), "3 failures of 7")
+		time.Sleep(6 * time.Second) // the four successes leave the window
+		call(t, b, breaker.Success)
+		assert.Equal(t, breaker.Open, b.State(), "3 failures of 4")
 	})
 }
 
@@ -406,7 +456,7 @@ func TestInvalidConfig(t *testing.T) {
 }
 
 func TestGroup(t *testing.T) {
-	g, err := breaker.NewGroup(breaker.Config{Name: "gemini", ConsecutiveFailures: 1}, 2)
+	g, err := breaker.NewGroup(breaker.Config{Name: "gemini", ConsecutiveFailures: 1}, 2, breaker.WithKeysInNames())
 	require.NoError(t, err)
 	pro, flash := g.Get("pro"), g.Get("flash")
 	assert.Same(t, pro, g.Get("pro"))
@@ -544,4 +594,370 @@ func TestTransitionSaysWhenForced(t *testing.T) {
 	b.Reset()
 	call(t, b, breaker.Failure)
 	assert.Equal(t, []bool{true, true, false, false}, forced)
+}
+
+// TestRepeatedForcingIsNoTransition: forcing a breaker into the state it is
+// already forced into changes nothing — no transition for hooks and metrics
+// to count, no new generation — while forcing a tripped breaker open, or a
+// normal closed one closed, is a real change (the cooldown stops; outcomes
+// stop counting).
+func TestRepeatedForcingIsNoTransition(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b, rec := newBreaker(t, breaker.Config{ConsecutiveFailures: 1, Cooldown: time.Second})
+		b.ForceOpen()
+		gen := b.Generation()
+		b.ForceOpen()
+		b.ForceOpen()
+		assert.Equal(t, gen, b.Generation())
+		b.ForceClosed()
+		gen = b.Generation()
+		b.ForceClosed()
+		assert.Equal(t, gen, b.Generation())
+		assert.Equal(t, []string{"closed->open (forced open)", "open->closed (forced closed)"}, rec.steps())
+
+		b.Reset()
+		call(t, b, breaker.Failure)
+		b.ForceOpen() // tripped → forced: the cooldown no longer ends it
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		assert.Equal(t, breaker.Open, b.State())
+		assert.Equal(t, []string{
+			"closed->open (forced open)", "open->closed (forced closed)", "closed->closed (reset)",
+			"closed->open (consecutive failures)", "open->open (forced open)",
+		}, rec.steps())
+	})
+}
+
+// halfOpen trips b with its consecutive failures and waits out the
+// cooldown. Call it inside a synctest bubble.
+func halfOpen(t *testing.T, b *breaker.Breaker) {
+	t.Helper()
+	for b.State() == breaker.Closed {
+		call(t, b, breaker.Failure)
+	}
+	var oe *breaker.OpenError
+	_, err := b.Allow()
+	require.ErrorAs(t, err, &oe)
+	time.Sleep(oe.RetryIn())
+	synctest.Wait()
+	require.Equal(t, breaker.HalfOpen, b.State())
+}
+
+// TestProbeLimitHoldsAcrossHalfOpenPeriods: a probe still running from an
+// earlier half-open period keeps its slot in the next one, until it
+// reports; its late report decides nothing but frees the slot.
+func TestProbeLimitHoldsAcrossHalfOpenPeriods(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b, rec := newBreaker(t, breaker.Config{ConsecutiveFailures: 1, Cooldown: time.Second, HalfOpenProbes: 2})
+		halfOpen(t, b)
+		slow, err := b.Allow()
+		require.NoError(t, err)
+		failing, err := b.Allow()
+		require.NoError(t, err)
+		failing.Done(breaker.Failure)
+		require.Equal(t, breaker.Open, b.State())
+
+		halfOpen(t, b)
+		p, err := b.Allow()
+		require.NoError(t, err, "one slot is free")
+		_, err = b.Allow()
+		require.ErrorIs(t, err, breaker.ErrOpen, "the slow probe of the last period holds the other")
+
+		assert.True(t, slow.Stale())
+		slow.Done(breaker.Success)
+		assert.Equal(t, breaker.HalfOpen, b.State(), "a stale probe decides nothing")
+		q, err := b.Allow()
+		require.NoError(t, err, "but its report frees its slot")
+		p.Done(breaker.Success)
+		q.Done(breaker.Ignored)
+		assert.Equal(t, breaker.Closed, b.State())
+		assert.Equal(t, "half_open->closed (probe succeeded)", rec.steps()[len(rec.steps())-1])
+	})
+}
+
+// TestUnreportedProbeKeepsItsSlot: a probe whose token is never reported
+// keeps its slot through Reset and later trips, so the limit counts the
+// call that may still be running.
+func TestUnreportedProbeKeepsItsSlot(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b, _ := newBreaker(t, breaker.Config{ConsecutiveFailures: 1, Cooldown: time.Second, HalfOpenProbes: 1})
+		halfOpen(t, b)
+		abandoned, err := b.Allow()
+		require.NoError(t, err)
+		b.Reset()
+		halfOpen(t, b)
+		_, err = b.Allow()
+		require.ErrorIs(t, err, breaker.ErrOpen, "the abandoned probe still holds the only slot")
+		abandoned.Done(breaker.Failure)
+		assert.Equal(t, breaker.HalfOpen, b.State(), "its late failure decides nothing")
+		probe, err := b.Allow()
+		require.NoError(t, err)
+		probe.Done(breaker.Success)
+		assert.Equal(t, breaker.Closed, b.State())
+	})
+}
+
+// TestUnreportedProbeIsWrittenOff: a probe that has not reported
+// MaxHalfOpenWait after it was admitted is written off: the breaker
+// reopens as for a failed probe, and the probe's report, when it comes,
+// neither decides anything nor frees a slot that is no longer its own.
+func TestUnreportedProbeIsWrittenOff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b, rec := newBreaker(t, breaker.Config{ConsecutiveFailures: 1, Cooldown: time.Second, MaxCooldown: time.Minute, MaxHalfOpenWait: 10 * time.Second})
+		halfOpen(t, b)
+		lost, err := b.Allow()
+		require.NoError(t, err)
+		time.Sleep(10*time.Second - 1)
+		synctest.Wait()
+		require.Equal(t, breaker.HalfOpen, b.State())
+		_, err = b.Allow()
+		require.ErrorIs(t, err, breaker.ErrOpen)
+
+		time.Sleep(1)
+		synctest.Wait()
+		require.Equal(t, breaker.Open, b.State(), "written off after MaxHalfOpenWait")
+		assert.Equal(t, "half_open->open (probe timed out)", rec.steps()[len(rec.steps())-1])
+		var oe *breaker.OpenError
+		require.ErrorAs(t, b.OpenError(), &oe)
+		assert.Equal(t, 2*time.Second, oe.RetryIn(), "a timed-out probe is a failed one: the cooldown grows")
+
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		probe, err := b.Allow()
+		require.NoError(t, err, "the written-off probe's slot is free again")
+		lost.Done(breaker.Success)
+		assert.Equal(t, breaker.HalfOpen, b.State(), "the late report decides nothing")
+		_, err = b.Allow()
+		require.ErrorIs(t, err, breaker.ErrOpen, "and frees nothing: the slot is the new probe's")
+		probe.Done(breaker.Success)
+		assert.Equal(t, breaker.Closed, b.State())
+	})
+}
+
+// TestProbeWaitIsPerProbe: the wait runs from each probe's admission, not
+// from the start of the half-open period, so a probe admitted late keeps
+// its full wait; a probe of an earlier period that times out is written
+// off without deciding anything in this one.
+func TestProbeWaitIsPerProbe(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b, rec := newBreaker(t, breaker.Config{ConsecutiveFailures: 1, Cooldown: time.Second, HalfOpenProbes: 2, MaxHalfOpenWait: 10 * time.Second})
+		halfOpen(t, b)
+		first, err := b.Allow()
+		require.NoError(t, err)
+		time.Sleep(8 * time.Second)
+		first.Done(breaker.Ignored)
+		late, err := b.Allow()
+		require.NoError(t, err)
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		require.Equal(t, breaker.HalfOpen, b.State(), "13s into the period, but the late probe is 5s old")
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		require.Equal(t, breaker.Open, b.State())
+
+		// A probe left over from the previous period.
+		steps := len(rec.steps())
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		require.Equal(t, breaker.HalfOpen, b.State())
+		hung, err := b.Allow()
+		require.NoError(t, err)
+		failing, err := b.Allow()
+		require.NoError(t, err)
+		failing.Done(breaker.Failure)
+		time.Sleep(4 * time.Second) // past the cooldown
+		synctest.Wait()
+		require.Equal(t, breaker.HalfOpen, b.State())
+		_, err = b.Allow()
+		require.NoError(t, err)
+		_, err = b.Allow()
+		require.ErrorIs(t, err, breaker.ErrOpen, "the hung probe holds a slot")
+		time.Sleep(6 * time.Second) // the hung probe is 10s old
+		synctest.Wait()
+		assert.Equal(t, breaker.HalfOpen, b.State(), "a stale probe's time-out decides nothing")
+		extra, err := b.Allow()
+		require.NoError(t, err, "but its slot is free")
+		extra.Done(breaker.Ignored)
+		hung.Done(breaker.Failure)
+		assert.Equal(t, breaker.HalfOpen, b.State())
+		assert.Equal(t, []string{"open->half_open (cooldown elapsed)", "half_open->open (probe failed)", "open->half_open (cooldown elapsed)"}, rec.steps()[steps:])
+		b.Reset()
+		late.Done(breaker.Success) // written off long ago: nothing happens
+		assert.Equal(t, breaker.Closed, b.State())
+	})
+}
+
+// TestMaxHalfOpenWaitIsOnByDefault: without any setting, a lost probe is
+// written off after DefaultMaxHalfOpenWait instead of leaving the breaker
+// half-open, rejecting everything, for ever; a negative wait keeps the
+// old behaviour.
+func TestMaxHalfOpenWaitIsOnByDefault(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b, _ := newBreaker(t, breaker.Config{ConsecutiveFailures: 1, Cooldown: time.Second})
+		assert.Equal(t, breaker.DefaultMaxHalfOpenWait, b.Config().MaxHalfOpenWait)
+		halfOpen(t, b)
+		_, err := b.Allow()
+		require.NoError(t, err)
+		time.Sleep(breaker.DefaultMaxHalfOpenWait)
+		synctest.Wait()
+		assert.Equal(t, breaker.Open, b.State())
+
+		never, _ := newBreaker(t, breaker.Config{ConsecutiveFailures: 1, Cooldown: time.Second, MaxHalfOpenWait: -1})
+		halfOpen(t, never)
+		_, err = never.Allow()
+		require.NoError(t, err)
+		time.Sleep(24 * time.Hour)
+		synctest.Wait()
+		assert.Equal(t, breaker.HalfOpen, never.State())
+		_, err = never.Allow()
+		assert.ErrorIs(t, err, breaker.ErrOpen)
+		never.Reset()
+		b.Reset()
+	})
+}
+
+// TestSlowProbes: with slow calls tracked, the half-open decision weighs
+// them too — when ProbeSuccesses probes have succeeded, the breaker closes
+// only if the share of slow ones is below SlowCallRatio; otherwise it
+// reopens.
+func TestSlowProbes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := breaker.Config{ConsecutiveFailures: 1, Cooldown: time.Second, SlowCallDuration: 4 * time.Second, SlowCallRatio: 0.5, HalfOpenProbes: 4, ProbeSuccesses: 4}
+		probes := func(b *breaker.Breaker, slow int) {
+			t.Helper()
+			var toks []breaker.Token
+			for range 4 {
+				tok, err := b.Allow()
+				require.NoError(t, err)
+				toks = append(toks, tok)
+			}
+			for i, tok := range toks {
+				if i == 4-slow {
+					time.Sleep(5 * time.Second)
+				}
+				tok.Done(breaker.Success)
+			}
+		}
+		b, rec := newBreaker(t, cfg)
+		halfOpen(t, b)
+		probes(b, 3)
+		assert.Equal(t, breaker.Open, b.State(), "3 slow probes of 4")
+		assert.Equal(t, "half_open->open (slow probes)", rec.steps()[len(rec.steps())-1])
+
+		b, rec = newBreaker(t, cfg)
+		halfOpen(t, b)
+		probes(b, 1)
+		assert.Equal(t, breaker.Closed, b.State(), "1 slow probe of 4")
+		assert.Equal(t, "half_open->closed (probe succeeded)", rec.steps()[len(rec.steps())-1])
+
+		cfg.HalfOpenProbes, cfg.ProbeSuccesses = 0, 0 // one probe decides
+		b, _ = newBreaker(t, cfg)
+		halfOpen(t, b)
+		tok, err := b.Allow()
+		require.NoError(t, err)
+		time.Sleep(4 * time.Second)
+		tok.Done(breaker.Success)
+		assert.Equal(t, breaker.Open, b.State(), "one slow probe of one")
+	})
+}
+
+// TestCounts: the snapshot follows the current state — the window's
+// figures and the run of failures while closed, the refusals while open
+// (counted from the state's start), the probes while half-open — and
+// reading it allocates nothing.
+func TestCounts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b, _ := newBreaker(t, breaker.Config{ConsecutiveFailures: 3, FailureRatio: 0.9, MinCalls: 10, SlowCallDuration: time.Second,
+			Cooldown: time.Second, HalfOpenProbes: 2, ProbeSuccesses: 2})
+		assert.Equal(t, breaker.Counts{State: breaker.Closed}, b.Counts())
+		call(t, b, breaker.Success)
+		call(t, b, breaker.Ignored)
+		tok, err := b.Allow()
+		require.NoError(t, err)
+		time.Sleep(time.Second)
+		tok.Done(breaker.Success) // slow
+		call(t, b, breaker.Failure)
+		call(t, b, breaker.Failure)
+		assert.Equal(t, breaker.Counts{State: breaker.Closed, Calls: 4, Failures: 2, SlowCalls: 1, FailureRatio: 0.5, SlowCallRatio: 0.25, ConsecutiveFailures: 2}, b.Counts())
+
+		call(t, b, breaker.Failure)
+		require.Equal(t, breaker.Open, b.State())
+		for range 3 {
+			_, err := b.Allow()
+			require.Error(t, err)
+		}
+		require.Error(t, b.OpenError())
+		assert.Equal(t, breaker.Counts{State: breaker.Open, Generation: 1, Rejected: 4}, b.Counts())
+
+		time.Sleep(time.Second)
+		synctest.Wait()
+		assert.Equal(t, breaker.Counts{State: breaker.HalfOpen, Generation: 2}, b.Counts(), "refusals are counted per state")
+		p1, err := b.Allow()
+		require.NoError(t, err)
+		p2, err := b.Allow()
+		require.NoError(t, err)
+		_, err = b.Allow()
+		require.Error(t, err)
+		p1.Done(breaker.Success)
+		assert.Equal(t, breaker.Counts{State: breaker.HalfOpen, Generation: 2, Calls: 1, Rejected: 1, ProbesInFlight: 1}, b.Counts())
+		assert.Zero(t, testing.AllocsPerRun(100, func() { _ = b.Counts() }))
+		p2.Done(breaker.Success)
+		assert.Equal(t, breaker.Counts{State: breaker.Closed, Generation: 3}, b.Counts())
+	})
+}
+
+// TestGroupKeysStayOutOfSignals: a Group keyed by tenant names its members
+// after the group and a hash of the key, so the key appears in no error,
+// transition or name (and so in no log or metric fed from them); the Store
+// still sees the full name (it keeps only a hash of it). WithKeysInNames
+// shows the keys for groups keyed by public values such as models.
+func TestGroupKeysStayOutOfSignals(t *testing.T) {
+	const tenant = "TENANT-4242"
+	var names []string
+	store := &joinRecorder{}
+	g, err := breaker.NewGroup(breaker.Config{Name: "pro", ConsecutiveFailures: 1, Store: store,
+		OnStateChange: func(tr breaker.Transition) { names = append(names, tr.Name) }}, 8)
+	require.NoError(t, err)
+	b := g.Get(tenant)
+	assert.Equal(t, b, g.Get(tenant))
+	call(t, b, breaker.Failure)
+	_, aerr := b.Allow()
+	require.ErrorIs(t, aerr, breaker.ErrOpen)
+	var oe *breaker.OpenError
+	require.ErrorAs(t, aerr, &oe)
+	for _, s := range []string{aerr.Error(), oe.Name, b.Name(), names[0]} {
+		assert.NotContains(t, s, tenant)
+		assert.Contains(t, s, "pro/#")
+	}
+	assert.Equal(t, "pro/#"+sha256Prefix(tenant), b.Name(), "a short stable hash")
+	assert.Equal(t, "pro/"+tenant, b.Config().Name, "the configuration keeps the key")
+	assert.Contains(t, store.names, "pro/"+tenant, "and so does the store's Join")
+	g.Each(func(key string, m *breaker.Breaker) {
+		if key == breaker.OverflowKey {
+			assert.Equal(t, "pro/"+breaker.OverflowKey, m.Name(), "the overflow member is no secret")
+		}
+	})
+
+	shown, err := breaker.NewGroup(breaker.Config{Name: "gemini"}, 8, breaker.WithKeysInNames())
+	require.NoError(t, err)
+	assert.Equal(t, "gemini/flash", shown.Get("flash").Name())
+}
+
+type joinRecorder struct{ names []string }
+
+func (j *joinRecorder) Join(name string, _ breaker.Local) (breaker.Member, error) {
+	j.names = append(j.names, name)
+	return nopMember{}, nil
+}
+
+type nopMember struct{}
+
+func (nopMember) Record(breaker.Outcome)          {}
+func (nopMember) Transitioned(breaker.Transition) {}
+func (nopMember) TryProbe() bool                  { return true }
+func (nopMember) ReleaseProbe()                   {}
+
+func sha256Prefix(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:6])
 }

@@ -18,6 +18,11 @@ const (
 	DefaultSlowCallRatio       = 0.5
 	DefaultHalfOpenProbes      = 1
 	DefaultProbeSuccesses      = 1
+	// DefaultMaxHalfOpenWait is long enough for any model call with its
+	// retries (a fallback chain reports a probe when the stage ends), and
+	// short enough that a lost probe does not keep a breaker half-open,
+	// rejecting everything, for long.
+	DefaultMaxHalfOpenWait = 5 * time.Minute
 )
 
 // Config configures a Breaker. The zero value is a working breaker: it trips
@@ -33,6 +38,8 @@ type Config struct {
 
 	// FailureRatio trips the breaker when counted failures over the rolling
 	// Window reach this share of at least MinCalls calls. 0 disables it.
+	// The ratios are checked after every counted outcome, a success
+	// included (f f f s s with MinCalls 5 and 0.5 opens on the last s).
 	// Enabling a window costs a clock read per call outcome.
 	FailureRatio float64
 	// SlowCallDuration makes calls that take longer count as slow; 0
@@ -40,7 +47,9 @@ type Config struct {
 	SlowCallDuration time.Duration
 	// SlowCallRatio trips the breaker when slow calls reach this share of at
 	// least MinCalls calls over the Window. 0 means DefaultSlowCallRatio
-	// (used only when SlowCallDuration is set).
+	// (used only when SlowCallDuration is set). Half-open, it applies to the
+	// probes: when ProbeSuccesses probes have succeeded, the breaker closes
+	// only if the slow ones are below this share, and reopens otherwise.
 	SlowCallRatio float64
 	// Window is the rolling time window for the ratios, kept in ten
 	// buckets. 0 means DefaultWindow.
@@ -61,11 +70,21 @@ type Config struct {
 	CooldownJitter float64
 
 	// HalfOpenProbes is how many probes may be in flight at once while half
-	// open. 0 means DefaultHalfOpenProbes.
+	// open, at most 1024. 0 means DefaultHalfOpenProbes. The limit holds
+	// across half-open periods: a probe admitted in an earlier period that
+	// has not reported yet still holds its slot (see MaxHalfOpenWait).
 	HalfOpenProbes int
 	// ProbeSuccesses is how many probe successes in a row close the
 	// breaker. 0 means DefaultProbeSuccesses.
 	ProbeSuccesses int
+	// MaxHalfOpenWait is how long a probe may go without reporting. A
+	// probe that has not reported that long after it was admitted is
+	// written off: its slot is freed (its report, if it ever comes, decides
+	// nothing) and, if it was admitted in the current half-open period, the
+	// breaker reopens as for a failed probe. It must exceed the longest a
+	// probe's call may take. 0 means DefaultMaxHalfOpenWait; negative waits
+	// for ever.
+	MaxHalfOpenWait time.Duration
 
 	// Outcome decides how an error counts; nil means OutcomeOf (the
 	// default class table). Used by Execute and Token.Report.
@@ -144,7 +163,7 @@ func (c Config) normalize() (Config, error) {
 	check(c.MinCalls >= 0, "MinCalls must not be negative, got %d", c.MinCalls)
 	check(c.Cooldown >= 0, "Cooldown must not be negative, got %v", c.Cooldown)
 	check(c.MaxCooldown >= 0, "MaxCooldown must not be negative, got %v", c.MaxCooldown)
-	check(c.HalfOpenProbes >= 0, "HalfOpenProbes must not be negative, got %d", c.HalfOpenProbes)
+	check(c.HalfOpenProbes >= 0 && c.HalfOpenProbes <= maxHalfOpenProbes, "HalfOpenProbes must be within [0, %d], got %d", maxHalfOpenProbes, c.HalfOpenProbes)
 	check(c.ProbeSuccesses >= 0, "ProbeSuccesses must not be negative, got %d", c.ProbeSuccesses)
 	if err := errors.Join(errs...); err != nil {
 		return c, fmt.Errorf("breaker %q: invalid config: %w", c.Name, err)
@@ -172,6 +191,9 @@ func (c Config) normalize() (Config, error) {
 	}
 	if c.ProbeSuccesses == 0 {
 		c.ProbeSuccesses = DefaultProbeSuccesses
+	}
+	if c.MaxHalfOpenWait == 0 {
+		c.MaxHalfOpenWait = DefaultMaxHalfOpenWait
 	}
 	if c.Outcome == nil {
 		c.Outcome = OutcomeOf

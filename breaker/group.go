@@ -10,32 +10,53 @@ import (
 const OverflowKey = "_overflow"
 
 // Group holds one breaker per key — typically model × endpoint — created on
-// first use from the same Config, each named cfg.Name+"/"+key. The number of
-// keys is bounded: keys beyond the limit share one overflow breaker, so a
-// flood of distinct keys cannot grow memory without bound. Group is safe for
-// concurrent use.
+// first use from the same Config. The number of keys is bounded: keys
+// beyond the limit share one overflow breaker, so a flood of distinct keys
+// cannot grow memory without bound. Group is safe for concurrent use.
+//
+// A member's Config.Name is cfg.Name+"/"+key; a Store knows it by that name
+// (the Redis store keeps only a hash of it). In errors, transitions, logs
+// and metrics a member goes by cfg.Name+"/#"+ the first 12 hex digits of
+// the key's SHA-256, because a key is often a tenant or user id; build the
+// group WithKeysInNames to show the keys instead.
 type Group struct {
 	g *keyed.Group[*Breaker]
 }
 
+// GroupOption configures a Group.
+type GroupOption func(*groupOptions)
+
+type groupOptions struct{ keysInNames bool }
+
+// WithKeysInNames names each member cfg.Name+"/"+key in errors,
+// transitions, logs and metrics, the key as it is. Use it when the keys
+// are public values, such as model names.
+func WithKeysInNames() GroupOption { return func(o *groupOptions) { o.keysInNames = true } }
+
 // NewGroup returns a group of breakers configured by cfg; at most maxKeys
 // keys get their own breaker. The config is validated now.
-func NewGroup(cfg Config, maxKeys int) (*Group, error) {
+func NewGroup(cfg Config, maxKeys int, opts ...GroupOption) (*Group, error) {
 	if maxKeys <= 0 {
 		return nil, fmt.Errorf("breaker group %q: maxKeys must be positive, got %d", cfg.Name, maxKeys)
 	}
-	overflow, err := New(named(cfg, OverflowKey))
+	var o groupOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	overflow, err := New(member(cfg, OverflowKey))
 	if err != nil {
 		return nil, err
 	}
 	// The config was validated by the overflow breaker; only a Store's Join
 	// can fail later, and a store must fail open: such a key gets the
 	// overflow breaker rather than a refused call.
-	mk := func(key string) (*Breaker, error) { return New(named(cfg, key)) }
+	mk := func(key string) (*Breaker, error) {
+		return newNamed(member(cfg, key), keyed.Name(cfg.Name, key, o.keysInNames))
+	}
 	return &Group{g: keyed.New(mk, maxKeys, overflow, OverflowKey)}, nil
 }
 
-func named(cfg Config, key string) Config {
+func member(cfg Config, key string) Config {
 	cfg.Name = cfg.Name + "/" + key
 	return cfg
 }

@@ -40,12 +40,29 @@ func (e *FullError) Verdict() classify.Verdict {
 }
 
 // Observer receives the outcome of every acquisition that had to wait for a
-// slot. Fail-fast acquisitions are only counted (see Stats): observing them
-// one by one would cost the fast path more than the work it guards.
+// slot. Fail-fast acquisitions are only counted (see Stats), unless the
+// observer is also a CallObserver.
 type Observer interface {
 	// Waited is called after a wait in the queue ended, with the time spent
 	// waiting and whether a slot was obtained.
 	Waited(name string, wait time.Duration, acquired bool)
+}
+
+// CallObserver is an Observer that also sees every call: each acquisition
+// that got a slot or was refused, queued or not (after Waited, for a queued
+// one), and each release. AddObserver and WithObserver detect it. Its
+// methods run on the caller's goroutine, on the acquisition path: keep them
+// short and never block. A bulkhead without call observers pays one atomic
+// load per acquisition and release for the feature.
+type CallObserver interface {
+	Observer
+	// Permitted is called after an acquisition got a slot.
+	Permitted(name string)
+	// Rejected is called after an acquisition was refused: the bulkhead
+	// was full, the queue was full, the wait ended, or the context ended.
+	Rejected(name string)
+	// Finished is called after a slot was released.
+	Finished(name string)
 }
 
 // Option configures a Bulkhead.
@@ -68,7 +85,20 @@ func WithMaxWait(d time.Duration, queue int) Option {
 	}
 }
 
-// WithObserver reports every queued wait to o.
+// WithKeysInNames makes a Group name its members prefix+"/"+key, the key as
+// it is, in errors and for observers and instrumentation. Use it when the
+// keys are public values, such as feature names; without it a member is
+// named prefix+"/#"+ the first 12 hex digits of the key's SHA-256, because
+// a key is often a tenant or user id. Outside a Group it changes nothing.
+func WithKeysInNames() Option {
+	return func(b *Bulkhead) error {
+		b.keysInNames = true
+		return nil
+	}
+}
+
+// WithObserver reports every queued wait to o, and every call if o is a
+// CallObserver.
 func WithObserver(o Observer) Option {
 	return func(b *Bulkhead) error {
 		b.AddObserver(o)
@@ -76,10 +106,32 @@ func WithObserver(o Observer) Option {
 	}
 }
 
+// cacheLine is the size the hot counters are padded to.
+const cacheLine = 64
+
 // Bulkhead bounds the number of calls in flight. It is safe for concurrent
 // use. The fail-fast path is a compare-and-swap and allocates nothing.
+//
+// The fields are laid out by how they are shared: what every call only
+// reads, then the queue's length (read by every call, written only when
+// someone queues), then the slots and the acceptances (written by every
+// call), then the refusals (written only when full), a cache line apart
+// whatever the struct's alignment, so that taking and returning a slot
+// moves one line between cores.
 type Bulkhead struct {
-	inflight atomic.Int64
+	max      int64
+	name     string
+	full     *FullError
+	maxWait  time.Duration
+	queueMax int
+	// keysInNames is set by WithKeysInNames, for a Group to read.
+	keysInNames bool
+	// observers are added by AddObserver; copy-on-write. calls are the
+	// CallObservers among them.
+	observers atomic.Pointer[[]Observer]
+	calls     atomic.Pointer[[]CallObserver]
+
+	_ [cacheLine]byte
 	// waiting counts queued acquisitions; the fast path defers to them so a
 	// newcomer cannot take a slot ahead of the queue.
 	waiting atomic.Int64
@@ -87,18 +139,16 @@ type Bulkhead struct {
 	// instant, a newcomer about to be turned away by a full queue.
 	queued atomic.Int64
 
+	_        [cacheLine]byte
+	inflight atomic.Int64
 	accepted atomic.Uint64
+
+	_        [cacheLine]byte
 	rejected atomic.Uint64
 
-	max      int64
-	name     string
-	full     *FullError
-	maxWait  time.Duration
-	queueMax int
-	// observers are added by AddObserver; copy-on-write.
-	observers atomic.Pointer[[]Observer]
-	obsMu     sync.Mutex
-	obsList   []*observerEntry
+	_       [cacheLine]byte
+	obsMu   sync.Mutex
+	obsList []*observerEntry
 
 	mu    sync.Mutex
 	queue []*waiter
@@ -128,13 +178,41 @@ func (b *Bulkhead) Name() string { return b.name }
 // Max returns the number of slots.
 func (b *Bulkhead) Max() int { return int(b.max) }
 
-// TryAcquire takes a slot if one is free and nobody is queued for one.
+// TryAcquire takes a slot if one is free and nobody is queued for one. A
+// refusal counts in Stats.Rejected, as a granted slot counts in Accepted.
 func (b *Bulkhead) TryAcquire() bool {
 	if b.tryTake() {
-		b.accepted.Add(1)
+		b.permitted()
 		return true
 	}
+	b.refused()
 	return false
+}
+
+// permitted counts and reports an acquisition that got a slot. Without
+// call observers it is an add and a load, inlined.
+func (b *Bulkhead) permitted() {
+	b.accepted.Add(1)
+	if b.calls.Load() != nil {
+		b.tell(CallObserver.Permitted)
+	}
+}
+
+// refused counts and reports a refused acquisition.
+func (b *Bulkhead) refused() {
+	b.rejected.Add(1)
+	if b.calls.Load() != nil {
+		b.tell(CallObserver.Rejected)
+	}
+}
+
+// tell calls event on every call observer.
+func (b *Bulkhead) tell(event func(CallObserver, string)) {
+	if cs := b.calls.Load(); cs != nil {
+		for _, c := range *cs {
+			event(c, b.name)
+		}
+	}
 }
 
 func (b *Bulkhead) tryTake() bool {
@@ -162,11 +240,11 @@ func (b *Bulkhead) take() bool {
 // error). Every successful Acquire must be paired with one Release.
 func (b *Bulkhead) Acquire(ctx context.Context) error {
 	if b.tryTake() {
-		b.accepted.Add(1)
+		b.permitted()
 		return nil
 	}
 	if b.maxWait == 0 {
-		b.rejected.Add(1)
+		b.refused()
 		return b.full
 	}
 	return b.wait(ctx)
@@ -174,7 +252,7 @@ func (b *Bulkhead) Acquire(ctx context.Context) error {
 
 func (b *Bulkhead) wait(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
-		b.rejected.Add(1)
+		b.refused()
 		return err
 	}
 	b.mu.Lock()
@@ -185,13 +263,13 @@ func (b *Bulkhead) wait(ctx context.Context) error {
 	if b.take() {
 		b.waiting.Add(-1)
 		b.mu.Unlock()
-		b.accepted.Add(1)
+		b.permitted()
 		return nil
 	}
 	if len(b.queue) >= b.queueMax {
 		b.waiting.Add(-1)
 		b.mu.Unlock()
-		b.rejected.Add(1)
+		b.refused()
 		return b.full
 	}
 	w := &waiter{ready: make(chan struct{}, 1)}
@@ -205,8 +283,8 @@ func (b *Bulkhead) wait(ctx context.Context) error {
 	select {
 	case <-w.ready:
 		timer.Stop()
-		b.accepted.Add(1)
 		b.observe(time.Since(start), true)
+		b.permitted()
 		return nil
 	case <-timer.C:
 	case <-ctx.Done():
@@ -221,15 +299,15 @@ func (b *Bulkhead) wait(ctx context.Context) error {
 		// Granted while timing out: the slot is ours.
 		<-w.ready
 		if ctxErr != nil {
-			b.Release()
+			b.release() // never handed to the caller: no Finished
 		} else {
-			b.accepted.Add(1)
 			b.observe(time.Since(start), true)
+			b.permitted()
 			return nil
 		}
 	}
-	b.rejected.Add(1)
 	b.observe(time.Since(start), false)
+	b.refused()
 	if ctxErr != nil {
 		return ctxErr
 	}
@@ -261,9 +339,9 @@ func (b *Bulkhead) observe(wait time.Duration, ok bool) {
 }
 
 // AddObserver reports every queued wait from now on to o, in addition to
-// the observers already added, and returns the function that removes it.
-// Instrumentation such as otelx uses it to watch bulkheads it did not
-// create.
+// the observers already added, and returns the function that removes it;
+// every call too if o is a CallObserver. Instrumentation such as otelx uses
+// it to watch bulkheads it did not create.
 func (b *Bulkhead) AddObserver(o Observer) (remove func()) {
 	entry := &observerEntry{o}
 	b.obsMu.Lock()
@@ -286,15 +364,24 @@ func (b *Bulkhead) AddObserver(o Observer) (remove func()) {
 type observerEntry struct{ o Observer }
 
 func (b *Bulkhead) publishObserversLocked() {
-	if len(b.obsList) == 0 {
+	var os []Observer
+	var cs []CallObserver
+	for _, e := range b.obsList {
+		os = append(os, e.o)
+		if c, ok := e.o.(CallObserver); ok {
+			cs = append(cs, c)
+		}
+	}
+	if os == nil {
 		b.observers.Store(nil)
-		return
+	} else {
+		b.observers.Store(&os)
 	}
-	os := make([]Observer, len(b.obsList))
-	for i, e := range b.obsList {
-		os[i] = e.o
+	if cs == nil {
+		b.calls.Store(nil)
+	} else {
+		b.calls.Store(&cs)
 	}
-	b.observers.Store(&os)
 }
 
 // MaxWait returns the longest an acquisition may wait for a slot; 0 when
@@ -305,13 +392,30 @@ func (b *Bulkhead) MaxWait() time.Duration { return b.maxWait }
 // longest waiter if any. Releasing more slots than were taken panics: it
 // would silently raise the bulkhead's limit.
 func (b *Bulkhead) Release() {
+	b.release()
+	if b.calls.Load() != nil {
+		b.tell(CallObserver.Finished)
+	}
+}
+
+// release returns a slot without reporting it.
+func (b *Bulkhead) release() {
 	if b.inflight.Add(-1) < 0 {
-		b.inflight.Add(1)
-		panic("tierguard: bulkhead " + strconv.Quote(b.name) + ": Release without Acquire")
+		b.overRelease()
 	}
-	if b.waiting.Load() == 0 {
-		return
+	if b.waiting.Load() != 0 {
+		b.handOff()
 	}
+}
+
+// overRelease undoes a Release without Acquire and panics.
+func (b *Bulkhead) overRelease() {
+	b.inflight.Add(1)
+	panic("tierguard: bulkhead " + strconv.Quote(b.name) + ": Release without Acquire")
+}
+
+// handOff gives freed slots to the longest waiters.
+func (b *Bulkhead) handOff() {
 	b.mu.Lock()
 	for len(b.queue) > 0 && b.take() {
 		w := b.queue[0]
@@ -350,7 +454,7 @@ type Stats struct {
 	// Accepted counts acquisitions that got a slot.
 	Accepted uint64
 	// Rejected counts acquisitions refused (full, queue full, wait ended,
-	// context ended while queued).
+	// context ended while queued), refused TryAcquire calls included.
 	Rejected uint64
 	// InFlight is the number of slots held now.
 	InFlight int

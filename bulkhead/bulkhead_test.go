@@ -2,6 +2,8 @@ package bulkhead_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"sync"
 	"sync/atomic"
@@ -43,7 +45,7 @@ func TestFailFast(t *testing.T) {
 	b.Release()
 	b.Release()
 
-	assert.Equal(t, bulkhead.Stats{Accepted: 3, Rejected: 1, InFlight: 0, Max: 2}, b.Stats())
+	assert.Equal(t, bulkhead.Stats{Accepted: 3, Rejected: 2, InFlight: 0, Max: 2}, b.Stats())
 }
 
 func TestReleaseWithoutAcquirePanics(t *testing.T) {
@@ -208,7 +210,7 @@ func TestGroupIsolatesKeys(t *testing.T) {
 	require.NoError(t, err)
 	a, b := g.Get("a"), g.Get("b")
 	assert.Same(t, a, g.Get("a"))
-	assert.Equal(t, "tenant/a", a.Name())
+	assert.Equal(t, "tenant/#ca978112ca1b", a.Name(), "the key, hashed")
 	require.True(t, a.TryAcquire())
 	assert.False(t, a.TryAcquire())
 	assert.True(t, b.TryAcquire(), "tenant a's load must not take b's slot")
@@ -287,4 +289,135 @@ func TestObserverRemovalAndGroupMembers(t *testing.T) {
 		g.Get("b")
 		assert.ElementsMatch(t, []string{"a", bulkhead.OverflowKey, "b"}, members)
 	})
+}
+
+// TestRefusedTryAcquireIsRejected: TryAcquire is counted both ways — a
+// granted one in Accepted, a refused one in Rejected.
+func TestRefusedTryAcquireIsRejected(t *testing.T) {
+	b := newBulkhead(t, 1)
+	require.True(t, b.TryAcquire())
+	assert.False(t, b.TryAcquire())
+	assert.False(t, b.TryAcquire())
+	assert.Equal(t, bulkhead.Stats{Accepted: 1, Rejected: 2, InFlight: 1, Max: 1}, b.Stats())
+	b.Release()
+}
+
+// calls records a CallObserver's events.
+type calls struct {
+	waits
+	events []string
+}
+
+func (c *calls) Permitted(name string) { c.add(name + " permitted") }
+func (c *calls) Rejected(name string)  { c.add(name + " rejected") }
+func (c *calls) Finished(name string)  { c.add(name + " finished") }
+func (c *calls) add(e string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.events = append(c.events, e)
+}
+
+func (c *calls) Waited(name string, wait time.Duration, ok bool) {
+	c.waits.Waited(name, wait, ok)
+	c.add(name + " waited " + wait.String())
+}
+
+// TestCallObserverSeesEveryCall: a CallObserver is told of every permitted,
+// rejected and finished call, fail-fast or queued, TryAcquire included; a
+// plain Observer still sees only queue waits.
+func TestCallObserverSeesEveryCall(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		obs, plain := &calls{}, &waits{}
+		b := newBulkhead(t, 1, bulkhead.WithMaxWait(time.Second, 1), bulkhead.WithObserver(obs), bulkhead.WithObserver(plain))
+		ctx := context.Background()
+		require.NoError(t, b.Acquire(ctx))
+		assert.False(t, b.TryAcquire())
+		go func() {
+			time.Sleep(100 * time.Millisecond)
+			b.Release()
+		}()
+		require.NoError(t, b.Acquire(ctx)) // queued, then granted
+		require.ErrorIs(t, b.Acquire(ctx), bulkhead.ErrFull, "queued for the whole wait")
+		canceled, cancel := context.WithCancel(ctx)
+		cancel()
+		require.ErrorIs(t, b.Acquire(canceled), context.Canceled)
+		b.Release()
+		require.NoError(t, b.Do(ctx, func(context.Context) error { return nil }))
+		require.Len(t, obs.events, 11)
+		assert.Equal(t, []string{"pro permitted", "pro rejected"}, obs.events[:2])
+		// The release that hands the slot over and the waiter it wakes run
+		// on two goroutines.
+		assert.ElementsMatch(t, []string{"pro finished", "pro waited 100ms", "pro permitted"}, obs.events[2:5])
+		assert.Less(t, indexOf(obs.events, "pro waited 100ms"), indexOf(obs.events[2:5], "pro permitted")+2, "Waited comes first")
+		assert.Equal(t, []string{
+			"pro waited 1s", "pro rejected",
+			"pro rejected",
+			"pro finished",
+			"pro permitted", "pro finished",
+		}, obs.events[5:])
+		assert.Equal(t, []string{"pro 100ms acquired", "pro 1s rejected"}, plain.got, "a plain Observer sees queue waits only")
+		s := b.Stats()
+		assert.Equal(t, uint64(3), s.Accepted)
+		assert.Equal(t, uint64(3), s.Rejected)
+	})
+}
+
+// TestCallObserverRemoval: a removed CallObserver sees nothing more, and the
+// bulkhead is back on its allocation-free path.
+func TestCallObserverRemoval(t *testing.T) {
+	obs := &calls{}
+	b := newBulkhead(t, 1)
+	remove := b.AddObserver(obs)
+	require.True(t, b.TryAcquire())
+	b.Release()
+	remove()
+	require.True(t, b.TryAcquire())
+	b.Release()
+	assert.Equal(t, []string{"pro permitted", "pro finished"}, obs.events)
+	assert.Zero(t, testing.AllocsPerRun(100, func() {
+		if b.TryAcquire() {
+			b.Release()
+		}
+	}))
+}
+
+func indexOf(s []string, v string) int {
+	for i, x := range s {
+		if x == v {
+			return i
+		}
+	}
+	return -1
+}
+
+// TestGroupKeysStayOutOfSignals: a Group keyed by tenant names its members
+// after the group and a short stable hash of the key, so the key reaches no
+// error, observer or Stats consumer; WithKeysInNames shows the keys.
+func TestGroupKeysStayOutOfSignals(t *testing.T) {
+	const tenant = "TENANT-4242"
+	obs := &calls{}
+	g, err := bulkhead.NewGroup("tenant", 1, 8, bulkhead.WithObserver(obs))
+	require.NoError(t, err)
+	b := g.Get(tenant)
+	require.True(t, b.TryAcquire())
+	err = b.Acquire(context.Background())
+	require.ErrorIs(t, err, bulkhead.ErrFull)
+	var fe *bulkhead.FullError
+	require.ErrorAs(t, err, &fe)
+	sum := sha256.Sum256([]byte(tenant))
+	want := "tenant/#" + hex.EncodeToString(sum[:6])
+	assert.Equal(t, want, b.Name())
+	assert.Equal(t, want, fe.Name)
+	assert.NotContains(t, err.Error(), tenant)
+	for _, e := range obs.events {
+		assert.NotContains(t, e, tenant)
+	}
+	b.Release()
+
+	shown, err := bulkhead.NewGroup("feature", 1, 8, bulkhead.WithKeysInNames())
+	require.NoError(t, err)
+	assert.Equal(t, "feature/summarise", shown.Get("summarise").Name())
+	alone, err := bulkhead.New("solo", 1, bulkhead.WithKeysInNames())
+	require.NoError(t, err)
+	assert.Equal(t, "solo", alone.Name(), "outside a group the option changes nothing")
 }

@@ -2,17 +2,38 @@
 // dependency cannot take every worker of a service.
 //
 // A Bulkhead fails fast by default: when its slots are taken, Acquire returns
-// a *FullError (errors.Is(err, ErrFull)) at once. Seed 000's lesson is that
-// waiting for a slot only moves the queue into your own workers. An optional
-// bounded wait (WithMaxWait) queues acquisitions in FIFO order for at most a
-// given time — never past the context's deadline — with a bounded queue
-// beyond which it rejects at once.
+// a *FullError (errors.Is(err, ErrFull)) at once, because waiting for a slot
+// only moves the queue into your own workers. An optional bounded wait
+// (WithMaxWait) queues acquisitions in FIFO order for at most a given time —
+// never past the context's deadline — with a bounded queue beyond which it
+// rejects at once.
 //
-// Acquire and Release are a compare-and-swap each on the fast path, with no
-// lock and no allocation. Do and Run hold a slot around a function and
-// release it with defer, so a panic leaks no slot. Stats gives accepted,
-// rejected, in-flight and waiting figures; an Observer sees every queued
-// wait (the queue-wait figure where overload shows first, per seed 002).
+// Acquire and Release are an atomic operation each on the fast path, with no
+// lock and no allocation, on counters kept a cache line away from
+// everything else. Do and Run hold a slot around a function and release it
+// with defer, so a panic leaks no slot. Stats gives accepted, rejected,
+// in-flight and waiting figures; an Observer sees every queued wait (the
+// figure where overload shows first), a CallObserver every call as well
+// (permitted, rejected, finished).
 //
-// A Group gives each key (tenant, feature) its own bulkhead.
+// A Group gives each key (tenant, feature) its own bulkhead, named so that a
+// tenant key never reaches a log or a metric in clear.
+//
+// # Differences from failsafe-go, resilience4j and Polly
+//
+// These are deliberate; the conformance tests assert them.
+//
+//   - Acquire fails fast unless WithMaxWait is given, as resilience4j's
+//     default maxWaitDuration of 0 does; failsafe-go's AcquirePermit waits
+//     for as long as the context lets it, and Polly's bulkhead queues
+//     without a time limit.
+//   - A wait always has both bounds, a time and a queue length, and never
+//     outlasts the context.
+//   - A bulkhead has at least one slot: New refuses 0 (resilience4j accepts
+//     it and refuses every call). Its size is fixed: there is no
+//     resilience4j changeConfig.
+//   - A rejection carries no retry-after (Polly's concurrency limiter may
+//     carry one): it classifies as Rejected, and the fallback chain moves
+//     on to the next tier.
+//   - A Release without an Acquire panics instead of raising the limit.
 package bulkhead

@@ -61,6 +61,8 @@ func FuzzBulkhead(f *testing.F) {
 				if got {
 					held++
 					accepted++
+				} else {
+					rejected++
 				}
 			case 1:
 				// A cancelled context never blocks: a free slot is taken,

@@ -14,13 +14,18 @@ const OverflowKey = "_overflow"
 // first use with the same size and options. The number of keys is bounded:
 // keys beyond the limit share one overflow bulkhead, so a flood of new keys
 // cannot grow memory without bound. Group is safe for concurrent use.
+//
+// A member is named prefix+"/#"+ a short stable hash of its key (see
+// WithKeysInNames), because a key is often a tenant id, which must not
+// reach errors, logs or metrics; the overflow bulkhead is
+// prefix+"/"+OverflowKey.
 type Group struct {
 	g *keyed.Group[*Bulkhead]
 }
 
-// NewGroup returns a group whose bulkheads, named prefix+"/"+key, have max
-// slots each; at most maxKeys keys get their own bulkhead. The options are
-// checked now, by building the overflow bulkhead.
+// NewGroup returns a group whose bulkheads have max slots each; at most
+// maxKeys keys get their own bulkhead. The options are checked now, by
+// building the overflow bulkhead.
 func NewGroup(prefix string, max, maxKeys int, opts ...Option) (*Group, error) {
 	if maxKeys <= 0 {
 		return nil, fmt.Errorf("bulkhead group %q: maxKeys must be positive, got %d", prefix, maxKeys)
@@ -29,7 +34,8 @@ func NewGroup(prefix string, max, maxKeys int, opts ...Option) (*Group, error) {
 	if err != nil {
 		return nil, err
 	}
-	mk := func(key string) (*Bulkhead, error) { return New(prefix+"/"+key, max, opts...) }
+	show := overflow.keysInNames
+	mk := func(key string) (*Bulkhead, error) { return New(keyed.Name(prefix, key, show), max, opts...) }
 	return &Group{g: keyed.New(mk, maxKeys, overflow, OverflowKey)}, nil
 }
 

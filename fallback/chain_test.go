@@ -601,12 +601,12 @@ func TestInvalidConfig(t *testing.T) {
 			{Tier: newFake("pro", ok("x")), TryTimeout: -1},
 			{Tier: newFake("pro", ok("x"))},
 			{},
-			{Tier: newFake("x", ok("x")), Retry: retry.Policy{MaxAttempts: -1}},
+			{Tier: newFake("x", ok("x")), Retry: retry.Policy{BaseDelay: -1}},
 		},
 		Total: -time.Second,
 	})
 	require.Error(t, err)
-	for _, want := range []string{"Total", "TryTimeout", `"pro" is used twice`, "stage 2: Tier is required", "MaxAttempts"} {
+	for _, want := range []string{"Total", "TryTimeout", `"pro" is used twice`, "stage 2: Tier is required", "BaseDelay"} {
 		assert.ErrorContains(t, err, want)
 	}
 	_, err = fallback.NewCatalog(nil, fallback.CatalogOptions{})

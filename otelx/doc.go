@@ -23,7 +23,10 @@
 // Durations are in seconds. Every attribute has a small fixed set of
 // values, determined by the chain's configuration: no request id, tenant or
 // other per-request value appears on a metric unless listed in
-// Options.MetricAttributes.
+// Options.MetricAttributes. tierguard.breaker.name and
+// tierguard.bulkhead.name (and the breaker log's "breaker" field) are the
+// guards' Name: a member of a group keyed by tenant shows the group's name
+// and a hash of its key, unless the group was built WithKeysInNames.
 //
 //	name                                         instrument              unit          attributes
 //	gen_ai.client.operation.duration             Float64Histogram        s             gen_ai.operation.name, gen_ai.provider.name, gen_ai.request.model, tierguard.tier.name, error.type (failures)

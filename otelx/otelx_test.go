@@ -632,10 +632,10 @@ func TestStandaloneGuards(t *testing.T) {
 		assert.InDelta(t, 0.25, waits[kv(otelx.AttrBulkhead.String("solo"), otelx.AttrAcquired.Bool(true))].Sum, 1e-9)
 
 		// Group members: the hook and the observer option.
-		group, err := breaker.NewGroup(breaker.Config{Name: "grp", OnStateChange: inst.OnBreakerTransition}, 8)
+		group, err := breaker.NewGroup(breaker.Config{Name: "grp", OnStateChange: inst.OnBreakerTransition}, 8, breaker.WithKeysInNames())
 		require.NoError(t, err)
 		group.Get("a").ForceOpen()
-		bhs, err := bulkhead.NewGroup("tenants", 1, 8, bulkhead.WithMaxWait(time.Second, 1), bulkhead.WithObserver(inst))
+		bhs, err := bulkhead.NewGroup("tenants", 1, 8, bulkhead.WithMaxWait(time.Second, 1), bulkhead.WithObserver(inst), bulkhead.WithKeysInNames())
 		require.NoError(t, err)
 		member := bhs.Get("acme")
 		require.True(t, member.TryAcquire())

@@ -47,7 +47,7 @@ func TestGroupsAreWatchedAsMembersAppear(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = inst.Close() })
 
-	bg, err := breaker.NewGroup(breaker.Config{Name: "gemini"}, 8)
+	bg, err := breaker.NewGroup(breaker.Config{Name: "gemini"}, 8, breaker.WithKeysInNames())
 	require.NoError(t, err)
 	hg, err := bulkhead.NewGroup("tenant", 2, 8)
 	require.NoError(t, err)
@@ -62,7 +62,8 @@ func TestGroupsAreWatchedAsMembersAppear(t *testing.T) {
 	assert.Equal(t, int64(2), states[kv(otelx.AttrBreaker.String("gemini/flash"))])
 	assert.Contains(t, states, kv(otelx.AttrBreaker.String("gemini/pro")))
 	accepted := ints(t, findMetric(t, rm, otelx.MetricBulkheadAccepted))
-	assert.Equal(t, int64(1), accepted[kv(otelx.AttrBulkhead.String("tenant/acme"))])
+	assert.Equal(t, int64(1), accepted[kv(otelx.AttrBulkhead.String(hg.Get("acme").Name()))])
+	assert.Equal(t, "tenant/#822b33ad87c1", hg.Get("acme").Name(), "a tenant key reaches metrics hashed")
 }
 
 // Close detaches the Instrumentation from its chain.

@@ -2,6 +2,7 @@ package otelx_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -13,6 +14,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
+	"github.com/tierguard/tierguard/breaker"
+	"github.com/tierguard/tierguard/bulkhead"
 	"github.com/tierguard/tierguard/classify"
 	"github.com/tierguard/tierguard/fallback"
 	"github.com/tierguard/tierguard/otelx"
@@ -162,4 +165,50 @@ func TestNothingSensitiveIsExported(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestGroupKeysReachSignalsHashed: breaker and bulkhead groups keyed by
+// tenant put no tenant id in tierguard.breaker.name or
+// tierguard.bulkhead.name, in the breaker log's "breaker" field, in the
+// bulkhead wait log, or in an error.
+func TestGroupKeysReachSignalsHashed(t *testing.T) {
+	const tenant = "TENANT-SECRET-4242"
+	h := newHarness(t)
+	inst, err := otelx.New(h.options())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = inst.Close() })
+
+	bg, err := breaker.NewGroup(breaker.Config{Name: "pro", ConsecutiveFailures: 1}, 8)
+	require.NoError(t, err)
+	hg, err := bulkhead.NewGroup("pro", 1, 8, bulkhead.WithMaxWait(time.Millisecond, 1))
+	require.NoError(t, err)
+	inst.WatchBreakerGroup(bg)
+	inst.WatchBulkheadGroup(hg)
+
+	b := bg.Get(tenant)
+	tok, err := b.Allow()
+	require.NoError(t, err)
+	tok.Done(breaker.Failure)
+	_, err = b.Allow()
+	require.Error(t, err)
+	assert.NotContains(t, err.Error(), tenant)
+	bh := hg.Get(tenant)
+	require.True(t, bh.TryAcquire())
+	err = bh.Acquire(context.Background())
+	require.Error(t, err)
+	assert.NotContains(t, err.Error(), tenant)
+	bh.Release()
+
+	rm := h.collect(t)
+	for _, name := range []string{otelx.MetricBreakerState, otelx.MetricBreakerTransitions, otelx.MetricBulkheadAccepted, otelx.MetricBulkheadQueueWait} {
+		m := findMetric(t, rm, name)
+		raw, err := json.Marshal(m.Data)
+		require.NoError(t, err)
+		assert.NotContains(t, string(raw), tenant, name)
+		assert.Contains(t, string(raw), "pro/#", name)
+	}
+	assert.Contains(t, ints(t, findMetric(t, rm, otelx.MetricBreakerState)), kv(otelx.AttrBreaker.String(b.Name())))
+	logs := h.logs.String()
+	assert.NotContains(t, logs, tenant)
+	assert.Contains(t, logs, `"breaker":"`+b.Name()+`"`)
 }

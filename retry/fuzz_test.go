@@ -14,7 +14,7 @@ import (
 
 // FuzzDecide asks a policy what follows an arbitrary failure under an
 // arbitrary budget and retry budget: never a negative wait, never a retry
-// of a class the table does not retry, past MaxAttempts, without a budget
+// of a class the table does not retry, past a positive MaxAttempts, without a budget
 // token, or with a wait (plus a useful attempt) that does not fit the time
 // left minus the reserve; and never sooner than the server asked.
 func FuzzDecide(f *testing.F) {
@@ -72,7 +72,7 @@ func FuzzDecide(f *testing.F) {
 			t.Fatalf("retry with stop reason %v", a.Stop)
 		case !p.Table.Action(v.Class).Retry:
 			t.Fatalf("retry of %v, which the table does not retry", v.Class)
-		case n >= p.MaxAttempts:
+		case p.MaxAttempts > 0 && n >= p.MaxAttempts:
 			t.Fatalf("retry after attempt %d of %d", n, p.MaxAttempts)
 		case p.Budget != nil && p.Budget.Tokens() <= tokens/2:
 			t.Fatalf("retry with %v of %v tokens", p.Budget.Tokens(), tokens)

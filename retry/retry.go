@@ -23,25 +23,33 @@ const (
 // Jitter chooses how a backoff delay is randomised.
 type Jitter uint8
 
+// The backoff after failed attempt n (n ≥ 1) is
+// min(MaxDelay, BaseDelay·2ⁿ⁻¹): BaseDelay before the second attempt,
+// twice that before the third. The jitter spreads it.
 const (
-	// FullJitter waits rand(0, min(MaxDelay, BaseDelay·2ⁿ)): the spread that
-	// best breaks up synchronised retries (AWS Architecture Blog, "Exponential
-	// Backoff And Jitter"). The default.
+	// FullJitter waits rand(0, backoff): the spread that best breaks up
+	// synchronised retries (AWS Architecture Blog, "Exponential Backoff And
+	// Jitter"). The default.
 	FullJitter Jitter = iota
 	// EqualJitter waits half the backoff plus rand(0, half): never less than
 	// half, still spread.
 	EqualJitter
-	// NoJitter waits exactly min(MaxDelay, BaseDelay·2ⁿ). For tests and
-	// reproductions; synchronised clients retry together.
+	// NoJitter waits exactly the backoff. For tests and reproductions;
+	// synchronised clients retry together.
 	NoJitter
 )
 
 // Policy is how one tier retries. The zero value retries twice (three
 // attempts) with full jitter from 200ms, capped at 10s, without a shared
-// budget, following the default class table.
+// budget, following the default class table. Every method applies the
+// defaults to zero fields itself; WithDefaults shows them.
 type Policy struct {
 	// MaxAttempts counts every attempt, the first included. 0 means
-	// DefaultMaxAttempts; 1 disables retrying.
+	// DefaultMaxAttempts; 1 disables retrying; a negative value sets no
+	// limit: attempts go on until one succeeds or fails in a way that is
+	// not retried, the Budget runs out, or the next wait would not fit
+	// before the context's deadline (without a deadline or a Budget, a
+	// tier that keeps failing is retried for ever).
 	MaxAttempts int
 	// BaseDelay is the backoff before the second attempt; it doubles for
 	// every further attempt. 0 means DefaultBaseDelay.
@@ -98,12 +106,16 @@ const (
 	// the deadline, minus the reserve kept for later tiers. Decided before
 	// sleeping, so the caller can fall back at once.
 	DeadlineTooClose
-	// ContextDone: the context ended while waiting to retry.
-	ContextDone
+	// ContextCanceled: the caller canceled the context, during an attempt
+	// or the wait after it.
+	ContextCanceled
 	// CircuitOpen: the tier's circuit breaker changed state since the
 	// request was admitted (it opened); retrying would call a tier the
 	// breaker now refuses. Used by the fallback chain.
 	CircuitOpen
+	// DeadlineExceeded: the context's deadline passed during an attempt or
+	// the wait after it.
+	DeadlineExceeded
 )
 
 // String names the reason.
@@ -119,10 +131,12 @@ func (r StopReason) String() string {
 		return "retry budget exhausted"
 	case DeadlineTooClose:
 		return "deadline too close"
-	case ContextDone:
-		return "context done"
+	case ContextCanceled:
+		return "context canceled"
 	case CircuitOpen:
 		return "circuit opened"
+	case DeadlineExceeded:
+		return "deadline exceeded"
 	}
 	return "invalid stop reason"
 }
@@ -130,9 +144,6 @@ func (r StopReason) String() string {
 // Validate reports a policy that cannot work.
 func (p Policy) Validate() error {
 	var errs []error
-	if p.MaxAttempts < 0 {
-		errs = append(errs, fmt.Errorf("MaxAttempts must not be negative, got %d", p.MaxAttempts))
-	}
 	if p.BaseDelay < 0 {
 		errs = append(errs, fmt.Errorf("BaseDelay must not be negative, got %v", p.BaseDelay))
 	}
@@ -176,19 +187,20 @@ func (p Policy) WithDefaults() Policy {
 // written.
 var defaultTable = classify.DefaultTable()
 
-// Backoff returns the jittered delay after attempt n (n ≥ 1) failed:
-// min(MaxDelay, BaseDelay·2ⁿ⁻¹), randomised by the policy's Jitter. Call it
-// on a policy with defaults applied.
+// Backoff returns the jittered delay after attempt n (n ≥ 1) failed, before
+// attempt n+1: min(MaxDelay, BaseDelay·2ⁿ⁻¹), randomised by the policy's
+// Jitter. n below 1 counts as 1.
 func (p Policy) Backoff(n int) time.Duration {
-	ceiling := p.BaseDelay
-	for i := 1; i < n && ceiling < p.MaxDelay; i++ {
-		if ceiling > p.MaxDelay/2 {
-			ceiling = p.MaxDelay // doubling would pass the cap (or overflow)
+	base, maxDelay := cmpOr(p.BaseDelay, DefaultBaseDelay), cmpOr(p.MaxDelay, DefaultMaxDelay)
+	ceiling := base
+	for i := 1; i < n && ceiling < maxDelay; i++ {
+		if ceiling > maxDelay/2 {
+			ceiling = maxDelay // doubling would pass the cap (or overflow)
 			break
 		}
 		ceiling *= 2
 	}
-	ceiling = min(ceiling, p.MaxDelay)
+	ceiling = min(ceiling, maxDelay)
 	if ceiling <= 0 {
 		return 0
 	}
@@ -214,18 +226,22 @@ func upTo(d time.Duration) time.Duration {
 // Decide chooses what follows failed attempt n (n ≥ 1) with verdict v, under
 // the request budget b and the attempt's share t (its reserve for later
 // tiers and its minimum useful time). It consumes a token of the shared
-// Budget for a retryable failure. Call it on a policy with defaults applied.
+// Budget for a retryable failure.
 func (p Policy) Decide(n int, v classify.Verdict, b deadline.Budget, t deadline.Try) Attempt {
 	a := Attempt{N: n, Verdict: v}
-	if !p.Table.Action(v.Class).Retry {
+	table := p.Table
+	if table == nil {
+		table = &defaultTable
+	}
+	if !table.Action(v.Class).Retry {
 		a.Stop = NotRetryable
 		return a
 	}
 	if p.Budget != nil {
 		p.Budget.Failure()
 	}
-	switch {
-	case n >= p.MaxAttempts:
+	switch maxAttempts := cmpOr(p.MaxAttempts, DefaultMaxAttempts); {
+	case maxAttempts > 0 && n >= maxAttempts:
 		a.Stop = AttemptsExhausted
 	case p.Budget != nil && !p.Budget.Allow():
 		a.Stop = BudgetExhausted
@@ -240,6 +256,15 @@ func (p Policy) Decide(n int, v classify.Verdict, b deadline.Budget, t deadline.
 	return a
 }
 
+// cmpOr returns v, or def when v is zero.
+func cmpOr[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}
+
 // Succeeded records a success with the shared budget.
 func (p Policy) Succeeded() {
 	if p.Budget != nil {
@@ -251,7 +276,8 @@ func (p Policy) Succeeded() {
 // attempts. It never sleeps past ctx's deadline: a wait that would leave no
 // time for an attempt is not started. A non-retryable error is returned as
 // fn returned it; when retrying stops for any other reason the error is a
-// *StoppedError wrapping the last one.
+// *StoppedError wrapping the last one — when ctx ended (ContextCanceled,
+// DeadlineExceeded), ctx's error too.
 func Do(ctx context.Context, p Policy, fn func(context.Context) error) error {
 	_, err := Run(ctx, p, func(ctx context.Context) (struct{}, error) { return struct{}{}, fn(ctx) })
 	return err
@@ -271,21 +297,39 @@ func Run[T any](ctx context.Context, p Policy, fn func(context.Context) (T, erro
 			return out, nil
 		}
 		v := classify.InContext(ctx, p.Classifier.Classify(err))
-		a := p.Decide(n, v, b, deadline.Try{})
+		var a Attempt
+		if cerr := ctx.Err(); cerr != nil {
+			// The caller's context ended: not a verdict on the tier, and
+			// no budget token is spent.
+			a = Attempt{N: n, Verdict: v, Stop: contextStop(cerr)}
+		} else {
+			a = p.Decide(n, v, b, deadline.Try{})
+		}
 		if p.OnAttempt != nil {
 			p.OnAttempt(a)
 		}
 		var zero T
 		if !a.Retry {
-			if a.Stop == NotRetryable {
+			switch a.Stop {
+			case NotRetryable:
 				return zero, err
+			case ContextCanceled, DeadlineExceeded:
+				return zero, &StoppedError{Attempts: n, Reason: a.Stop, Verdict: v, Last: err, ctxErr: ctx.Err()}
 			}
 			return zero, &StoppedError{Attempts: n, Reason: a.Stop, Verdict: v, Last: err}
 		}
 		if serr := Sleep(ctx, a.Wait); serr != nil {
-			return zero, &StoppedError{Attempts: n, Reason: ContextDone, Verdict: v, Last: err, ctxErr: serr}
+			return zero, &StoppedError{Attempts: n, Reason: contextStop(serr), Verdict: v, Last: err, ctxErr: serr}
 		}
 	}
+}
+
+// contextStop is the reason for a stop caused by a context's error.
+func contextStop(err error) StopReason {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return DeadlineExceeded
+	}
+	return ContextCanceled
 }
 
 // Sleep waits for d or until ctx ends, whichever comes first, and returns

@@ -27,11 +27,16 @@
 //
 //   - calls in flight per tier never exceed its bulkhead's size (calls that
 //     ignore their context included: they keep their slot);
-//   - half-open probe calls in flight never exceed HalfOpenProbes. Which
-//     call is a probe is known exactly: the breakers have a breaker.Store
-//     whose Member sees every probe permit taken and returned, on the
-//     goroutine that takes it, and the observer marks that goroutine's next
-//     attempt context;
+//   - half-open probe calls in flight never exceed HalfOpenProbes, across
+//     half-open periods as well as within one (Config.ShortCooldowns makes
+//     the probes of successive periods overlap). Which call is a probe is
+//     known exactly: the breakers have a breaker.Store whose Member sees
+//     every probe permit taken and returned, on the goroutine that takes
+//     it, and the observer marks that goroutine's next attempt context. A
+//     probe call counts from its start until it returns or, if it ignores
+//     its context, until its context ends: the chain reports such a call to
+//     the breaker when it abandons it (AbandonAfter later), which frees the
+//     probe's slot while the call itself may run on;
 //   - no request makes more upstream calls than its tiers' MaxAttempts
 //     allow, per tier and in total;
 //   - a retry is never planned with a wait that does not fit the time left.
@@ -74,6 +79,8 @@
 // the long run is
 //
 //	go test ./internal/chaos -run 'TestSoak$' -soak.calls=1000000 -timeout 60m
+//
+// which runs it with the profile's cooldowns and with short ones.
 //
 // or TIERGUARD_SOAK_CALLS=1000000 (see the tests for -soak.clock=real and
 // the other knobs).

@@ -103,9 +103,10 @@ var phaseEnds = [numPhases]float64{0.20, 0.55, 0.75, 1.0}
 
 // Durations of the profile. The breakers' cooldowns (less their jitter)
 // are longer than their tiers' per-try cap plus AbandonAfter, so a probe
-// call of one half-open phase has had its context end before the next
-// half-open phase admits new probes: that is what lets the soak check the
-// probe limit across phases, not only within one.
+// call of one half-open phase has usually ended before the next half-open
+// phase admits new probes; Config.ShortCooldowns swaps in shortCooldowns,
+// shorter than that, so that probes of successive phases overlap and the
+// probe limit is checked across phases.
 const (
 	total         = time.Second
 	minAttempt    = 50 * time.Millisecond
@@ -161,6 +162,18 @@ var profile = [...]stageProfile{
 }
 
 const numStages = len(profile)
+
+// shortCooldowns are the breakers' Cooldown and MaxCooldown under
+// Config.ShortCooldowns: with their jitter, below the tier's TryTimeout
+// plus AbandonAfter (pro: at most 144ms against 170ms; flash: 88ms against
+// 120ms). A probe stalled to its per-try cap, or ignoring its context until
+// it is abandoned, is then still running when the next half-open period
+// begins.
+var shortCooldowns = [numStages][2]time.Duration{
+	{60 * time.Millisecond, 120 * time.Millisecond},
+	{40 * time.Millisecond, 80 * time.Millisecond},
+	{},
+}
 
 // maxCalls is the most upstream calls one request may make.
 var maxCalls = func() int32 {

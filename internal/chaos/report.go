@@ -103,8 +103,8 @@ type Liveness struct {
 // String renders the report for a test log.
 func (r *Report) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "soak: %d calls by %d goroutines at %.0f/s, cycle %v, seed %d, slack %v, fake clock %v\n",
-		r.Calls, r.Config.Workers, r.Config.Rate, r.Config.Cycle, r.Config.Seed, r.Config.Slack, r.Config.FakeClock)
+	fmt.Fprintf(&b, "soak: %d calls by %d goroutines at %.0f/s, cycle %v, seed %d, slack %v, fake clock %v, short cooldowns %v\n",
+		r.Calls, r.Config.Workers, r.Config.Rate, r.Config.Cycle, r.Config.Seed, r.Config.Slack, r.Config.FakeClock, r.Config.ShortCooldowns)
 	fmt.Fprintf(&b, "  elapsed %v (on the run's clock), worst start lag %v\n", r.Elapsed.Round(time.Millisecond), r.Lag.Round(time.Microsecond))
 	fmt.Fprintf(&b, "  answers:")
 	for i, n := range r.Answers {

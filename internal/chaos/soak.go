@@ -45,6 +45,12 @@ type Config struct {
 	// FakeClock says the run is inside a synctest bubble: it then also
 	// checks that no breaker timer fires once the breakers are reset.
 	FakeClock bool
+	// ShortCooldowns runs the breakers with cooldowns (jitter included)
+	// shorter than their tier's TryTimeout plus AbandonAfter, so that a
+	// probe of one half-open period is often still running when the next
+	// period admits probes: the probe limit is then checked across periods
+	// as well as within one.
+	ShortCooldowns bool
 }
 
 func (c Config) withDefaults() Config {
@@ -218,6 +224,12 @@ func Run(cfg Config) (*Report, error) {
 			return nil, err
 		}
 		if st.p.breaker != nil {
+			if cfg.ShortCooldowns {
+				// The liveness bound follows the cooldowns run.
+				short := *st.p.breaker
+				short.Cooldown, short.MaxCooldown = shortCooldowns[i][0], shortCooldowns[i][1]
+				st.p.breaker = &short
+			}
 			bc := *st.p.breaker
 			st.member = newProbeMember()
 			bc.Store = probeStore{st.member}

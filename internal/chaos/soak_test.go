@@ -76,9 +76,18 @@ func requireHealthy(t *testing.T, rep *chaos.Report, required ...chaos.Fault) {
 
 // TestSoak runs the soak on synctest's fake clock: every time bound is
 // exact (zero slack), and seconds of fault schedule cost only CPU. At the
-// default CI size it is one full cycle of 5s of fake time.
+// default CI size it is one full cycle of 5s of fake time. It runs twice:
+// with the profile's cooldowns, and with cooldowns shorter than a probe's
+// longest call (TryTimeout + AbandonAfter), where the probes of successive
+// half-open periods overlap.
 func TestSoak(t *testing.T) {
-	cfg := chaos.Config{Calls: *soakCalls, Workers: *soakWorkers, Rate: *soakRate, Seed: *soakSeed}
+	for _, short := range []bool{false, true} {
+		t.Run("short_cooldowns="+strconv.FormatBool(short), func(t *testing.T) { soak(t, short) })
+	}
+}
+
+func soak(t *testing.T, short bool) {
+	cfg := chaos.Config{Calls: *soakCalls, Workers: *soakWorkers, Rate: *soakRate, Seed: *soakSeed, ShortCooldowns: short}
 	if *soakClock == "real" {
 		cfg.Slack = *soakSlack
 		if cfg.Slack == 0 {

@@ -51,3 +51,15 @@ func TestGroupConcurrentGet(t *testing.T) {
 		assert.Same(t, got[i%4], got[i], "one value per key")
 	}
 }
+
+func TestName(t *testing.T) {
+	assert.Equal(t, "pro/acme", keyed.Name("pro", "acme", true))
+	hidden := keyed.Name("pro", "acme", false)
+	assert.Equal(t, "pro/#"+keyed.Hash("acme"), hidden)
+	assert.NotContains(t, hidden, "acme")
+	assert.Len(t, keyed.Hash("acme"), 12)
+	// sha256("acme") begins with these bytes: the hash is stable across
+	// processes and releases.
+	assert.Equal(t, "822b33ad87c1", keyed.Hash("acme"))
+	assert.NotEqual(t, keyed.Hash("acme"), keyed.Hash("acme2"))
+}
