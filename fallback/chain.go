@@ -98,12 +98,12 @@ func (c *Chain[In, Out]) Do(ctx context.Context, in In) (Result[Out], error) {
 }
 
 // attempt makes one call and validates its answer.
-func (c *Chain[In, Out]) attempt(st *stage, b budget.Budget, base context.Context, per, remaining time.Duration, in In) (out Out, end attemptEnd) {
+func (c *Chain[In, Out]) attempt(st *stage, b budget.Budget, base context.Context, per, remaining time.Duration, in In, tok breaker.Token) (out Out, end attemptEnd) {
 	ctx, ctl := b.Context(base, per, remaining)
 	tier := c.tiers[st.index]
 	if c.abandonAfter > 0 {
 		// A call is a stream of one answer, read on its own goroutine.
-		src := read(c.engine, st, ctx, func(yield func(Out, error) bool) { yield(tier.Call(ctx, in)) })
+		src := read(c.engine, st, ctx, func(yield func(Out, error) bool) { yield(tier.Call(ctx, in)) }, tok)
 		out, end.err, _ = src.next()
 		end.abandoned = src.stop()
 	} else {

@@ -136,8 +136,9 @@ type Config[In, Out any] struct {
 	// the attempt's context has ended the chain waits at most AbandonAfter
 	// more before it abandons the call, classifies it Transient ("call
 	// abandoned") and moves on. The abandoned call keeps its bulkhead slot
-	// until it really returns, and Chain.Stats counts it, so a stuck call
-	// is accounted for instead of leaked silently. 0 (the default) calls
+	// and its breaker token (a stuck probe still counts against the probe
+	// limit) until it really returns, and Chain.Stats counts it, so a stuck
+	// call is accounted for instead of leaked silently. 0 (the default) calls
 	// tiers directly: no goroutine, no allocation, and a tier that ignores
 	// its context holds the request.
 	AbandonAfter time.Duration

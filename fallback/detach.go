@@ -6,6 +6,7 @@ import (
 	"iter"
 	"runtime"
 
+	"github.com/tierguard/tierguard/breaker"
 	"github.com/tierguard/tierguard/classify"
 	"github.com/tierguard/tierguard/internal/detach"
 )
@@ -45,15 +46,18 @@ type source[Chunk any] interface {
 // read starts reading seq: on the caller's goroutine (iter.Pull2), or,
 // with AbandonAfter, on a goroutine of its own, so that a tier that ignores
 // its context is abandoned AbandonAfter after ctx ended and keeps st's
-// bulkhead slot until it returns.
-func read[T any](e *engine, st *stage, ctx context.Context, seq iter.Seq2[T, error]) source[T] {
+// bulkhead slot and breaker token tok until it returns — a stuck probe
+// still counts against the breaker's probe limit.
+func read[T any](e *engine, st *stage, ctx context.Context, seq iter.Seq2[T, error], tok breaker.Token) source[T] {
 	if e.abandonAfter <= 0 {
 		next, stop := iter.Pull2(seq)
 		return pulled[T]{pull: next, end: stop}
 	}
-	var release func()
-	if st.bulkhead != nil {
-		release = st.bulkhead.Release
+	release := func() {
+		if st.bulkhead != nil {
+			st.bulkhead.Release()
+		}
+		tok.Done(breaker.Ignored)
 	}
 	return detached[T]{detach.Read(ctx, e.abandonAfter, &e.counters, seq, release)}
 }

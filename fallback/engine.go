@@ -176,9 +176,9 @@ type request struct {
 	// queueWait is the current stage's wait for its bulkhead, reported on
 	// its first event and then cleared.
 	queueWait time.Duration
-	// slotHandedOff is set when an abandoned call took over the stage's
-	// bulkhead slot.
-	slotHandedOff bool
+	// slotHandedOff and tokenHandedOff are set when an abandoned call took
+	// over the stage's bulkhead slot and breaker token.
+	slotHandedOff, tokenHandedOff bool
 	// local is a context with the budget's deadline, made on first use by
 	// the cache and the default.
 	local *budget.Context
@@ -374,7 +374,11 @@ func (e *engine) acquireWaiting(r *request, st *stage, try budget.Try, remaining
 
 // exit releases a stage's guards with the call's outcome.
 func (e *engine) exit(r *request, st *stage, h *held, o breaker.Outcome) {
-	h.tok.Done(o)
+	if r.tokenHandedOff {
+		r.tokenHandedOff = false
+	} else {
+		h.tok.Done(o)
+	}
 	h.tok = breaker.Token{}
 	if h.slot {
 		h.slot = false
@@ -472,7 +476,8 @@ func (e *engine) decide(r *request, st *stage, n int, try budget.Try, f failed, 
 			st.policy.Budget.Failure()
 		}
 		switch {
-		case n >= st.policy.MaxAttempts:
+		case st.policy.MaxAttempts > 0 && n >= st.policy.MaxAttempts:
+			// A negative MaxAttempts sets no limit but the deadline's.
 			d.stop = retry.AttemptsExhausted
 		case st.policy.Budget != nil && !st.policy.Budget.Allow():
 			d.stop = retry.BudgetExhausted

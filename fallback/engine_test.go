@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -368,5 +369,57 @@ func TestStreamAbandonsATierThatIgnoresItsContext(t *testing.T) {
 		synctest.Wait()
 		assert.Equal(t, fallback.Stats{Abandoned: 1}, c.Stats())
 		assert.Zero(t, bh.Stats().InFlight)
+	})
+}
+
+// TestUnlimitedAttemptsWithinTheDeadline: a negative MaxAttempts retries as
+// long as a retry fits the budget.
+func TestUnlimitedAttemptsWithinTheDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pro := newFake("pro", fails(classify.Transient))
+		c := newChain(t, fallback.Config[string, string]{
+			Stages: []fallback.Stage[string, string]{{Tier: pro, Retry: retry.Policy{MaxAttempts: -1, BaseDelay: 100 * time.Millisecond, MaxDelay: 100 * time.Millisecond, Jitter: retry.NoJitter}}},
+			Total:  time.Second,
+		})
+		_, err := c.Do(context.Background(), "q")
+		require.Error(t, err)
+		assert.Equal(t, int64(10), pro.calls.Load(), "at 0, 100, ..., 900 ms: each while a wait and a 100 ms attempt still fit")
+	})
+}
+
+// TestAbandonedProbeKeepsItsProbeSlot: a half-open probe that ignores its
+// context is abandoned, but it still counts against HalfOpenProbes until
+// it really returns: the breaker admits no second probe meanwhile.
+func TestAbandonedProbeKeepsItsProbeSlot(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		var calls atomic.Int64
+		pro := fallback.Tier("pro", func(context.Context, string) (string, error) {
+			calls.Add(1)
+			<-release
+			return "late", nil
+		})
+		br := newBreaker(t, breaker.Config{Name: "pro", ConsecutiveFailures: 1, Cooldown: time.Second, HalfOpenProbes: 1})
+		c := newChain(t, fallback.Config[string, string]{
+			Stages:       []fallback.Stage[string, string]{{Tier: pro, Breaker: br, TryTimeout: 100 * time.Millisecond, Retry: retry.Policy{MaxAttempts: 1}}, {Tier: newFake("flash", ok("flash"))}},
+			AbandonAfter: 50 * time.Millisecond,
+		})
+		// Trip it, wait out the cooldown: the next request is a probe.
+		tripper := classErr(classify.Transient)
+		tok, err := br.Allow()
+		require.NoError(t, err)
+		tok.Done(breaker.OutcomeOf(tripper))
+		require.Equal(t, breaker.Open, br.State())
+		time.Sleep(time.Second)
+		require.Equal(t, breaker.HalfOpen, br.State())
+		res, err := c.Do(context.Background(), "q")
+		require.NoError(t, err)
+		assert.Equal(t, "flash", res.Tier, "the probe was abandoned")
+		res, err = c.Do(context.Background(), "q")
+		require.NoError(t, err)
+		assert.Equal(t, "flash", res.Tier)
+		assert.Equal(t, int64(1), calls.Load(), "no second probe while the first still runs")
+		close(release)
+		synctest.Wait()
 	})
 }

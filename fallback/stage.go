@@ -15,8 +15,9 @@ import (
 // first chunk with content. Everything around the attempt is runStage's.
 type attempter[In, Out any] interface {
 	// attempt runs an attempt of window per (remaining was left when the
-	// window was computed) on a context built on base.
-	attempt(st *stage, b budget.Budget, base context.Context, per, remaining time.Duration, in In) (Out, attemptEnd)
+	// window was computed) on a context built on base. tok is the stage's
+	// breaker token, which an abandoned call takes with it.
+	attempt(st *stage, b budget.Budget, base context.Context, per, remaining time.Duration, in In, tok breaker.Token) (Out, attemptEnd)
 	// usage reads the token usage of a successful attempt's result.
 	usage(st *stage, out Out) (Usage, bool)
 	// committed is set for attempts whose success is only a beginning (a
@@ -102,10 +103,12 @@ func runStage[In, Out any, A attempter[In, Out]](e *engine, a A, r *request, st 
 		if r.timing {
 			t0 = time.Now()
 		}
-		res, ae := a.attempt(st, r.budget, base, per, remaining, in)
+		res, ae := a.attempt(st, r.budget, base, per, remaining, in, h.tok)
 		r.sum.UpstreamCalls++
 		if ae.abandoned {
-			r.slotHandedOff = h.slot
+			// The stuck call keeps the slot and the breaker's token (a probe
+			// stays a probe) until it returns.
+			r.slotHandedOff, r.tokenHandedOff = h.slot, true
 		}
 		var latency, ran time.Duration
 		switch {

@@ -358,7 +358,7 @@ type opened[Chunk any] struct {
 // within the first-chunk window per. Chunks before it are kept, to be
 // shown once the stream commits; a stream that fails before it fails like
 // a unary call.
-func (c *StreamChain[In, Chunk]) attempt(st *stage, b budget.Budget, base context.Context, per, remaining time.Duration, in In) (*opened[Chunk], attemptEnd) {
+func (c *StreamChain[In, Chunk]) attempt(st *stage, b budget.Budget, base context.Context, per, remaining time.Duration, in In, tok breaker.Token) (*opened[Chunk], attemptEnd) {
 	var deadline time.Time
 	if d, ok := b.Deadline(); ok {
 		deadline = d
@@ -372,7 +372,7 @@ func (c *StreamChain[In, Chunk]) attempt(st *stage, b budget.Budget, base contex
 			}
 		})
 	}
-	op.src = read(c.engine, st, op.ctx, c.tiers[st.index].Stream(op.ctx, in))
+	op.src = read(c.engine, st, op.ctx, c.tiers[st.index].Stream(op.ctx, in), tok)
 	tier := c.tiers[st.index]
 	for {
 		ch, err, ok := op.src.next()
@@ -436,9 +436,11 @@ func (p *pump[In, Chunk]) run(in In) (ie *IncompleteError, done bool) {
 	outcome := breaker.Ignored
 	defer func() {
 		// Cancel first, so the tier sees its context end as its sequence is
-		// stopped.
+		// stopped. An abandoned reader keeps the slot and the token.
 		op.ctx.Cancel()
-		op.src.stop()
+		if op.src.stop() {
+			r.slotHandedOff, r.tokenHandedOff = p.h.slot, true
+		}
 		c.exit(r, st, &p.h, outcome)
 	}()
 	c.answeredBy(r, st, st.index > 0 || res.Continued)
