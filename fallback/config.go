@@ -136,8 +136,8 @@ type Config[In, Out any] struct {
 	// the attempt's context has ended the chain waits at most AbandonAfter
 	// more before it abandons the call, classifies it Transient ("call
 	// abandoned") and moves on. The abandoned call keeps its bulkhead slot
-	// and its breaker token (a stuck probe still counts against the probe
-	// limit) until it really returns, and Chain.Stats counts it, so a stuck
+	// until it really returns — a half-open probe keeps its probe slot too,
+	// and reports its failure then — and Chain.Stats counts it, so a stuck
 	// call is accounted for instead of leaked silently. 0 (the default) calls
 	// tiers directly: no goroutine, no allocation, and a tier that ignores
 	// its context holds the request.

@@ -46,8 +46,9 @@ type source[Chunk any] interface {
 // read starts reading seq: on the caller's goroutine (iter.Pull2), or,
 // with AbandonAfter, on a goroutine of its own, so that a tier that ignores
 // its context is abandoned AbandonAfter after ctx ended and keeps st's
-// bulkhead slot and breaker token tok until it returns — a stuck probe
-// still counts against the breaker's probe limit.
+// bulkhead slot until it returns. A stuck half-open probe also keeps its
+// breaker token tok, so that it still counts against the probe limit, and
+// reports its failure when it returns.
 func read[T any](e *engine, st *stage, ctx context.Context, seq iter.Seq2[T, error], tok breaker.Token) source[T] {
 	if e.abandonAfter <= 0 {
 		next, stop := iter.Pull2(seq)
@@ -57,7 +58,9 @@ func read[T any](e *engine, st *stage, ctx context.Context, seq iter.Seq2[T, err
 		if st.bulkhead != nil {
 			st.bulkhead.Release()
 		}
-		tok.Done(breaker.Ignored)
+		if tok.IsProbe() {
+			tok.Done(breaker.Failure)
+		}
 	}
 	return detached[T]{detach.Read(ctx, e.abandonAfter, &e.counters, seq, release)}
 }

@@ -106,9 +106,10 @@ func runStage[In, Out any, A attempter[In, Out]](e *engine, a A, r *request, st 
 		res, ae := a.attempt(st, r.budget, base, per, remaining, in, h.tok)
 		r.sum.UpstreamCalls++
 		if ae.abandoned {
-			// The stuck call keeps the slot and the breaker's token (a probe
-			// stays a probe) until it returns.
-			r.slotHandedOff, r.tokenHandedOff = h.slot, true
+			// The stuck call keeps the slot until it returns, and a probe
+			// stays a probe: it reports its failure when it returns (or the
+			// breaker's MaxHalfOpenWait writes it off).
+			r.slotHandedOff, r.tokenHandedOff = h.slot, h.tok.IsProbe()
 		}
 		var latency, ran time.Duration
 		switch {

@@ -439,7 +439,8 @@ func (p *pump[In, Chunk]) run(in In) (ie *IncompleteError, done bool) {
 		// stopped. An abandoned reader keeps the slot and the token.
 		op.ctx.Cancel()
 		if op.src.stop() {
-			r.slotHandedOff, r.tokenHandedOff = p.h.slot, true
+			r.slotHandedOff, r.tokenHandedOff = p.h.slot, p.h.tok.IsProbe()
+			outcome = breaker.Failure
 		}
 		c.exit(r, st, &p.h, outcome)
 	}()
