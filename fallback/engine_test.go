@@ -410,7 +410,7 @@ func TestAbandonedProbeKeepsItsProbeSlot(t *testing.T) {
 		require.NoError(t, err)
 		tok.Done(breaker.OutcomeOf(tripper))
 		require.Equal(t, breaker.Open, br.State())
-		time.Sleep(time.Second)
+		time.Sleep(2 * time.Second) // the cooldown, jittered
 		require.Equal(t, breaker.HalfOpen, br.State())
 		res, err := c.Do(context.Background(), "q")
 		require.NoError(t, err)
