@@ -28,8 +28,11 @@ type Answer struct {
 	// HasUsage is set when the response carried usage.
 	HasUsage bool
 	// Response is the SDK's whole response (tool calls, logprobs, ...); nil
-	// for answers not from a tier.
+	// for answers not from a tier, and for streamed chunks.
 	Response *oai.ChatCompletion
+
+	// toolCall is set on a streamed chunk that carries a tool call.
+	toolCall bool
 }
 
 // PromptFunc builds one tier's chat completion request from the chain's
