@@ -151,7 +151,9 @@ func streamThroughGenai(t *testing.T, c corpus.Case, ts *httptest.Server) {
 	pro := caseTier(t, c, ts).StreamStage()
 	pro.Retry = retry.Policy{MaxAttempts: 1}
 	next := fallback.StreamTierFunc("next", func(context.Context, question) iter.Seq2[gemini.Answer, error] {
-		return func(yield func(gemini.Answer, error) bool) { yield(gemini.Answer{Text: "next", FinishReason: genai.FinishReasonStop}, nil) }
+		return func(yield func(gemini.Answer, error) bool) {
+			yield(gemini.Answer{Text: "next", FinishReason: genai.FinishReasonStop}, nil)
+		}
 	}, func(a gemini.Answer) fallback.ChunkInfo {
 		return fallback.ChunkInfo{Text: a.Text, FinishReason: string(a.FinishReason)}
 	})

@@ -123,8 +123,12 @@ func streamThroughSDK(t *testing.T, c corpus.Case, ts *httptest.Server) {
 	pro := caseTier(t, c, ts).StreamStage()
 	pro.Retry = retry.Policy{MaxAttempts: 1}
 	next := fallback.StreamTierFunc("next", func(context.Context, string) iter.Seq2[tgopenai.Answer, error] {
-		return func(yield func(tgopenai.Answer, error) bool) { yield(tgopenai.Answer{Text: "next", FinishReason: "stop"}, nil) }
-	}, func(a tgopenai.Answer) fallback.ChunkInfo { return fallback.ChunkInfo{Text: a.Text, FinishReason: a.FinishReason} })
+		return func(yield func(tgopenai.Answer, error) bool) {
+			yield(tgopenai.Answer{Text: "next", FinishReason: "stop"}, nil)
+		}
+	}, func(a tgopenai.Answer) fallback.ChunkInfo {
+		return fallback.ChunkInfo{Text: a.Text, FinishReason: a.FinishReason}
+	})
 	chain, err := fallback.NewStream(fallback.StreamConfig[string, tgopenai.Answer]{
 		Stages:     []fallback.StreamStage[string, tgopenai.Answer]{pro, {Tier: next}},
 		Total:      10 * time.Second,
