@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"strconv"
@@ -108,36 +109,60 @@ func ParseErrorBody(body []byte) (Facts, bool) {
 	}
 	switch body[0] {
 	case '[':
-		var list []json.RawMessage
-		if json.Unmarshal(body, &list) != nil {
+		// One pass over the array; a type error in one element (a bare
+		// string error, say) leaves the others decoded.
+		var list []errorEnvelope
+		err := json.Unmarshal(body, &list)
+		if err != nil && !isTypeError(err) {
 			return Facts{}, false
 		}
-		for i, item := range list {
+		for i := range list {
 			if i == maxDetails {
 				break
 			}
-			if f, ok := parseErrorObject(item); ok {
+			if f, ok := list[i].facts(); ok {
 				return f, true
 			}
 		}
 		return Facts{}, false
 	case '{':
-		return parseErrorObject(body)
+		var env errorEnvelope
+		err := json.Unmarshal(body, &env)
+		if err == nil {
+			return env.facts()
+		}
+		if !isTypeError(err) {
+			return Facts{}, false
+		}
+		// {"error":"overloaded"}: the error is a bare string.
+		var bare struct {
+			Error string `json:"error"`
+		}
+		if json.Unmarshal(body, &bare) == nil && bare.Error != "" {
+			return Facts{Message: bare.Error}, true
+		}
+		return env.facts()
 	}
 	return Facts{}, false
 }
 
-// errorEnvelope is the top level of an error body.
+func isTypeError(err error) bool {
+	var te *json.UnmarshalTypeError
+	return errors.As(err, &te)
+}
+
+// errorEnvelope is the top level of an error body: Google's and OpenAI's
+// {"error":{...}}, or vLLM's {"object":"error","message":...,"code":400}.
 type errorEnvelope struct {
-	Error json.RawMessage `json:"error"`
-	// vLLM's top-level error: {"object":"error","message":...,"code":400}.
+	Error   *errorObject    `json:"error"`
 	Object  string          `json:"object"`
 	Message string          `json:"message"`
 	Type    string          `json:"type"`
 	Code    json.RawMessage `json:"code"`
 }
 
-// errorObject is the "error" member, in Google's and OpenAI's forms.
+// errorObject is the "error" member, in Google's and OpenAI's forms: code
+// and status may be numbers or strings.
 type errorObject struct {
 	Code    json.RawMessage  `json:"code"`
 	Message string           `json:"message"`
@@ -146,12 +171,9 @@ type errorObject struct {
 	Details []map[string]any `json:"details"`
 }
 
-func parseErrorObject(raw []byte) (Facts, bool) {
-	var env errorEnvelope
-	if json.Unmarshal(raw, &env) != nil {
-		return Facts{}, false
-	}
-	if len(env.Error) == 0 || string(env.Error) == "null" {
+func (env *errorEnvelope) facts() (Facts, bool) {
+	e := env.Error
+	if e == nil {
 		if env.Object != "error" {
 			return Facts{}, false
 		}
@@ -161,14 +183,6 @@ func parseErrorObject(raw []byte) (Facts, bool) {
 			f.Code = boundedCode(env.Type)
 		}
 		return f, true
-	}
-	var msg string
-	if json.Unmarshal(env.Error, &msg) == nil {
-		return Facts{Message: msg}, true
-	}
-	var e errorObject
-	if json.Unmarshal(env.Error, &e) != nil {
-		return Facts{}, false
 	}
 	f := Facts{Message: e.Message, Details: e.Details}
 	f.HTTPStatus, f.Code = numberOrCode(e.Code)

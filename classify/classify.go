@@ -175,7 +175,7 @@ func fromFacts(f Facts, now func() time.Time) Verdict {
 		status = statusForHTTP(code)
 	}
 	v := Verdict{HTTPStatus: code, Status: status}
-	lower := lowerPrefix(f.Message)
+	lower := &lazyLower{msg: f.Message}
 
 	d := readDetails(f.Details)
 	v.RetryAfter = f.RetryAfter
@@ -194,7 +194,7 @@ func fromFacts(f Facts, now func() time.Time) Verdict {
 		// says "Please retry in 37.38s.": the larger avoids retrying early.
 		// Only a quota's message is read this way: a 5xx page saying "try
 		// again in 30 seconds" is boilerplate, not an instruction.
-		if ra, ok := retryHint(lower); ok {
+		if ra, ok := retryHint(lower.get()); ok {
 			v.RetryAfter = max(v.RetryAfter, ra)
 			if v.Class == RateLimited && v.RetryAfter >= LongRetryAfter {
 				v.Class, v.Reason = QuotaExhausted, "retry-after beyond any deadline"
@@ -206,7 +206,7 @@ func fromFacts(f Facts, now func() time.Time) Verdict {
 
 // classifyFacts decides the class of an HTTP-shaped failure once its
 // status and delays are known.
-func classifyFacts(v Verdict, f Facts, d detailFacts, code int, status, lower string) Verdict {
+func classifyFacts(v Verdict, f Facts, d detailFacts, code int, status string, lower *lazyLower) Verdict {
 
 	if class, ok := knownReasons[d.reason]; ok && class == Auth {
 		v.Class, v.Reason = Auth, "credentials rejected"
@@ -218,7 +218,7 @@ func classifyFacts(v Verdict, f Facts, d detailFacts, code int, status, lower st
 		v.Class, v.Reason = class, reason
 		switch class {
 		case Retired:
-			v.Model, _ = namedModel(f.Message, lower)
+			v.Model, _ = namedModel(f.Message, lower.get())
 		case RateLimited:
 			v = quotaOrRate(v, d, lower)
 		}
@@ -241,7 +241,7 @@ func classifyFacts(v Verdict, f Facts, d detailFacts, code int, status, lower st
 	case code == 402:
 		v.Class, v.Reason = QuotaExhausted, "payment required"
 	case code == 403:
-		if strings.Contains(lower, "billing") {
+		if strings.Contains(lower.get(), "billing") {
 			v.Class, v.Reason = QuotaExhausted, "billing not enabled"
 		} else {
 			v.Class, v.Reason = Auth, "permission denied"
@@ -250,7 +250,7 @@ func classifyFacts(v Verdict, f Facts, d detailFacts, code int, status, lower st
 		v.Class, v.Reason = RateLimited, "rate limited"
 		v = quotaOrRate(v, d, lower)
 	case code == 404:
-		if id, named := namedModel(f.Message, lower); named {
+		if id, named := namedModel(f.Message, lower.get()); named {
 			v.Class, v.Reason, v.Model = Retired, "model not found", id
 		} else {
 			v.Class, v.Reason = InvalidRequest, "not found (not a model)"
@@ -259,9 +259,9 @@ func classifyFacts(v Verdict, f Facts, d detailFacts, code int, status, lower st
 		v.Class, v.Reason = ContextTooLong, "request too large"
 	case code == 400 || code == 422:
 		switch {
-		case tokenLimit(lower):
+		case tokenLimit(lower.get()):
 			v.Class, v.Reason = ContextTooLong, "input exceeds the model's context window"
-		case strings.Contains(lower, "billing"):
+		case strings.Contains(lower.get(), "billing"):
 			// "Gemini API free tier is not available in your country. Please
 			// enable billing", "User location is not supported for the API
 			// use without a billing account linked" (FAILED_PRECONDITION).
@@ -292,11 +292,11 @@ func classifyFacts(v Verdict, f Facts, d detailFacts, code int, status, lower st
 
 // quotaOrRate refines a rate limit: a quota named per day, or a delay
 // beyond LongRetryAfter, makes it QuotaExhausted.
-func quotaOrRate(v Verdict, d detailFacts, lower string) Verdict {
+func quotaOrRate(v Verdict, d detailFacts, lower *lazyLower) Verdict {
 	switch {
-	case d.perDayQuota || perDayMessage(lower):
+	case d.perDayQuota || perDayMessage(lower.get()):
 		v.Class, v.Reason = QuotaExhausted, "per-day quota exhausted"
-	case zeroLimit(lower):
+	case zeroLimit(lower.get()):
 		v.Class, v.Reason = QuotaExhausted, "quota limit is zero"
 	case v.RetryAfter >= LongRetryAfter:
 		v.Class, v.Reason = QuotaExhausted, "retry-after beyond any deadline"

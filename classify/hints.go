@@ -8,48 +8,98 @@ import (
 // The classifier searches upstream messages for hints — never copying
 // them: a retry delay, a daily quota, a context overflow, billing, the
 // model a 404 names. Every search looks at the first maxInspect bytes only,
-// case-insensitively, and allocates at most one lower-cased copy.
+// case-insensitively, and lower-cases the message once, only for the
+// statuses that have hints.
 
-// lowerPrefix returns the searched part of a message, lower-cased.
-func lowerPrefix(msg string) string {
-	if len(msg) > maxInspect {
-		msg = msg[:maxInspect]
-	}
-	return strings.ToLower(msg)
+// lazyLower is a message lower-cased on first use.
+type lazyLower struct {
+	msg   string
+	lower string
+	done  bool
 }
 
-// retryMarkers introduce a delay in upstream messages: Gemini's "Please
-// retry in 37.38s.", OpenAI's "Please try again in 1.574s." and
-// "try again in 114h18m0s", Azure's "Please retry after 6 seconds.".
-// Code Assist's "Your quota will reset after 49s." counts too.
-var retryMarkers = [...]string{"retry in ", "try again in ", "retry after ", "try again after ", "reset after ", "resets in "}
+// get returns the searched part of the message with its ASCII letters
+// lower-cased: byte for byte as long as the message, so that an index into
+// it is an index into the message too.
+func (l *lazyLower) get() string {
+	if !l.done {
+		l.done = true
+		msg := l.msg
+		if len(msg) > maxInspect {
+			msg = msg[:maxInspect]
+		}
+		upper := false
+		for i := 0; i < len(msg); i++ {
+			if c := msg[i]; c >= 'A' && c <= 'Z' {
+				upper = true
+				break
+			}
+		}
+		if !upper {
+			l.lower = msg
+			return msg
+		}
+		var b strings.Builder
+		b.Grow(len(msg))
+		for i := 0; i < len(msg); i++ {
+			c := msg[i]
+			if c >= 'A' && c <= 'Z' {
+				c += 'a' - 'A'
+			}
+			b.WriteByte(c)
+		}
+		l.lower = b.String()
+	}
+	return l.lower
+}
 
-// maxHints bounds how many delay hints one message may offer.
-const maxHints = 8
-
-// retryHint returns the longest delay a lower-cased message asks for. A
-// delay too large to represent is MaxRetryAfter, never dropped: a dropped
-// hint would turn a long wait into a retry at normal backoff.
+// retryHint returns the longest delay a lower-cased message asks for:
+// Gemini's "Please retry in 37.38s.", OpenAI's "Please try again in
+// 1.574s." and "try again in 114h18m0s", Azure's "Please retry after 6
+// seconds.", Code Assist's "Your quota will reset after 49s.". A delay too
+// large to represent is MaxRetryAfter, never dropped: a dropped hint would
+// turn a long wait into a retry at normal backoff. Two scans find every
+// marker: each starts with "try " or "reset".
 func retryHint(lower string) (time.Duration, bool) {
 	var best time.Duration
 	found := false
 	seen := 0
-	for _, m := range retryMarkers {
+	for _, stem := range [...]string{"try ", "reset"} {
 		rest := lower
 		for seen < maxHints {
-			i := strings.Index(rest, m)
+			i := strings.Index(rest, stem)
 			if i < 0 {
 				break
 			}
+			rest = rest[i+len(stem):]
+			var tail string
+			switch {
+			case stem == "reset" && strings.HasPrefix(rest, " after "):
+				tail = rest[len(" after "):]
+			case stem == "reset" && strings.HasPrefix(rest, "s in "):
+				tail = rest[len("s in "):]
+			case stem == "try " && strings.HasPrefix(rest, "in "):
+				tail = rest[len("in "):] // "retry in"
+			case stem == "try " && strings.HasPrefix(rest, "after "):
+				tail = rest[len("after "):] // "retry after"
+			case stem == "try " && strings.HasPrefix(rest, "again in "):
+				tail = rest[len("again in "):]
+			case stem == "try " && strings.HasPrefix(rest, "again after "):
+				tail = rest[len("again after "):]
+			default:
+				continue
+			}
 			seen++
-			rest = rest[i+len(m):]
-			if d, ok := parseHintDuration(rest); ok {
+			if d, ok := parseHintDuration(tail); ok {
 				best, found = max(best, d), true
 			}
 		}
 	}
 	return best, found
 }
+
+// maxHints bounds how many delay hints one message may offer.
+const maxHints = 8
 
 // parseHintDuration reads a delay at the start of s: Go's form ("37.38s",
 // "7m12s", "114h18m0s", "500ms") or a number and a word ("6 seconds",
@@ -156,10 +206,20 @@ func addSaturating(a, b time.Duration) time.Duration {
 }
 
 // perDayMessage recognises a daily quota named in a lower-cased message:
-// "... on requests per day (RPD): Limit 200", "tokens per day (TPD)".
+// "... on requests per day (RPD): Limit 200", "tokens per day (TPD)",
+// "free-models-per-day".
 func perDayMessage(lower string) bool {
-	return strings.Contains(lower, "per day") || strings.Contains(lower, "perday") || strings.Contains(lower, "per-day") ||
-		strings.Contains(lower, "per_day") || strings.Contains(lower, "(rpd)") || strings.Contains(lower, "(tpd)")
+	for rest := lower; ; {
+		i := strings.Index(rest, "per")
+		if i < 0 {
+			break
+		}
+		rest = rest[i+3:]
+		if strings.HasPrefix(rest, " day") || strings.HasPrefix(rest, "day") || strings.HasPrefix(rest, "-day") || strings.HasPrefix(rest, "_day") {
+			return true
+		}
+	}
+	return strings.Contains(lower, "pd)") && (strings.Contains(lower, "(rpd)") || strings.Contains(lower, "(tpd)"))
 }
 
 // zeroLimit recognises a quota whose limit is zero — "limit: 0" in
