@@ -4,7 +4,7 @@ package classify
 // failure at all.
 type Class uint8
 
-// The classes of DESIGN.md's table. Their order is part of the API only in
+// The classes of the class table. Their order is part of the API only in
 // that OK is zero; compare classes by name, never by number.
 const (
 	// OK is the class of a nil error.

@@ -7,7 +7,7 @@
 // status, the canonical Google status, the delay the server asked for, and a
 // short fixed reason. A Table maps each class to an Action: retry the same
 // tier, count toward the circuit breaker, and where to go next (next tier,
-// cache/default only, or fail closed). DefaultTable is DESIGN.md's table;
+// cache/default only, or fail closed). DefaultTable is the table in the README;
 // override single classes with Table.With.
 //
 // The Standard classifier understands, without importing any SDK, in order:

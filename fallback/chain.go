@@ -77,14 +77,12 @@ func (c *Chain[In, Out]) Do(ctx context.Context, in In) (Result[Out], error) {
 		out, h, end := runStage(c.engine, c, &r, st, model, in)
 		if end.err == nil {
 			c.exit(&r, st, &h, breaker.Success)
-			res.Value = out
 			c.answeredBy(&r, st, i > 0)
 			if c.writer != nil {
 				c.writer.Put(r.ctx, in, out)
 			}
 			c.end(&r, nil, classify.Verdict{}, 0)
-			res.Summary = r.sum
-			return res, nil
+			return Result[Out]{Value: out, Summary: r.sum}, nil
 		}
 		last = end.verdict
 		switch end.route {

@@ -1,6 +1,6 @@
 // Package validate checks a model's answer before it counts as a success.
 //
-// A 200 is not an answer: seed 004's invoices arrived as well-formed
+// A 200 is not an answer: invoices arrive as well-formed
 // responses with an amount in a string. A Validator rejects such an output;
 // the fallback chain then moves to the next tier, and the rejection does not
 // count against the tier's circuit breaker (the transport was healthy).

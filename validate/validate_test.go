@@ -65,7 +65,7 @@ func TestDecode(t *testing.T) {
 	assert.NoError(t, v.Validate(`{"id":"a1","amount":12.5}`))
 
 	ve := rejects(t, v, `{"id":"a1","amount":"`+secret+`"}`, "decode")
-	assert.Equal(t, "field amount: got JSON string, want float64", ve.Reason, "seed 004: an amount that arrives as a string must fail")
+	assert.Equal(t, "field amount: got JSON string, want float64", ve.Reason, "an amount that arrives as a string must fail")
 	ve = rejects(t, v, `{"id":"a1","amount":-1}`, "decode")
 	assert.Equal(t, "amount must be positive", ve.Reason)
 	rejects(t, v, `{"id":"a1","amount":1,"`+secret+`":1}`, "decode")

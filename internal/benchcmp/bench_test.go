@@ -174,12 +174,16 @@ type chainVariant struct {
 	name     string
 	deadline bool
 	try      time.Duration
+	total    time.Duration
 }
 
 var chainVariants = []chainVariant{
 	{name: "ctx=background/try=none"},
 	{name: "ctx=deadline/try=none", deadline: true},
 	{name: "ctx=deadline/try=1s", deadline: true, try: TryTimeout},
+	// The README's quick start: a Total and a TryTimeout, no caller
+	// deadline.
+	{name: "quickstart/total=10s/try=8s", total: 10 * time.Second, try: 8 * time.Second},
 }
 
 // chainBench runs the chain contenders for every variant. want is the
@@ -195,7 +199,7 @@ func chainBench(b *testing.B, primaryOpen bool, want string) {
 				b.Cleanup(cancel)
 			}
 			bench(b, func() []contender {
-				o := ChainOptions{PrimaryOpen: primaryOpen, TryTimeout: v.try}
+				o := ChainOptions{PrimaryOpen: primaryOpen, TryTimeout: v.try, Total: v.total}
 				tg := TierguardChain(o)
 				fs := FailsafeChain(o, v.deadline)
 				fsGet := func() (string, error) { return fs.Get(Work) }
@@ -211,7 +215,14 @@ func chainBench(b *testing.B, primaryOpen bool, want string) {
 					}},
 					{"failsafe", func() bool { v, err := fsGet(); return err == nil && v == want }},
 				}
-				if primaryOpen && !v.deadline {
+				if !primaryOpen && v.total == 0 {
+					floor := &HandRolled{}
+					if v.deadline {
+						floor.Until = time.Now().Add(time.Hour)
+					}
+					cs = append(cs, contender{"handrolled", func() bool { v, err := floor.Do(Work); return err == nil && v == want }})
+				}
+				if primaryOpen && !v.deadline && v.total == 0 {
 					plain := FailsafeChainPlain(o)
 					cs = append(cs, contender{"failsafe-plainfallback", func() bool {
 						v, err := plain.Get(Work)
@@ -231,3 +242,35 @@ func BenchmarkChainSuccess(b *testing.B) { chainBench(b, false, Answer) }
 // BenchmarkChainFallback is the chain with its primary's breaker open: the
 // answer comes from the second tier.
 func BenchmarkChainFallback(b *testing.B) { chainBench(b, true, "second") }
+
+// BenchmarkStreamFirstChunk is a three-chunk stream read through a
+// StreamChain (bulkhead, breaker, retry, commit at the first chunk with
+// content), against ranging over the tier's sequence directly.
+func BenchmarkStreamFirstChunk(b *testing.B) {
+	bench(b, func() []contender {
+		chain := TierguardStreamChain()
+		tier := StreamTier()
+		return []contender{
+			{"direct", func() bool {
+				n := 0
+				for _, err := range tier.Stream(context.Background(), "q") {
+					if err != nil {
+						return false
+					}
+					n++
+				}
+				return n == 3
+			}},
+			{"tierguard", func() bool {
+				n := 0
+				for _, err := range chain.Stream(context.Background(), "q").Chunks() {
+					if err != nil {
+						return false
+					}
+					n++
+				}
+				return n == 3
+			}},
+		}
+	})
+}

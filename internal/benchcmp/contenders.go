@@ -3,6 +3,8 @@ package benchcmp
 import (
 	"context"
 	"errors"
+	"iter"
+	"sync/atomic"
 	"time"
 
 	"github.com/failsafe-go/failsafe-go"
@@ -151,6 +153,9 @@ type ChainOptions struct {
 	// TryTimeout sets a per-try timeout (tierguard: Stage.TryTimeout;
 	// failsafe-go: a timeout policy inside the retry policy).
 	TryTimeout time.Duration
+	// Total caps the whole request (tierguard: Config.Total; failsafe-go:
+	// a timeout policy just inside the fallback).
+	Total time.Duration
 }
 
 // TierguardChain is a tierguard chain: one stage (bulkhead → breaker →
@@ -177,6 +182,7 @@ func TierguardChain(o ChainOptions) *fallback.Chain[string, string] {
 	}
 	c, err := fallback.New(fallback.Config[string, string]{
 		Stages:  stages,
+		Total:   o.Total,
 		Default: func(context.Context, string) (string, bool) { return "default", true },
 	})
 	if err != nil {
@@ -240,7 +246,54 @@ func failsafeChain(o ChainOptions, ctx, guardedSecond bool) failsafe.Executor[st
 		}
 		tripFailsafe(cb)
 	}
-	return failsafe.With(append([]failsafe.Policy[string]{fb}, policies(cb)...)...)
+	outer := []failsafe.Policy[string]{fb}
+	if o.Total > 0 {
+		outer = append(outer, fstimeout.New[string](o.Total))
+	}
+	return failsafe.With(append(outer, policies(cb)...)...)
+}
+
+// HandRolled is the floor a chain is held to: what a careful engineer
+// would write by hand around one call — a bulkhead counter, a breaker
+// state and failure count, one retry loop, a fallback answer — with no
+// configurability, no events, no classification, and, with a deadline,
+// the one monotonic clock read a budget needs. Nothing in it allocates.
+type HandRolled struct {
+	inFlight atomic.Int64
+	open     atomic.Bool
+	failures atomic.Int64
+	// Until, when set, makes every call read the monotonic clock once
+	// against it, as the cheapest budget check does.
+	Until time.Time
+}
+
+// Do runs f under the hand-rolled guards.
+func (h *HandRolled) Do(f func() (string, error)) (string, error) {
+	if !h.Until.IsZero() && time.Until(h.Until) <= 0 {
+		return "default", nil
+	}
+	if h.open.Load() {
+		return "default", nil
+	}
+	if h.inFlight.Add(1) > Slots {
+		h.inFlight.Add(-1)
+		return "default", nil
+	}
+	defer h.inFlight.Add(-1)
+	for attempt := 1; attempt <= Attempts; attempt++ {
+		v, err := f()
+		if err == nil {
+			if h.failures.Load() != 0 {
+				h.failures.Store(0)
+			}
+			return v, nil
+		}
+		if h.failures.Add(1) >= TripAfter {
+			h.open.Store(true)
+			break
+		}
+	}
+	return "default", nil
 }
 
 func tripFailsafe(cb fscb.CircuitBreaker[string]) {
@@ -270,3 +323,39 @@ func TripTierguard(b *breaker.Breaker) { tripTierguard(b) }
 
 // TripFailsafe opens a failsafe-go breaker by recording failures.
 func TripFailsafe(cb fscb.CircuitBreaker[string]) { tripFailsafe(cb) }
+
+// StreamTier answers with three chunks at once, the last with a finish
+// reason.
+func StreamTier() fallback.StreamTier[string, string] {
+	return fallback.StreamTierFunc("pro", func(_ context.Context, _ string) iter.Seq2[string, error] {
+		return func(yield func(string, error) bool) {
+			for _, c := range [...]string{"o", "k", "."} {
+				if !yield(c, nil) {
+					return
+				}
+			}
+		}
+	}, func(c string) fallback.ChunkInfo {
+		info := fallback.ChunkInfo{Text: c}
+		if c == "." {
+			info.FinishReason = "STOP"
+		}
+		return info
+	})
+}
+
+// TierguardStreamChain streams StreamTier behind a bulkhead, a breaker and
+// a retry policy.
+func TierguardStreamChain() *fallback.StreamChain[string, string] {
+	bh, err := bulkhead.New("pro", Slots)
+	if err != nil {
+		panic(err)
+	}
+	c, err := fallback.NewStream(fallback.StreamConfig[string, string]{Stages: []fallback.StreamStage[string, string]{{
+		Tier: StreamTier(), Bulkhead: bh, Breaker: TierguardBreaker(false), Retry: TierguardRetry(),
+	}}})
+	if err != nil {
+		panic(err)
+	}
+	return c
+}

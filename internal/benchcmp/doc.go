@@ -1,6 +1,6 @@
 // Package benchcmp measures tierguard's overhead side by side with
 // github.com/failsafe-go/failsafe-go and github.com/sony/gobreaker/v2
-// (DESIGN.md, scenario 7). It is a nested module so that the root module
+// (the overhead scenario). It is a nested module so that the root module
 // never depends on either.
 //
 // Every contender wraps the same function, Work, which returns a string at

@@ -1,7 +1,7 @@
 // Package chaos is tierguard's soak test: it proves, under load and
 // injected faults, the invariants the rest of the library promises one unit
-// test at a time. Seed 000 puts it bluntly: an untested resilience pattern is
-// indistinguishable from a prayer.
+// test at a time: an untested resilience pattern is indistinguishable from a
+// prayer.
 //
 // [Run] drives thousands of goroutines through one fallback chain of three
 // fake tiers ("pro", "flash", "lite": fallback.Tier functions, no network)

@@ -1,7 +1,7 @@
 // Package gemrest is a minimal Gemini REST client that plugs into a
 // fallback chain as a model tier, without google.golang.org/genai.
 //
-// The root module must not depend on a vendor SDK (DESIGN.md), yet the demo,
+// The root module must not depend on a vendor SDK, yet the demo,
 // the scenario benchmarks and the tests need tiers that make real HTTP calls
 // against internal/fakegemini. A [Client] is such a tier: one model, one
 // POST {BaseURL}/{APIVersion}/models/{model}:generateContent per Call, the
@@ -12,7 +12,7 @@
 //	// pro is a fallback.ModelTier[gemrest.Request, gemrest.Response]
 //	// and a fallback.StreamTier[gemrest.Request, gemrest.Chunk]
 //
-// Each tier may build its own request from the chain's input (seed 000: a
+// Each tier may build its own request from the chain's input (a
 // Flash prompt is not the Pro prompt): [NewTier] adapts a Client to any
 // input type with a function that builds the [Request].
 //

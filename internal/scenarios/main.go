@@ -1,16 +1,16 @@
-// Command scenarios runs the scenarios of DESIGN.md ("Scenarios that
-// measure the library") in-process, against internal/fakegemini over real
-// loopback HTTP with keep-alive, through real fallback chains of
-// internal/gemrest tiers, and prints one Markdown table per scenario:
+// Command scenarios runs the scenarios that measure the library,
+// in-process, against internal/fakegemini over real loopback HTTP with
+// keep-alive, through real fallback chains of internal/gemrest tiers, and
+// prints one Markdown table per scenario:
 //
 //	go run ./internal/scenarios                 # every scenario, 3 runs each
 //	go run ./internal/scenarios -s 1 -runs 5    # scenario 1 only, 5 runs
 //
 // The scenarios:
 //
-//  1. Retired models (seed 002): the seed's three hand-written clients
+//  1. Retired models: three hand-written reference clients
 //     (naive retry, classified retry, preflight + classified), the ideal
-//     batch, and tierguard's chain with the seed's retry parameters and with
+//     batch, and tierguard's chain with the reference retry parameters and with
 //     its defaults, each with and without a model catalog. See retired.go
 //     for how jobs map to chains.
 //  2. Outage: pro answers 503 for a window, flash is healthy.
@@ -18,7 +18,7 @@
 //  4. A 429 storm on pro with google.rpc.RetryInfo.
 //  5. A pro slower than the deadline.
 //  6. Pro answers malformed JSON; answers are validated.
-//  7. A stalled pro and a flash that needs 40–50% of the budget, with the
+//  7. A stalled pro and a flash that needs 40–42% of the budget, with the
 //     default settings: the adaptive reserve.
 //
 // Every table shows the median over the runs and, where runs differed, the

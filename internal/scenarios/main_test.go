@@ -49,7 +49,7 @@ func TestRetired(t *testing.T) {
 		return r.median(key)
 	}
 	retired := float64(6) // round(0.12 × 50)
-	// The seed's clients: A retries dead calls, B and C do not.
+	// The reference clients: A retries dead calls, B and C do not.
 	if got := get("A naive retry", "retired"); got != 4*retired {
 		t.Errorf("naive: %v calls to retired models, want %v", got, 4*retired)
 	}
@@ -59,7 +59,7 @@ func TestRetired(t *testing.T) {
 	if got := get("C preflight + classified", "jobs"); got != 50-retired {
 		t.Errorf("preflight submitted %v jobs", got)
 	}
-	for _, name := range []string{"tierguard, seed retry, catalog", "tierguard, defaults, catalog"} {
+	for _, name := range []string{"tierguard, reference retry, catalog", "tierguard, defaults, catalog"} {
 		if got := get(name, "retired"); got != 0 {
 			t.Errorf("%s: %v calls to retired models, want none", name, got)
 		}
@@ -67,7 +67,7 @@ func TestRetired(t *testing.T) {
 			t.Errorf("%s: %v successes, want %v", name, got, 50-retired)
 		}
 	}
-	for _, name := range []string{"tierguard, seed retry, no catalog", "tierguard, defaults, no catalog"} {
+	for _, name := range []string{"tierguard, reference retry, no catalog", "tierguard, defaults, no catalog"} {
 		if got := get(name, "late"); got != 0 {
 			t.Errorf("%s: %v calls to a retired model after its first 404", name, got)
 		}
@@ -76,7 +76,7 @@ func TestRetired(t *testing.T) {
 			t.Errorf("%s: %v calls to retired models", name, got)
 		}
 	}
-	if got := get("tierguard, seed retry, catalog + successor tier", "ok"); got != 50 {
+	if got := get("tierguard, reference retry, catalog + successor tier", "ok"); got != 50 {
 		t.Errorf("successor: %v successes, want every job", got)
 	}
 	// A sleeps 20+40+80 ms per retired job on 4 workers: it must be the

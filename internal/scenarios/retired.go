@@ -20,7 +20,7 @@ import (
 	"github.com/tierguard/tierguard/retry"
 )
 
-// Scenario 1 (seed 002): a batch of jobs, some of them on a model that has
+// Scenario 1: a batch of jobs, some of them on a model that has
 // been retired, through a fixed pool of workers.
 //
 // The seed compares three hand-written clients that differ only in what
@@ -33,7 +33,7 @@ import (
 //
 // tierguard's mapping: every job names its model, and every model has one
 // chain, shared by all the jobs on that model — a retired model's jobs go
-// through a chain whose only tier is that model, exactly as the seed's
+// through a chain whose only tier is that model, exactly as the reference
 // clients call the model the job names. There is no fallback model in the
 // seed, so a retired job fails, as in A and B; what tierguard changes is how
 // fast, and whether it calls the model at all. Without a catalog the first
@@ -65,7 +65,7 @@ func defaultRetired() retiredConfig {
 	}
 }
 
-// The seed's model ids. Each retired model's successor is a live one.
+// The reference model ids. Each retired model's successor is a live one.
 var (
 	retiredModels = []string{"imagen-4.0-generate-001", "gemini-3-image-preview"}
 	liveModels    = []string{"gemini-3.6-flash", "nano-banana-2-lite"}
@@ -159,7 +159,7 @@ type retiredEnv struct {
 
 func prompt(j job) gemrest.Request { return gemrest.Request{Prompt: fmt.Sprintf("job %d", j.id)} }
 
-// status makes one call for j (under the seed's per-call timeout) and
+// status makes one call for j (under the reference per-call timeout) and
 // returns its HTTP status, 0 for a transport failure.
 func (e *retiredEnv) status(ctx context.Context, j job) int {
 	ctx, cancel := context.WithTimeout(ctx, e.cfg.CallTimeout)
@@ -191,7 +191,7 @@ type retiredClient struct {
 
 func submitAll(_ context.Context, jobs []job) ([]job, error) { return jobs, nil }
 
-// naive is the seed's A: every failure is retried, 0.5s·2ⁿ apart.
+// naive is the reference A: every failure is retried, 0.5s·2ⁿ apart.
 func naive(e *retiredEnv) retiredClient {
 	return retiredClient{prepare: submitAll, do: func(ctx context.Context, j job) bool {
 		for i := range e.cfg.Attempts {
@@ -208,7 +208,7 @@ func naive(e *retiredEnv) retiredClient {
 
 var retryable = map[int]bool{429: true, 500: true, 502: true, 503: true, 504: true}
 
-// classified is the seed's B: only 429/500/502/503/504 are retried.
+// classified is the reference B: only 429/500/502/503/504 are retried.
 func classified(e *retiredEnv) retiredClient {
 	return retiredClient{prepare: submitAll, do: func(ctx context.Context, j job) bool {
 		for i := range e.cfg.Attempts {
@@ -227,7 +227,7 @@ func classified(e *retiredEnv) retiredClient {
 	}}
 }
 
-// preflight is the seed's C: models.list once, jobs on unlisted models are
+// preflight is the reference C: models.list once, jobs on unlisted models are
 // dropped before submission, the rest run as B.
 func preflight(e *retiredEnv) retiredClient {
 	b := classified(e)
@@ -306,11 +306,11 @@ func retiredVariants(cfg retiredConfig) []retiredVariant {
 		{name: "B classified", build: classified},
 		{name: "C preflight + classified", build: preflight},
 		{name: "ideal (no retired, no 503)", ideal: true, build: classified},
-		{name: "tierguard, seed retry, no catalog", build: chains(seedPolicy, false, false)},
-		{name: "tierguard, seed retry, catalog", build: chains(seedPolicy, true, false)},
+		{name: "tierguard, reference retry, no catalog", build: chains(seedPolicy, false, false)},
+		{name: "tierguard, reference retry, catalog", build: chains(seedPolicy, true, false)},
 		{name: "tierguard, defaults, no catalog", build: chains(defaults, false, false)},
 		{name: "tierguard, defaults, catalog", build: chains(defaults, true, false)},
-		{name: "tierguard, seed retry, catalog + successor tier", build: chains(seedPolicy, true, true)},
+		{name: "tierguard, reference retry, catalog + successor tier", build: chains(seedPolicy, true, true)},
 	}
 }
 
@@ -394,7 +394,7 @@ func runRetired(cfg retiredConfig, v retiredVariant, seed uint64) (sample, error
 }
 
 func scenarioRetired(cfg retiredConfig, runs int, seed uint64) (*result, error) {
-	res := &result{id: 1, title: fmt.Sprintf("retired models (seed 002): %d jobs, %.0f%% on a retired model, %.0f%% random 503, %v per success, %d workers",
+	res := &result{id: 1, title: fmt.Sprintf("retired models: %d jobs, %.0f%% on a retired model, %.0f%% random 503, %v per success, %d workers",
 		cfg.Jobs, 100*cfg.RetiredShare, 100*cfg.Unavailable, cfg.Latency, cfg.Workers)}
 	res.columns = []column{
 		secCol("wall", "wall"), countCol("upstream", "upstream"), msCol("queue95", "queue-wait p95"),
@@ -424,14 +424,14 @@ func scenarioRetired(cfg retiredConfig, runs int, seed uint64) (*result, error) 
 	// learns from the first 404 of each retired model, so it makes those
 	// calls (and any sent concurrently before the first 404 came back)
 	// instead of C's models.list: upstream is not compared.
-	for _, name := range []string{"tierguard, seed retry, catalog", "tierguard, seed retry, no catalog"} {
+	for _, name := range []string{"tierguard, reference retry, catalog", "tierguard, reference retry, no catalog"} {
 		tg := res.find(name)
 		for _, k := range []string{"wall", "queue95"} {
 			r := paired(tg, c, k)
 			res.expect(fmt.Sprintf("%s: %s ≤ C's, paired per seed (5%% tolerance for noise)", name, k), r <= 1.05,
 				fmt.Sprintf("median of per-seed ratios ×%.3f (medians %.3f vs %.3f)", r, tg.median(k), c.median(k)))
 		}
-		if name == "tierguard, seed retry, catalog" {
+		if name == "tierguard, reference retry, catalog" {
 			r := paired(tg, c, "upstream")
 			res.expect(name+": upstream ≤ C's, paired per seed", r <= 1,
 				fmt.Sprintf("×%.3f (medians %.0f vs %.0f)", r, tg.median("upstream"), c.median("upstream")))
@@ -442,7 +442,7 @@ func scenarioRetired(cfg retiredConfig, runs int, seed uint64) (*result, error) 
 		res.expect(name+": no call to a retired model after its first 404 (every run)", tg.maxOf("late") == 0,
 			fmt.Sprintf("max %.0f", tg.maxOf("late")))
 	}
-	for _, name := range []string{"tierguard, seed retry, catalog", "tierguard, defaults, catalog"} {
+	for _, name := range []string{"tierguard, reference retry, catalog", "tierguard, defaults, catalog"} {
 		res.expect(name+": no call to a retired model at all (every run)", res.find(name).maxOf("retired") == 0,
 			fmt.Sprintf("max %.0f", res.find(name).maxOf("retired")))
 	}
