@@ -79,43 +79,43 @@ type stageState struct {
 
 func newStage(k stageKey) *stageState {
 	st := &stageState{key: k, spanName: spanName(k.op, k.model)}
-	op := AttrOperation.String(k.op)
-	tier := AttrTier.String(k.tier)
+	op := attrOperation.String(k.op)
+	tier := attrTier.String(k.tier)
 
 	genai := []attribute.KeyValue{op}
 	if k.provider != "" {
-		genai = append(genai, AttrProvider.String(k.provider))
+		genai = append(genai, attrProvider.String(k.provider))
 	}
 	if k.model != "" {
-		genai = append(genai, AttrModel.String(k.model))
+		genai = append(genai, attrModel.String(k.model))
 	}
 	genai = append(genai, tier)
 	st.spanStart = []trace.SpanStartOption{
 		trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithAttributes(append(genai[:len(genai):len(genai)], AttrTierIndex.Int(k.index))...),
+		trace.WithAttributes(append(genai[:len(genai):len(genai)], attrTierIndex.Int(k.index))...),
 	}
 	with := func(kvs ...attribute.KeyValue) *attrs {
 		return newAttrs(append(genai[:len(genai):len(genai)], kvs...)...)
 	}
 	st.durOK = with()
-	st.tokIn = with(AttrTokenType.String("input"))
-	st.tokOut = with(AttrTokenType.String("output"))
+	st.tokIn = with(attrTokenType.String("input"))
+	st.tokOut = with(attrTokenType.String("output"))
 
 	st.durErr = make([]*attrs, numClasses)
 	st.attempts = make([]*attrs, numClasses)
 	st.retryWait = make([]*attrs, numClasses)
 	for c := range numClasses {
 		name := classify.Class(c).String()
-		st.durErr[c] = with(AttrErrorType.String(name))
-		st.attempts[c] = newAttrs(op, tier, AttrClass.String(name))
-		st.retryWait[c] = newAttrs(op, tier, AttrClass.String(name))
+		st.durErr[c] = with(attrErrorType.String(name))
+		st.attempts[c] = newAttrs(op, tier, attrClass.String(name))
+		st.retryWait[c] = newAttrs(op, tier, attrClass.String(name))
 	}
 	st.skips = make([]*attrs, numSkips)
 	for s := range numSkips {
-		st.skips[s] = newAttrs(op, tier, AttrSkipReason.String(fallback.Skip(s).String()))
+		st.skips[s] = newAttrs(op, tier, attrSkipReason.String(fallback.Skip(s).String()))
 	}
 	for d := range 2 {
-		st.result[d] = newAttrs(op, AttrSource.String(fallback.SourceTier.String()), tier, AttrDegraded.Bool(d == 1))
+		st.result[d] = newAttrs(op, attrSource.String(fallback.SourceTier.String()), tier, attrDegraded.Bool(d == 1))
 	}
 	return st
 }
@@ -136,23 +136,23 @@ type opState struct {
 
 func newOp(k opKey) *opState {
 	o := &opState{key: k, spanName: spanName(k.op, k.model)}
-	op := AttrOperation.String(k.op)
+	op := attrOperation.String(k.op)
 	start := []attribute.KeyValue{op}
 	if k.provider != "" {
-		start = append(start, AttrProvider.String(k.provider))
+		start = append(start, attrProvider.String(k.provider))
 	}
 	if k.model != "" {
-		start = append(start, AttrModel.String(k.model))
+		start = append(start, attrModel.String(k.model))
 	}
 	o.spanStart = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(start...)}
 	o.active = newAttrs(op)
 	for d := range 2 {
-		o.cache[d] = newAttrs(op, AttrSource.String(fallback.SourceCache.String()), AttrDegraded.Bool(d == 1))
-		o.def[d] = newAttrs(op, AttrSource.String(fallback.SourceDefault.String()), AttrDegraded.Bool(d == 1))
+		o.cache[d] = newAttrs(op, attrSource.String(fallback.SourceCache.String()), attrDegraded.Bool(d == 1))
+		o.def[d] = newAttrs(op, attrSource.String(fallback.SourceDefault.String()), attrDegraded.Bool(d == 1))
 	}
 	o.failed = make([]*attrs, numClasses)
 	for c := range numClasses {
-		o.failed[c] = newAttrs(op, AttrSource.String("error"), AttrDegraded.Bool(false), AttrErrorType.String(classify.Class(c).String()))
+		o.failed[c] = newAttrs(op, attrSource.String("error"), attrDegraded.Bool(false), attrErrorType.String(classify.Class(c).String()))
 	}
 	return o
 }

@@ -62,7 +62,7 @@ func (i *Instrumentation) WatchBreaker(b *breaker.Breaker) (unwatch func()) {
 			return func() { i.unwatchBreaker(w) }
 		}
 	}
-	w := &watchedBreaker{b: b, attrs: newAttrs(AttrBreaker.String(b.Name()))}
+	w := &watchedBreaker{b: b, attrs: newAttrs(attrBreaker.String(b.Name()))}
 	w.unsub = b.Subscribe(i.breakerTransition)
 	next := &watchList{breakers: append(slices.Clip(cur.breakers), w), bulkheads: cur.bulkheads}
 	i.watched.Store(next)
@@ -102,7 +102,7 @@ func (i *Instrumentation) WatchBulkhead(b *bulkhead.Bulkhead) (unwatch func()) {
 			return func() { i.unwatchBulkhead(w) }
 		}
 	}
-	w := &watchedBulkhead{i: i, b: b, attrs: newAttrs(AttrBulkhead.String(b.Name()))}
+	w := &watchedBulkhead{i: i, b: b, attrs: newAttrs(attrBulkhead.String(b.Name()))}
 	w.remove = b.AddObserver(w)
 	next := &watchList{breakers: cur.breakers, bulkheads: append(slices.Clip(cur.bulkheads), w)}
 	i.watched.Store(next)
@@ -183,7 +183,7 @@ func (i *Instrumentation) waited(name string, wait time.Duration, acquired bool)
 	k := waitKey{name, acquired}
 	v, ok := i.waits.Load(k)
 	if !ok {
-		v, _ = i.waits.LoadOrStore(k, newAttrs(AttrBulkhead.String(name), AttrAcquired.Bool(acquired)))
+		v, _ = i.waits.LoadOrStore(k, newAttrs(attrBulkhead.String(name), attrAcquired.Bool(acquired)))
 	}
 	ctx := context.Background()
 	i.m.queueWait.Record(ctx, wait.Seconds(), v.(*attrs).rec...)
@@ -204,8 +204,8 @@ func (i *Instrumentation) breakerTransition(tr breaker.Transition) {
 	k := transitionKey{tr.Name, tr.Reason, tr.From, tr.To}
 	v, ok := i.transitions.Load(k)
 	if !ok {
-		v, _ = i.transitions.LoadOrStore(k, newAttrs(AttrBreaker.String(tr.Name),
-			AttrBreakerFrom.String(tr.From.String()), AttrBreakerTo.String(tr.To.String()), AttrBreakerReason.String(tr.Reason)))
+		v, _ = i.transitions.LoadOrStore(k, newAttrs(attrBreaker.String(tr.Name),
+			attrBreakerFrom.String(tr.From.String()), attrBreakerTo.String(tr.To.String()), attrBreakerReason.String(tr.Reason)))
 	}
 	ctx := context.Background()
 	i.m.transitions.Add(ctx, 1, v.(*attrs).add...)
@@ -236,7 +236,7 @@ func (i *Instrumentation) collect(_ context.Context, o metric.Observer) error {
 	}
 	i.hookedMu.Lock()
 	for name, st := range i.hooked {
-		o.ObserveInt64(i.m.breakerState, int64(st), metric.WithAttributes(AttrBreaker.String(name)))
+		o.ObserveInt64(i.m.breakerState, int64(st), metric.WithAttributes(attrBreaker.String(name)))
 	}
 	i.hookedMu.Unlock()
 	for _, b := range w.bulkheads {

@@ -11,56 +11,56 @@ const ScopeName = "github.com/tierguard/tierguard/otelx"
 // OpenTelemetry Prometheus exporter, dots become underscores and the unit is
 // appended (seconds as _seconds, counters get _total; a {…} unit is dropped).
 const (
-	// MetricOperationDuration is gen_ai.client.operation.duration: the
+	// metricOperationDuration is gen_ai.client.operation.duration: the
 	// duration of each upstream attempt, in seconds.
-	MetricOperationDuration = "gen_ai.client.operation.duration"
-	// MetricTokenUsage is gen_ai.client.token.usage: tokens per answer, by
+	metricOperationDuration = "gen_ai.client.operation.duration"
+	// metricTokenUsage is gen_ai.client.token.usage: tokens per answer, by
 	// gen_ai.token.type (input, output), when the tier reports usage.
-	MetricTokenUsage = "gen_ai.client.token.usage"
-	// MetricTimeToFirstChunk is gen_ai.client.operation.time_to_first_chunk:
+	metricTokenUsage = "gen_ai.client.token.usage"
+	// metricTimeToFirstChunk is gen_ai.client.operation.time_to_first_chunk:
 	// for a streaming attempt, the time from the call to its first chunk.
-	MetricTimeToFirstChunk = "gen_ai.client.operation.time_to_first_chunk"
-	// MetricAttempts counts upstream attempts by tier and class ("ok" for a
+	metricTimeToFirstChunk = "gen_ai.client.operation.time_to_first_chunk"
+	// metricAttempts counts upstream attempts by tier and class ("ok" for a
 	// success).
-	MetricAttempts = "tierguard.attempts"
-	// MetricRequests counts finished requests by source (tier, cache,
+	metricAttempts = "tierguard.attempts"
+	// metricRequests counts finished requests by source (tier, cache,
 	// default, error) and degraded flag.
-	MetricRequests = "tierguard.requests"
-	// MetricRequestDuration is the end-to-end duration of a request, every
+	metricRequests = "tierguard.requests"
+	// metricRequestDuration is the end-to-end duration of a request, every
 	// attempt and fallback included, in seconds.
-	MetricRequestDuration = "tierguard.request.duration"
-	// MetricDeadlineRemaining is the time left in a request's budget when
+	metricRequestDuration = "tierguard.request.duration"
+	// metricDeadlineRemaining is the time left in a request's budget when
 	// it ended, in seconds; recorded only for requests with a deadline.
-	MetricDeadlineRemaining = "tierguard.request.deadline_remaining"
-	// MetricActiveRequests is the number of requests in flight in the
+	metricDeadlineRemaining = "tierguard.request.deadline_remaining"
+	// metricActiveRequests is the number of requests in flight in the
 	// chain.
-	MetricActiveRequests = "tierguard.active_requests"
-	// MetricRetryWait is the delay chosen before retrying the same tier, in
+	metricActiveRequests = "tierguard.active_requests"
+	// metricRetryWait is the delay chosen before retrying the same tier, in
 	// seconds, by the class that caused the retry.
-	MetricRetryWait = "tierguard.retry.wait"
-	// MetricSkips counts tiers passed over without an upstream call, by
+	metricRetryWait = "tierguard.retry.wait"
+	// metricSkips counts tiers passed over without an upstream call, by
 	// reason (open, full, retired, quota, budget).
-	MetricSkips = "tierguard.skips"
-	// MetricBreakerState is each circuit breaker's state: closed 0,
+	metricSkips = "tierguard.skips"
+	// metricBreakerState is each circuit breaker's state: closed 0,
 	// half-open 1, open 2.
-	MetricBreakerState = "tierguard.breaker.state"
-	// MetricBreakerTransitions counts breaker state changes by from, to and
+	metricBreakerState = "tierguard.breaker.state"
+	// metricBreakerTransitions counts breaker state changes by from, to and
 	// reason.
-	MetricBreakerTransitions = "tierguard.breaker.transitions"
-	// MetricBulkheadAccepted counts acquisitions that got a slot.
-	MetricBulkheadAccepted = "tierguard.bulkhead.accepted"
-	// MetricBulkheadRejected counts acquisitions refused: full, queue full,
+	metricBreakerTransitions = "tierguard.breaker.transitions"
+	// metricBulkheadAccepted counts acquisitions that got a slot.
+	metricBulkheadAccepted = "tierguard.bulkhead.accepted"
+	// metricBulkheadRejected counts acquisitions refused: full, queue full,
 	// wait ended.
-	MetricBulkheadRejected = "tierguard.bulkhead.rejected"
-	// MetricBulkheadInFlight is the number of slots held.
-	MetricBulkheadInFlight = "tierguard.bulkhead.in_flight"
-	// MetricBulkheadQueued is the number of acquisitions waiting for a slot.
-	MetricBulkheadQueued = "tierguard.bulkhead.queued"
-	// MetricBulkheadLimit is the number of slots.
-	MetricBulkheadLimit = "tierguard.bulkhead.limit"
-	// MetricBulkheadQueueWait is the time an acquisition waited in a
+	metricBulkheadRejected = "tierguard.bulkhead.rejected"
+	// metricBulkheadInFlight is the number of slots held.
+	metricBulkheadInFlight = "tierguard.bulkhead.in_flight"
+	// metricBulkheadQueued is the number of acquisitions waiting for a slot.
+	metricBulkheadQueued = "tierguard.bulkhead.queued"
+	// metricBulkheadLimit is the number of slots.
+	metricBulkheadLimit = "tierguard.bulkhead.limit"
+	// metricBulkheadQueueWait is the time an acquisition waited in a
 	// bulkhead's queue, in seconds, by whether it got a slot.
-	MetricBulkheadQueueWait = "tierguard.bulkhead.queue.wait"
+	metricBulkheadQueueWait = "tierguard.bulkhead.queue.wait"
 )
 
 // Attribute keys. The gen_ai.*, error.type and http.* keys are those of the
@@ -68,93 +68,93 @@ const (
 // library's own. Every key used on a metric has a small, fixed set of
 // values.
 const (
-	// AttrOperation is gen_ai.operation.name: the chain's Operation.
-	AttrOperation = attribute.Key("gen_ai.operation.name")
-	// AttrProvider is gen_ai.provider.name: the stage's Provider.
-	AttrProvider = attribute.Key("gen_ai.provider.name")
-	// AttrModel is gen_ai.request.model: the stage's Model.
-	AttrModel = attribute.Key("gen_ai.request.model")
-	// AttrTokenType is gen_ai.token.type: "input" or "output".
-	AttrTokenType = attribute.Key("gen_ai.token.type")
-	// AttrErrorType is error.type: the failure's class name
+	// attrOperation is gen_ai.operation.name: the chain's Operation.
+	attrOperation = attribute.Key("gen_ai.operation.name")
+	// attrProvider is gen_ai.provider.name: the stage's Provider.
+	attrProvider = attribute.Key("gen_ai.provider.name")
+	// attrModel is gen_ai.request.model: the stage's Model.
+	attrModel = attribute.Key("gen_ai.request.model")
+	// attrTokenType is gen_ai.token.type: "input" or "output".
+	attrTokenType = attribute.Key("gen_ai.token.type")
+	// attrErrorType is error.type: the failure's class name
 	// ("transient", "rate_limited", ...), never its message.
-	AttrErrorType = attribute.Key("error.type")
-	// AttrHTTPStatus is http.response.status_code (spans only).
-	AttrHTTPStatus = attribute.Key("http.response.status_code")
-	// AttrInputTokens is gen_ai.usage.input_tokens (spans only).
-	AttrInputTokens = attribute.Key("gen_ai.usage.input_tokens")
-	// AttrOutputTokens is gen_ai.usage.output_tokens (spans only).
-	AttrOutputTokens = attribute.Key("gen_ai.usage.output_tokens")
+	attrErrorType = attribute.Key("error.type")
+	// attrHTTPStatus is http.response.status_code (spans only).
+	attrHTTPStatus = attribute.Key("http.response.status_code")
+	// attrInputTokens is gen_ai.usage.input_tokens (spans only).
+	attrInputTokens = attribute.Key("gen_ai.usage.input_tokens")
+	// attrOutputTokens is gen_ai.usage.output_tokens (spans only).
+	attrOutputTokens = attribute.Key("gen_ai.usage.output_tokens")
 
-	// AttrTier is the tier's name (fallback.ModelTier.Name).
-	AttrTier = attribute.Key("tierguard.tier.name")
-	// AttrTierIndex is the tier's position in the chain, 0 for the primary
+	// attrTier is the tier's name (fallback.ModelTier.Name).
+	attrTier = attribute.Key("tierguard.tier.name")
+	// attrTierIndex is the tier's position in the chain, 0 for the primary
 	// (spans only).
-	AttrTierIndex = attribute.Key("tierguard.tier.index")
-	// AttrAttempt is the attempt's number on its tier, from 1 (spans only).
-	AttrAttempt = attribute.Key("tierguard.attempt")
-	// AttrClass is the outcome's class name; "ok" for a success.
-	AttrClass = attribute.Key("tierguard.class")
-	// AttrStatus is the canonical status name ("UNAVAILABLE"), spans only.
-	AttrStatus = attribute.Key("tierguard.status")
-	// AttrReason is the verdict's fixed reason phrase (spans only).
-	AttrReason = attribute.Key("tierguard.reason")
-	// AttrSource is where the answer came from: "tier", "cache",
+	attrTierIndex = attribute.Key("tierguard.tier.index")
+	// attrAttempt is the attempt's number on its tier, from 1 (spans only).
+	attrAttempt = attribute.Key("tierguard.attempt")
+	// attrClass is the outcome's class name; "ok" for a success.
+	attrClass = attribute.Key("tierguard.class")
+	// attrStatus is the canonical status name ("UNAVAILABLE"), spans only.
+	attrStatus = attribute.Key("tierguard.status")
+	// attrReason is the verdict's fixed reason phrase (spans only).
+	attrReason = attribute.Key("tierguard.reason")
+	// attrSource is where the answer came from: "tier", "cache",
 	// "default", or "error" when the request failed.
-	AttrSource = attribute.Key("tierguard.source")
-	// AttrDegraded is true for any answer but the first tier's.
-	AttrDegraded = attribute.Key("tierguard.degraded")
-	// AttrSkipReason says why a tier was skipped: "open", "full",
+	attrSource = attribute.Key("tierguard.source")
+	// attrDegraded is true for any answer but the first tier's.
+	attrDegraded = attribute.Key("tierguard.degraded")
+	// attrSkipReason says why a tier was skipped: "open", "full",
 	// "retired", "quota", "budget".
-	AttrSkipReason = attribute.Key("tierguard.skip.reason")
-	// AttrRetry is true on an attempt span when another attempt follows
+	attrSkipReason = attribute.Key("tierguard.skip.reason")
+	// attrRetry is true on an attempt span when another attempt follows
 	// (spans only).
-	AttrRetry = attribute.Key("tierguard.retry")
-	// AttrRetryWait is the delay chosen before the next attempt, in
+	attrRetry = attribute.Key("tierguard.retry")
+	// attrRetryWait is the delay chosen before the next attempt, in
 	// seconds (spans only).
-	AttrRetryWait = attribute.Key("tierguard.retry.wait")
-	// AttrRetryStop says why no retry followed a failure (spans only).
-	AttrRetryStop = attribute.Key("tierguard.retry.stop")
-	// AttrRoute says where the request went after a tier was given up:
+	attrRetryWait = attribute.Key("tierguard.retry.wait")
+	// attrRetryStop says why no retry followed a failure (spans only).
+	attrRetryStop = attribute.Key("tierguard.retry.stop")
+	// attrRoute says where the request went after a tier was given up:
 	// "next_tier", "local", "fail_closed" (spans only).
-	AttrRoute = attribute.Key("tierguard.route")
-	// AttrUpstreamCalls is the number of upstream calls a request made
+	attrRoute = attribute.Key("tierguard.route")
+	// attrUpstreamCalls is the number of upstream calls a request made
 	// (spans only).
-	AttrUpstreamCalls = attribute.Key("tierguard.upstream_calls")
-	// AttrDeadlineRemaining is the time left in the request's budget, in
+	attrUpstreamCalls = attribute.Key("tierguard.upstream_calls")
+	// attrDeadlineRemaining is the time left in the request's budget, in
 	// seconds (spans only).
-	AttrDeadlineRemaining = attribute.Key("tierguard.deadline.remaining")
-	// AttrQueueWait is the time a request waited for the tier's bulkhead,
+	attrDeadlineRemaining = attribute.Key("tierguard.deadline.remaining")
+	// attrQueueWait is the time a request waited for the tier's bulkhead,
 	// in seconds (spans only).
-	AttrQueueWait = attribute.Key("tierguard.bulkhead.queue.wait")
-	// AttrChunks is the number of chunks a streaming attempt or request
+	attrQueueWait = attribute.Key("tierguard.bulkhead.queue.wait")
+	// attrChunks is the number of chunks a streaming attempt or request
 	// delivered (spans only).
-	AttrChunks = attribute.Key("tierguard.stream.chunks")
-	// AttrIncomplete is true when a stream broke after its first chunk
+	attrChunks = attribute.Key("tierguard.stream.chunks")
+	// attrIncomplete is true when a stream broke after its first chunk
 	// (spans only).
-	AttrIncomplete = attribute.Key("tierguard.stream.incomplete")
-	// AttrValidationRule is the rule of the validator that rejected an
+	attrIncomplete = attribute.Key("tierguard.stream.incomplete")
+	// attrValidationRule is the rule of the validator that rejected an
 	// answer (spans only).
-	AttrValidationRule = attribute.Key("tierguard.validation.rule")
-	// AttrValidationReason is that validator's reason, which names no part
+	attrValidationRule = attribute.Key("tierguard.validation.rule")
+	// attrValidationReason is that validator's reason, which names no part
 	// of the answer (spans only).
-	AttrValidationReason = attribute.Key("tierguard.validation.reason")
-	// AttrBreaker is a circuit breaker's name.
-	AttrBreaker = attribute.Key("tierguard.breaker.name")
-	// AttrBreakerState is the tier's breaker state when the attempt
+	attrValidationReason = attribute.Key("tierguard.validation.reason")
+	// attrBreaker is a circuit breaker's name.
+	attrBreaker = attribute.Key("tierguard.breaker.name")
+	// attrBreakerState is the tier's breaker state when the attempt
 	// started: "closed", "half_open", "open" (spans only).
-	AttrBreakerState = attribute.Key("tierguard.breaker.state")
-	// AttrBreakerFrom is the state a breaker left.
-	AttrBreakerFrom = attribute.Key("tierguard.breaker.from")
-	// AttrBreakerTo is the state a breaker entered.
-	AttrBreakerTo = attribute.Key("tierguard.breaker.to")
-	// AttrBreakerReason is the transition's fixed reason phrase
+	attrBreakerState = attribute.Key("tierguard.breaker.state")
+	// attrBreakerFrom is the state a breaker left.
+	attrBreakerFrom = attribute.Key("tierguard.breaker.from")
+	// attrBreakerTo is the state a breaker entered.
+	attrBreakerTo = attribute.Key("tierguard.breaker.to")
+	// attrBreakerReason is the transition's fixed reason phrase
 	// ("consecutive failures", "cooldown elapsed", ...).
-	AttrBreakerReason = attribute.Key("tierguard.breaker.reason")
-	// AttrBulkhead is a bulkhead's name.
-	AttrBulkhead = attribute.Key("tierguard.bulkhead.name")
-	// AttrAcquired says whether a queued acquisition got its slot.
-	AttrAcquired = attribute.Key("tierguard.bulkhead.acquired")
+	attrBreakerReason = attribute.Key("tierguard.breaker.reason")
+	// attrBulkhead is a bulkhead's name.
+	attrBulkhead = attribute.Key("tierguard.bulkhead.name")
+	// attrAcquired says whether a queued acquisition got its slot.
+	attrAcquired = attribute.Key("tierguard.bulkhead.acquired")
 
 	// KeyRequestID is the attribute under which the request id set by
 	// WithRequestID appears on spans, and on metrics if listed in

@@ -229,18 +229,18 @@ func (i *Instrumentation) attemptStarted(ctx context.Context, r *reqState, e *fa
 	if r.attempt.IsRecording() {
 		var kv [4]attribute.KeyValue
 		n := 0
-		kv[n] = AttrAttempt.Int(e.Attempt)
+		kv[n] = attrAttempt.Int(e.Attempt)
 		n++
 		if e.HasBreaker {
-			kv[n] = AttrBreakerState.String(e.Breaker.String())
+			kv[n] = attrBreakerState.String(e.Breaker.String())
 			n++
 		}
 		if e.Remaining != deadline.Unlimited {
-			kv[n] = AttrDeadlineRemaining.Float64(max(e.Remaining, 0).Seconds())
+			kv[n] = attrDeadlineRemaining.Float64(max(e.Remaining, 0).Seconds())
 			n++
 		}
 		if r.queueWait >= 0 {
-			kv[n] = AttrQueueWait.Float64(r.queueWait.Seconds())
+			kv[n] = attrQueueWait.Float64(r.queueWait.Seconds())
 			n++
 		}
 		r.attempt.SetAttributes(kv[:n]...)
@@ -296,38 +296,38 @@ func (i *Instrumentation) attemptEnded(ctx context.Context, r *reqState, e *fall
 		asc = sp.SpanContext()
 		if sp.IsRecording() {
 			var kv kvBuf
-			kv.put(AttrClass.String(className))
+			kv.put(attrClass.String(className))
 			if e.Verdict.HTTPStatus != 0 {
-				kv.put(AttrHTTPStatus.Int(e.Verdict.HTTPStatus))
+				kv.put(attrHTTPStatus.Int(e.Verdict.HTTPStatus))
 			}
 			if e.Verdict.Status != "" {
-				kv.put(AttrStatus.String(e.Verdict.Status))
+				kv.put(attrStatus.String(e.Verdict.Status))
 			}
 			if committed {
-				kv.put(AttrChunks.Int(e.Chunks))
-				kv.put(AttrIncomplete.Bool(e.Incomplete))
+				kv.put(attrChunks.Int(e.Chunks))
+				kv.put(attrIncomplete.Bool(e.Incomplete))
 			}
 			if ok && e.HasUsage {
-				kv.put(AttrInputTokens.Int64(e.Usage.InputTokens))
-				kv.put(AttrOutputTokens.Int64(e.Usage.OutputTokens))
+				kv.put(attrInputTokens.Int64(e.Usage.InputTokens))
+				kv.put(attrOutputTokens.Int64(e.Usage.OutputTokens))
 			}
 			if !ok {
-				kv.put(AttrErrorType.String(className))
+				kv.put(attrErrorType.String(className))
 				if e.Verdict.Reason != "" {
-					kv.put(AttrReason.String(e.Verdict.Reason))
+					kv.put(attrReason.String(e.Verdict.Reason))
 				}
 				if !committed {
-					kv.put(AttrRetry.Bool(e.Retry))
+					kv.put(attrRetry.Bool(e.Retry))
 					if e.Retry {
-						kv.put(AttrRetryWait.Float64(e.Wait.Seconds()))
+						kv.put(attrRetryWait.Float64(e.Wait.Seconds()))
 					} else {
-						kv.put(AttrRetryStop.String(e.Stop.String()))
-						kv.put(AttrRoute.String(e.Route.String()))
+						kv.put(attrRetryStop.String(e.Stop.String()))
+						kv.put(attrRoute.String(e.Route.String()))
 					}
 				}
 				if rule != "" {
-					kv.put(AttrValidationRule.String(rule))
-					kv.put(AttrValidationReason.String(reason))
+					kv.put(attrValidationRule.String(rule))
+					kv.put(attrValidationReason.String(reason))
 				}
 			}
 			sp.SetAttributes(kv.slice()...)
@@ -339,7 +339,7 @@ func (i *Instrumentation) attemptEnded(ctx context.Context, r *reqState, e *fall
 	}
 	if !ok && !committed && !e.Retry && e.Route != classify.RouteFailClosed && r.span != nil && r.span.IsRecording() {
 		r.span.AddEvent("tierguard.fallback", trace.WithAttributes(
-			AttrTier.String(e.Tier), AttrTierIndex.Int(e.TierIndex), AttrClass.String(className), AttrRoute.String(e.Route.String())))
+			attrTier.String(e.Tier), attrTierIndex.Int(e.TierIndex), attrClass.String(className), attrRoute.String(e.Route.String())))
 	}
 
 	level, msg := slog.LevelDebug, "tierguard: attempt succeeded"
@@ -435,8 +435,8 @@ func (i *Instrumentation) stageSkipped(ctx context.Context, r *reqState, e *fall
 	}
 	if r.span != nil && r.span.IsRecording() {
 		r.span.AddEvent("tierguard.skip", trace.WithAttributes(
-			AttrTier.String(e.Tier), AttrTierIndex.Int(e.TierIndex), AttrSkipReason.String(e.Skip.String()),
-			AttrClass.String(e.Verdict.Class.String())))
+			attrTier.String(e.Tier), attrTierIndex.Int(e.TierIndex), attrSkipReason.String(e.Skip.String()),
+			attrClass.String(e.Verdict.Class.String())))
 	}
 	if i.logEnabled(ctx, slog.LevelInfo) {
 		var b logBuf
@@ -461,7 +461,7 @@ func (i *Instrumentation) stageSkipped(ctx context.Context, r *reqState, e *fall
 
 func (i *Instrumentation) localAnswered(ctx context.Context, r *reqState, e *fallback.Event) {
 	if r.span != nil && r.span.IsRecording() {
-		r.span.AddEvent("tierguard.local_answer", trace.WithAttributes(AttrSource.String(e.Source.String())))
+		r.span.AddEvent("tierguard.local_answer", trace.WithAttributes(attrSource.String(e.Source.String())))
 	}
 	if i.logEnabled(ctx, slog.LevelInfo) {
 		var b logBuf
@@ -511,23 +511,23 @@ func (i *Instrumentation) requestEnded(ctx context.Context, r *reqState, e *fall
 	if sp := r.span; sp != nil {
 		if sp.IsRecording() {
 			var kv kvBuf
-			kv.put(AttrSource.String(source))
-			kv.put(AttrDegraded.Bool(e.Degraded))
-			kv.put(AttrUpstreamCalls.Int(e.UpstreamCalls))
+			kv.put(attrSource.String(source))
+			kv.put(attrDegraded.Bool(e.Degraded))
+			kv.put(attrUpstreamCalls.Int(e.UpstreamCalls))
 			if e.Answered && e.Source == fallback.SourceTier {
-				kv.put(AttrTier.String(e.Tier))
-				kv.put(AttrTierIndex.Int(e.TierIndex))
+				kv.put(attrTier.String(e.Tier))
+				kv.put(attrTierIndex.Int(e.TierIndex))
 			}
 			if e.Remaining != deadline.Unlimited {
-				kv.put(AttrDeadlineRemaining.Float64(max(e.Remaining, 0).Seconds()))
+				kv.put(attrDeadlineRemaining.Float64(max(e.Remaining, 0).Seconds()))
 			}
 			if e.Chunks > 0 {
-				kv.put(AttrChunks.Int(e.Chunks))
-				kv.put(AttrIncomplete.Bool(e.Incomplete))
+				kv.put(attrChunks.Int(e.Chunks))
+				kv.put(attrIncomplete.Bool(e.Incomplete))
 			}
 			if !e.Answered {
-				kv.put(AttrErrorType.String(className))
-				kv.put(AttrClass.String(className))
+				kv.put(attrErrorType.String(className))
+				kv.put(attrClass.String(className))
 			}
 			sp.SetAttributes(kv.slice()...)
 			if !e.Answered {

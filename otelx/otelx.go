@@ -254,64 +254,64 @@ func (i *Instrumentation) Close() error {
 
 func (m *instruments) create(meter metric.Meter) error {
 	var errs [18]error
-	m.opDuration, errs[0] = meter.Float64Histogram(MetricOperationDuration,
+	m.opDuration, errs[0] = meter.Float64Histogram(metricOperationDuration,
 		metric.WithUnit("s"),
 		metric.WithDescription("GenAI operation duration: one upstream attempt of a model tier."),
 		metric.WithExplicitBucketBoundaries(durationBuckets...))
-	m.tokens, errs[1] = meter.Int64Histogram(MetricTokenUsage,
+	m.tokens, errs[1] = meter.Int64Histogram(metricTokenUsage,
 		metric.WithUnit("{token}"),
 		metric.WithDescription("Number of input and output tokens used per answer."),
 		metric.WithExplicitBucketBoundaries(tokenBuckets...))
-	m.attempts, errs[2] = meter.Int64Counter(MetricAttempts,
+	m.attempts, errs[2] = meter.Int64Counter(metricAttempts,
 		metric.WithUnit("{attempt}"),
 		metric.WithDescription("Upstream attempts, by tier and outcome class (ok for a success)."))
-	m.requests, errs[3] = meter.Int64Counter(MetricRequests,
+	m.requests, errs[3] = meter.Int64Counter(metricRequests,
 		metric.WithUnit("{request}"),
 		metric.WithDescription("Finished requests, by answer source (tier, cache, default, error) and degraded flag."))
-	m.reqDuration, errs[4] = meter.Float64Histogram(MetricRequestDuration,
+	m.reqDuration, errs[4] = meter.Float64Histogram(metricRequestDuration,
 		metric.WithUnit("s"),
 		metric.WithDescription("End-to-end request duration, every attempt and fallback included."),
 		metric.WithExplicitBucketBoundaries(durationBuckets...))
-	m.remaining, errs[5] = meter.Float64Histogram(MetricDeadlineRemaining,
+	m.remaining, errs[5] = meter.Float64Histogram(metricDeadlineRemaining,
 		metric.WithUnit("s"),
 		metric.WithDescription("Time left in the request's deadline budget when it ended."),
 		metric.WithExplicitBucketBoundaries(durationBuckets...))
-	m.active, errs[6] = meter.Int64UpDownCounter(MetricActiveRequests,
+	m.active, errs[6] = meter.Int64UpDownCounter(metricActiveRequests,
 		metric.WithUnit("{request}"),
 		metric.WithDescription("Requests in flight in the chain."))
-	m.retryWait, errs[7] = meter.Float64Histogram(MetricRetryWait,
+	m.retryWait, errs[7] = meter.Float64Histogram(metricRetryWait,
 		metric.WithUnit("s"),
 		metric.WithDescription("Delay chosen before retrying the same tier, by the class that caused the retry."),
 		metric.WithExplicitBucketBoundaries(durationBuckets...))
-	m.skips, errs[8] = meter.Int64Counter(MetricSkips,
+	m.skips, errs[8] = meter.Int64Counter(metricSkips,
 		metric.WithUnit("{skip}"),
 		metric.WithDescription("Tiers passed over without an upstream call, by reason (open, full, retired, quota, budget)."))
-	m.transitions, errs[9] = meter.Int64Counter(MetricBreakerTransitions,
+	m.transitions, errs[9] = meter.Int64Counter(metricBreakerTransitions,
 		metric.WithUnit("{transition}"),
 		metric.WithDescription("Circuit breaker state changes, by from, to and reason."))
-	m.queueWait, errs[10] = meter.Float64Histogram(MetricBulkheadQueueWait,
+	m.queueWait, errs[10] = meter.Float64Histogram(metricBulkheadQueueWait,
 		metric.WithUnit("s"),
 		metric.WithDescription("Time an acquisition waited in a bulkhead's queue, by whether it got a slot."),
 		metric.WithExplicitBucketBoundaries(queueWaitBuckets...))
-	m.breakerState, errs[11] = meter.Int64ObservableGauge(MetricBreakerState,
+	m.breakerState, errs[11] = meter.Int64ObservableGauge(metricBreakerState,
 		metric.WithUnit("{state}"),
 		metric.WithDescription("Circuit breaker state: closed 0, half-open 1, open 2."))
-	m.bhAccepted, errs[12] = meter.Int64ObservableCounter(MetricBulkheadAccepted,
+	m.bhAccepted, errs[12] = meter.Int64ObservableCounter(metricBulkheadAccepted,
 		metric.WithUnit("{call}"),
 		metric.WithDescription("Bulkhead acquisitions that got a slot."))
-	m.bhRejected, errs[13] = meter.Int64ObservableCounter(MetricBulkheadRejected,
+	m.bhRejected, errs[13] = meter.Int64ObservableCounter(metricBulkheadRejected,
 		metric.WithUnit("{call}"),
 		metric.WithDescription("Bulkhead acquisitions refused: full, queue full, or wait ended."))
-	m.bhInFlight, errs[14] = meter.Int64ObservableUpDownCounter(MetricBulkheadInFlight,
+	m.bhInFlight, errs[14] = meter.Int64ObservableUpDownCounter(metricBulkheadInFlight,
 		metric.WithUnit("{call}"),
 		metric.WithDescription("Bulkhead slots held."))
-	m.bhQueued, errs[15] = meter.Int64ObservableUpDownCounter(MetricBulkheadQueued,
+	m.bhQueued, errs[15] = meter.Int64ObservableUpDownCounter(metricBulkheadQueued,
 		metric.WithUnit("{call}"),
 		metric.WithDescription("Bulkhead acquisitions waiting for a slot."))
-	m.bhLimit, errs[16] = meter.Int64ObservableUpDownCounter(MetricBulkheadLimit,
+	m.bhLimit, errs[16] = meter.Int64ObservableUpDownCounter(metricBulkheadLimit,
 		metric.WithUnit("{call}"),
 		metric.WithDescription("Bulkhead slots in all."))
-	m.firstChunk, errs[17] = meter.Float64Histogram(MetricTimeToFirstChunk,
+	m.firstChunk, errs[17] = meter.Float64Histogram(metricTimeToFirstChunk,
 		metric.WithUnit("s"),
 		metric.WithDescription("Time to receive the first chunk of a streaming attempt."),
 		metric.WithExplicitBucketBoundaries(firstChunkBuckets...))
