@@ -32,6 +32,9 @@ type Store struct {
 	opts    Options
 	channel string
 	token   string
+	// epoch is the origin of the monotonic clock the store measures its
+	// offsets to Redis's clock with.
+	epoch time.Time
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -57,7 +60,7 @@ type Store struct {
 }
 
 type counters struct {
-	published, stale, applied, messages, polls, dropped, errors, failOpen, fleetTrips atomic.Uint64
+	published, stale, expired, applied, messages, polls, dropped, errors, failOpen, fleetTrips atomic.Uint64
 }
 
 // Stats are a Store's counters since New.
@@ -70,6 +73,10 @@ type Stats struct {
 	// process had changed the shared state first; the local breaker
 	// adopted the shared state instead.
 	Stale uint64
+	// Expired counts writes (transitions, counts, probe permits) that
+	// Redis executed after their expiry, because it was paused or slow,
+	// and therefore ignored.
+	Expired uint64
 	// Applied counts shared states adopted by local breakers (transitions
 	// with reason "shared").
 	Applied uint64
@@ -123,6 +130,7 @@ type event struct {
 	kind  byte   // 'o' open, 'h' half-open, 'c' closed, 'r' reset, 'x' release
 	local uint64 // local generation of the transition
 	until time.Time
+	at    time.Time // when the transition was decided
 	lease string
 }
 
@@ -159,6 +167,7 @@ func build(client redis.UniversalClient, opts Options) (*Store, error) {
 		opts:     opts,
 		channel:  opts.Prefix + "events",
 		token:    hex.EncodeToString(tok[:]),
+		epoch:    time.Now(),
 		ctx:      ctx,
 		cancel:   cancel,
 		queue:    make(chan event, opts.QueueSize),
@@ -180,6 +189,10 @@ func ID(name string) string {
 	return hex.EncodeToString(sum[:16])
 }
 
+// mono is the time since the store's epoch in microseconds, on the
+// monotonic clock.
+func (s *Store) mono() int64 { return time.Since(s.epoch).Microseconds() }
+
 // Channel returns the name of the channel the store publishes on and
 // listens to: the prefix followed by "events".
 func (s *Store) Channel() string { return s.channel }
@@ -192,6 +205,7 @@ func (s *Store) Stats() Stats {
 	return Stats{
 		Published:  s.stats.published.Load(),
 		Stale:      s.stats.stale.Load(),
+		Expired:    s.stats.expired.Load(),
 		Applied:    s.stats.applied.Load(),
 		Messages:   s.stats.messages.Load(),
 		Polls:      s.stats.polls.Load(),
@@ -322,25 +336,46 @@ func (s *Store) subscriber() {
 	}
 }
 
-// handle applies one publication: "v1 <id> <state> <gen> <open ms> <origin>".
+// handle applies one publication:
+// "v2 <id> <state> <gen> <open ms left> <decision age ms> <confirmed> <origin>",
+// or the previous version's "v1 <id> <state> <gen> <open ms left> <origin>",
+// read as confirmed and decided when received.
 func (s *Store) handle(payload string) {
 	f := strings.Fields(payload)
-	if len(f) != 6 || f[0] != "v1" {
+	var age int64
+	confirmed := true
+	switch {
+	case len(f) == 8 && f[0] == "v2":
+		var err error
+		if age, err = strconv.ParseInt(f[5], 10, 64); err != nil || age < 0 {
+			return
+		}
+		if f[6] != "0" && f[6] != "1" {
+			return
+		}
+		confirmed = f[6] == "1"
+	case len(f) == 6 && f[0] == "v1":
+	default:
 		return
 	}
+	origin := f[len(f)-1]
 	st, err1 := strconv.ParseUint(f[2], 10, 8)
 	gen, err2 := strconv.ParseUint(f[3], 10, 64)
 	rem, err3 := strconv.ParseInt(f[4], 10, 64)
-	if err1 != nil || err2 != nil || err3 != nil || st > uint64(breaker.Open) {
+	if err1 != nil || err2 != nil || err3 != nil || st > uint64(breaker.Open) || gen > 1<<62 {
 		return
 	}
-	sh := shared{state: breaker.State(st), gen: gen, rem: time.Duration(rem) * time.Millisecond}
+	var c int64
+	if confirmed {
+		c = 1
+	}
+	sh := sharedAt(time.Now(), int64(st), int64(gen), rem, age, c)
 	s.mu.RLock()
 	ms := s.byID[f[1]]
 	s.mu.RUnlock()
 	for _, m := range ms {
-		if m.origin != f[5] {
-			m.observe(sh, false)
+		if m.origin != origin {
+			m.sync(sh, false, false)
 		}
 	}
 }
@@ -447,7 +482,9 @@ func (s *Store) poll() {
 	for i, m := range ms {
 		calls[i] = scriptCall{keys: m.keys[:1]}
 	}
+	sent := s.mono()
 	cmds, err := s.runScripts(ctx, readScript, calls)
+	recv, at := s.mono(), time.Now()
 	if err != nil && !isReplyError(err) {
 		s.fail("poll", "", err)
 		return
@@ -455,11 +492,12 @@ func (s *Store) poll() {
 	s.healthy.Store(true)
 	for i, m := range ms {
 		v, err := cmds[i].Int64Slice()
-		if err != nil || len(v) != 3 {
+		if err != nil || len(v) != 6 {
 			s.fail("poll", m.id, errOr(err, "bad reply"))
 			continue
 		}
-		m.reconcile(toShared(v[0], v[1], v[2]))
+		m.clock.observe(v[5], sent, recv)
+		m.sync(sharedAt(at, v[0], v[1], v[2], v[3], v[4]), false, true)
 	}
 	s.stats.polls.Add(1)
 }
@@ -469,9 +507,14 @@ func (s *Store) poll() {
 func (s *Store) flush() {
 	var ms []*member
 	var calls []scriptCall
+	sent := s.mono()
 	for _, m := range s.snapshot() {
 		if !m.counting {
 			continue
+		}
+		off, ok := m.clock.get()
+		if !ok {
+			continue // counted at the next flush after a poll measured the offset
 		}
 		n, f := m.calls.take(), m.fails.Swap(0)
 		if !m.countCalls {
@@ -484,6 +527,7 @@ func (s *Store) flush() {
 		calls = append(calls, scriptCall{keys: m.keys[:2], args: []any{
 			n, f, max(m.window.Milliseconds()/10, 1), 10, m.ratio, m.minCalls, s.opts.FleetFailures,
 			max(m.cooldown.Milliseconds(), 1), s.opts.StateTTL.Milliseconds(), s.channel, m.id,
+			toRedis(sent+s.opts.OpTimeout.Microseconds(), off),
 		}})
 	}
 	if len(calls) == 0 {
@@ -492,6 +536,7 @@ func (s *Store) flush() {
 	ctx, cancel := s.opContext()
 	defer cancel()
 	cmds, err := s.runScripts(ctx, recordScript, calls)
+	recv, at := s.mono(), time.Now()
 	if err != nil && !isReplyError(err) {
 		s.fail("record", "", err)
 		return
@@ -499,15 +544,19 @@ func (s *Store) flush() {
 	s.healthy.Store(true)
 	for i, m := range ms {
 		v, err := cmds[i].Int64Slice()
-		if err != nil || len(v) != 6 {
+		if err != nil || len(v) != 9 {
 			s.fail("record", m.id, errOr(err, "bad reply"))
 			continue
 		}
-		if v[0] == 1 {
+		m.clock.observe(v[6], sent, recv)
+		switch v[0] {
+		case 1:
 			s.stats.fleetTrips.Add(1)
 			s.stats.published.Add(1)
+		case 2:
+			s.stats.expired.Add(1)
 		}
-		m.observe(toShared(v[1], v[2], v[3]), false)
+		m.sync(sharedAt(at, v[1], v[2], v[3], v[4], v[5]), false, false)
 	}
 }
 
