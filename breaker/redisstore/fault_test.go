@@ -227,3 +227,56 @@ func TestPauseDoesNotStretchCooldown(t *testing.T) {
 		})
 	}
 }
+
+// TestCloseBounded: Close returns within twice RequestBound while Redis is
+// frozen (SIGSTOP) or dead, whatever the client's own bounds (here 10 s
+// dial, read and write timeouts, 5 retries, no context deadlines), with a
+// lease to return, a probe waiting for a permit and a proposal in flight.
+// The assertion allows the bound plus 2 s for a loaded machine; the
+// elapsed time is logged.
+func TestCloseBounded(t *testing.T) {
+	for _, how := range []string{"stopped", "killed"} {
+		t.Run(how, func(t *testing.T) {
+			srv := newServer(t)
+			c := redis.NewClient(&redis.Options{Addr: srv.addr, DialTimeout: 10 * time.Second,
+				ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second, MaxRetries: 5})
+			t.Cleanup(func() { _ = c.Close() })
+			const bound = 50 * time.Millisecond
+			s, err := redisstore.New(c, redisstore.Options{Prefix: prefix(t), RequestBound: bound,
+				PollInterval: 20 * time.Millisecond, LeaseDuration: time.Minute})
+			require.NoError(t, err)
+			b, _ := newBreaker(t, s, breaker.Config{ConsecutiveFailures: 1, Cooldown: 20 * time.Millisecond, HalfOpenProbes: 2})
+			other, _ := newBreaker(t, s, breaker.Config{Name: "other", ConsecutiveFailures: 1, Cooldown: time.Minute})
+			require.Eventually(t, func() bool { return s.Stats().Polls > 0 }, 10*time.Second, time.Millisecond)
+			fail(t, b, 1)
+			require.Eventually(t, state(b, breaker.HalfOpen), 5*time.Second, time.Millisecond)
+			held, err := b.Allow()
+			require.NoError(t, err)
+			require.Zero(t, s.Stats().FailOpen, "a lease from Redis")
+
+			if how == "stopped" {
+				srv.signal(t, syscall.SIGSTOP)
+			} else {
+				srv.kill()
+			}
+			fail(t, other, 1) // a proposal for the writer
+			asked := make(chan struct{})
+			go func() {
+				defer close(asked)
+				if tok, err := b.Allow(); err == nil { // a permit asked for
+					tok.Done(breaker.Ignored)
+				}
+			}()
+			time.Sleep(10 * time.Millisecond)
+
+			start := time.Now()
+			require.NoError(t, s.Close())
+			took := time.Since(start)
+			t.Logf("Close took %v (bound %v)", took, 2*bound)
+			assert.Less(t, took, 2*bound+2*time.Second)
+			<-asked
+			held.Done(breaker.Success)
+			assert.Equal(t, breaker.Closed, b.State(), "the breakers work on their own after Close")
+		})
+	}
+}

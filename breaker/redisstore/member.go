@@ -357,6 +357,9 @@ func (m *member) keeps(sh shared) bool {
 
 // apply hands a shared state to the local breaker. m.applyMu is held.
 func (m *member) apply(sh shared) {
+	if m.s.closed.Load() {
+		return // a late answer: the breakers are on their own now
+	}
 	var until time.Time
 	if sh.state == breaker.Open {
 		if !sh.until.After(time.Now()) {
@@ -386,7 +389,7 @@ func (m *member) apply(sh shared) {
 // does nothing while a proposal of this breaker is pending: that proposal
 // carries the breaker's latest state.
 func (m *member) republish(sh shared) {
-	if m.br == nil {
+	if m.br == nil || m.s.closed.Load() {
 		return
 	}
 	now := time.Now()
@@ -501,8 +504,11 @@ func (m *member) acquire(req *probeReq, lease string, expires int64) {
 		return
 	}
 	if r == 1 {
-		// The request stopped waiting and probes without this lease.
-		if err := s.client.ZRem(ctx, m.keys[2], lease).Err(); err != nil {
+		// The request stopped waiting and probes without this lease. The
+		// store may be closing: the release gets a context of its own.
+		rctx, rcancel := s.releaseContext()
+		defer rcancel()
+		if err := s.client.ZRem(rctx, m.keys[2], lease).Err(); err != nil {
 			s.fail("release", m.id, err)
 		}
 	}

@@ -218,11 +218,17 @@ func (s *Store) Stats() Stats {
 	}
 }
 
-// Close stops the store's goroutines and returns the probe leases its
-// breakers hold. It waits for Redis operations in flight, which a go-redis
-// client without ContextTimeoutEnabled bounds by its read timeout. The
-// breakers that joined keep working on their local state. Close is
-// idempotent.
+// Close stops the store and returns the probe leases its breakers hold.
+// It returns within twice Options.RequestBound (plus scheduling delays),
+// whatever Redis does and whatever the go-redis client's timeouts and
+// retries: it waits up to RequestBound for probe permits being asked for
+// (Redis refuses to grant one later than that), then, up to twice
+// RequestBound after it began, for the leases to be returned and the
+// store's goroutines to stop. A goroutine still inside a Redis call then
+// (Redis stopped, say) ends when go-redis returns, bounded by the client's
+// own timeouts or by closing the client, and changes nothing after Close;
+// an unreturned lease expires after LeaseDuration. The breakers that joined
+// keep working on their local state. Close is idempotent.
 func (s *Store) Close() error {
 	// Under probeMu, so that no TryProbe starts a lookup after this.
 	s.probeMu.Lock()
@@ -232,12 +238,36 @@ func (s *Store) Close() error {
 	}
 	s.closed.Store(true)
 	s.probeMu.Unlock()
+	start := time.Now()
 	s.cancel()
-	_ = s.ps.Close()
-	s.probeWG.Wait()
-	s.wg.Wait()
-	s.releaseAll()
+	// PubSub.Close waits for a reconnection in progress, which a stopped
+	// server can make last the client's dial timeout.
+	go func() { _ = s.ps.Close() }()
+	waitUntil(drained(&s.probeWG), start.Add(s.opts.RequestBound))
+	deadline := start.Add(2 * s.opts.RequestBound)
+	waitUntil(s.releaseAll(), deadline)
+	waitUntil(drained(&s.wg), deadline)
 	return nil
+}
+
+// drained returns a channel closed when wg's count reaches zero.
+func drained(wg *sync.WaitGroup) <-chan struct{} {
+	c := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(c)
+	}()
+	return c
+}
+
+// waitUntil waits until c is closed or the deadline passes.
+func waitUntil(c <-chan struct{}, deadline time.Time) {
+	t := time.NewTimer(time.Until(deadline))
+	defer t.Stop()
+	select {
+	case <-c:
+	case <-t.C:
+	}
 }
 
 // Join connects the breaker named name to the store; breaker.New calls it.
@@ -389,6 +419,9 @@ func (s *Store) writer() {
 	flush := time.NewTicker(s.opts.FlushInterval)
 	defer flush.Stop()
 	for {
+		if s.ctx.Err() != nil {
+			return // closed while an operation ran
+		}
 		select {
 		case <-s.ctx.Done():
 			return
@@ -418,10 +451,11 @@ func (s *Store) release(m *member, lease string) {
 	s.healthy.Store(true)
 }
 
-// releaseAll returns every lease still held, when closing.
-func (s *Store) releaseAll() {
-	ctx, cancel := context.WithTimeout(context.Background(), s.opts.OpTimeout)
-	defer cancel()
+// releaseAll returns every lease still held, when closing, in the
+// background; the channel is closed when that is done.
+func (s *Store) releaseAll() <-chan struct{} {
+	c := make(chan struct{})
+	ctx, cancel := s.releaseContext()
 	pipe := s.client.Pipeline()
 	for _, m := range s.snapshot() {
 		m.mu.Lock()
@@ -431,9 +465,23 @@ func (s *Store) releaseAll() {
 		m.leases = nil
 		m.mu.Unlock()
 	}
-	if pipe.Len() > 0 {
-		_, _ = pipe.Exec(ctx)
+	if pipe.Len() == 0 {
+		cancel()
+		close(c)
+		return c
 	}
+	go func() {
+		defer close(c)
+		defer cancel()
+		_, _ = pipe.Exec(ctx)
+	}()
+	return c
+}
+
+// releaseContext bounds the return of leases, which must happen even while
+// the store closes.
+func (s *Store) releaseContext() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), s.opts.OpTimeout)
 }
 
 type scriptCall struct {
