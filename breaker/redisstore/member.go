@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"weak"
 
 	"github.com/tierguard/tierguard/breaker"
 )
@@ -54,9 +55,13 @@ type member struct {
 	id     string
 	origin string
 	keys   [3]string
-	local  breaker.Local
-	br     *breaker.Breaker // nil when local is another implementation
-	clock  *offset
+	// br is the joined breaker, held weakly: a breaker nobody uses any
+	// more is garbage collected, and then leaves the store. local is any
+	// other implementation of breaker.Local, held for good.
+	br        weak.Pointer[breaker.Breaker]
+	isBreaker bool
+	local     breaker.Local
+	clock     *offset
 
 	probes     int
 	counting   bool // fleet thresholds enabled: Record counts
@@ -104,7 +109,7 @@ type member struct {
 }
 
 func newMember(s *Store, name string, local breaker.Local, origin string) *member {
-	m := &member{s: s, id: ID(name), origin: origin, local: local, clock: newOffset()}
+	m := &member{s: s, id: ID(name), origin: origin, clock: newOffset()}
 	m.keys = s.keys(m.id)
 	cfg := breaker.Config{
 		Window:         breaker.DefaultWindow,
@@ -113,9 +118,11 @@ func newMember(s *Store, name string, local breaker.Local, origin string) *membe
 		HalfOpenProbes: breaker.DefaultHalfOpenProbes,
 	}
 	if br, ok := local.(*breaker.Breaker); ok {
-		m.br = br
+		m.br, m.isBreaker = weak.Make(br), true
 		cfg = br.Config()
 		m.state, m.localGen = br.State(), br.Generation()
+	} else {
+		m.local = local
 	}
 	m.probes = cfg.HalfOpenProbes
 	if s.opts.FleetProbes > 0 {
@@ -154,7 +161,7 @@ func (m *member) Record(o breaker.Outcome) {
 // Forced states are drills of one process and stay local; a reset is
 // published to the fleet.
 func (m *member) Transitioned(t breaker.Transition) {
-	if m.br == nil {
+	if !m.isBreaker {
 		m.track(t)
 	}
 	var kind byte
@@ -209,7 +216,7 @@ func (m *member) propose(ev event) {
 	m.applyMu.Lock()
 	m.mu.Lock()
 	// A shared state adopted after this transition replaced it.
-	superseded := m.br != nil && m.appliedGen > ev.local
+	superseded := m.isBreaker && m.appliedGen > ev.local
 	base := m.gen
 	m.mu.Unlock()
 	m.applyMu.Unlock()
@@ -376,9 +383,11 @@ func (m *member) apply(sh shared) {
 	m.mu.Lock()
 	m.adopting = sh.decided
 	m.mu.Unlock()
-	m.local.ApplyShared(breaker.Shared{State: sh.state, OpenUntil: until})
-	if m.br == nil {
+	if !m.isBreaker {
+		m.local.ApplyShared(breaker.Shared{State: sh.state, OpenUntil: until})
 		m.s.stats.applied.Add(1)
+	} else if br := m.br.Value(); br != nil {
+		br.ApplyShared(breaker.Shared{State: sh.state, OpenUntil: until})
 	}
 }
 
@@ -389,7 +398,8 @@ func (m *member) apply(sh shared) {
 // does nothing while a proposal of this breaker is pending: that proposal
 // carries the breaker's latest state.
 func (m *member) republish(sh shared) {
-	if m.br == nil || m.s.closed.Load() {
+	br := m.br.Value()
+	if br == nil || m.s.closed.Load() {
 		return
 	}
 	now := time.Now()
@@ -397,7 +407,7 @@ func (m *member) republish(sh shared) {
 	// The tracked state must be the breaker's current one: between a
 	// transition and its listener, it is not.
 	current := m.state == breaker.Open && !m.forced &&
-		m.br.Generation() == m.localGen && m.br.State() == breaker.Open
+		br.Generation() == m.localGen && br.State() == breaker.Open
 	missing := sh.state != breaker.Open || !sh.active(now) && m.heardGen < m.localGen
 	do := current && missing && m.until.Sub(now) > slack && m.pending.Load() == 0
 	ev := event{m: m, kind: 'o', local: m.localGen, until: m.until, at: m.decided}

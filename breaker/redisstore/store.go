@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -96,7 +97,8 @@ type Stats struct {
 	FleetTrips uint64
 	// Healthy reports whether the last Redis operation succeeded.
 	Healthy bool
-	// Breakers is the number of breakers joined.
+	// Breakers is the number of breakers joined and not yet garbage
+	// collected.
 	Breakers int
 }
 
@@ -283,10 +285,13 @@ func (s *Store) Join(name string, local breaker.Local) (breaker.Member, error) {
 	origin := s.token + "-" + strconv.FormatUint(s.seq, 36)
 	s.mu.Unlock()
 	m := newMember(s, name, local, origin)
-	if m.br != nil {
+	if br := m.br.Value(); br != nil {
 		// Follow every transition, those the store applies included,
 		// before any can happen.
-		m.br.Subscribe(m.track)
+		br.Subscribe(m.track)
+		// The store holds the breaker weakly: once nobody else holds it,
+		// it leaves.
+		runtime.AddCleanup(br, s.forget, m)
 	}
 	s.mu.Lock()
 	s.byID[m.id] = append(s.byID[m.id], m)
@@ -294,6 +299,31 @@ func (s *Store) Join(name string, local breaker.Local) (breaker.Member, error) {
 	s.mu.Unlock()
 	s.kickPoll()
 	return m, nil
+}
+
+// forget removes a member whose breaker was garbage collected. The lists
+// are rebuilt, never changed in place: handle and snapshot read them
+// outside the lock.
+func (s *Store) forget(m *member) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	other := func(x *member) bool { return x != m }
+	s.members = keep(s.members, other)
+	if ms := keep(s.byID[m.id], other); len(ms) > 0 {
+		s.byID[m.id] = ms
+	} else {
+		delete(s.byID, m.id)
+	}
+}
+
+func keep(ms []*member, ok func(*member) bool) []*member {
+	out := make([]*member, 0, len(ms))
+	for _, m := range ms {
+		if ok(m) {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 func (s *Store) keys(id string) [3]string {

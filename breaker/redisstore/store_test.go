@@ -2,6 +2,7 @@ package redisstore_test
 
 import (
 	"context"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -557,4 +558,32 @@ func TestIgnoresGarbageMessages(t *testing.T) {
 	require.NoError(t, raw.Publish(context.Background(), s.Channel(), "v1 "+id+" 2 99999999999999 60000 other").Err())
 	require.Eventually(t, func() bool { return s.Stats().Messages == 8 }, 5*time.Second, time.Millisecond)
 	assert.Equal(t, breaker.Open, b.State(), "only the valid message applied")
+}
+
+// TestCollectedBreakerLeaves: the store holds its breakers weakly, so that
+// breakers nobody holds any more (made for a request, a tenant that left)
+// leave the store when they are garbage collected; a breaker still held
+// stays and keeps sharing.
+func TestCollectedBreakerLeaves(t *testing.T) {
+	addr := sharedAddr(t)
+	opts := redisstore.Options{PollInterval: 50 * time.Millisecond}
+	s, other := newStore(t, addr, opts), newStore(t, addr, opts)
+	cfg := breaker.Config{ConsecutiveFailures: 1, Cooldown: time.Minute}
+	kept, _ := newBreaker(t, s, cfg)
+	func() {
+		for i := range 100 {
+			_, err := breaker.New(breaker.Config{Name: "gone" + strconv.Itoa(i), Store: s})
+			require.NoError(t, err)
+		}
+	}()
+	require.Equal(t, 101, s.Stats().Breakers)
+	require.Eventually(t, func() bool {
+		runtime.GC()
+		return s.Stats().Breakers == 1
+	}, 10*time.Second, 10*time.Millisecond, "collected breakers left")
+
+	peer, _ := newBreaker(t, other, cfg)
+	waitSubscribed(t, addr, s.Channel(), 2)
+	fail(t, peer, 1)
+	require.Eventually(t, state(kept, breaker.Open), 5*time.Second, time.Millisecond, "the breaker still held still shares")
 }
