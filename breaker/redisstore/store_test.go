@@ -297,7 +297,7 @@ func TestLeaseExpires(t *testing.T) {
 }
 
 // TestFleetFailureCount: no process sees enough failures to trip alone;
-// the fleet's count trips them all (seed 000: "30 failures fleet-wide").
+// the fleet's count trips them all.
 func TestFleetFailureCount(t *testing.T) {
 	addr := sharedAddr(t)
 	opts := redisstore.Options{FleetFailures: 4, FlushInterval: 20 * time.Millisecond, PollInterval: 100 * time.Millisecond}
