@@ -30,6 +30,12 @@ func (h *hooks) hook(t breaker.Transition) {
 	h.trs = append(h.trs, t)
 }
 
+func (h *hooks) transitions() []breaker.Transition {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]breaker.Transition(nil), h.trs...)
+}
+
 func (h *hooks) reasons() []string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -570,13 +576,14 @@ func TestCollectedBreakerLeaves(t *testing.T) {
 	s, other := newStore(t, addr, opts), newStore(t, addr, opts)
 	cfg := breaker.Config{ConsecutiveFailures: 1, Cooldown: time.Minute}
 	kept, _ := newBreaker(t, s, cfg)
-	func() {
-		for i := range 100 {
-			_, err := breaker.New(breaker.Config{Name: "gone" + strconv.Itoa(i), Store: s})
-			require.NoError(t, err)
-		}
-	}()
-	require.Equal(t, 101, s.Stats().Breakers)
+	held := make([]*breaker.Breaker, 100)
+	for i := range held {
+		b, err := breaker.New(breaker.Config{Name: "gone" + strconv.Itoa(i), Store: s})
+		require.NoError(t, err)
+		held[i] = b
+	}
+	require.Equal(t, 101, s.Stats().Breakers, "held breakers stay")
+	runtime.KeepAlive(held)
 	require.Eventually(t, func() bool {
 		runtime.GC()
 		return s.Stats().Breakers == 1
