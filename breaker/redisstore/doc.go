@@ -31,7 +31,7 @@
 // Per breaker name, three keys under the prefix (default
 // "tierguard:breaker:"), in one Redis Cluster hash slot:
 //
-//	<prefix>{<id>}:state   hash: state, generation, open-until
+//	<prefix>{<id>}:state   hash: state, generation, open-until, decided, chain start
 //	<prefix>{<id>}:win     hash: fleet-wide calls and failures per time bucket
 //	<prefix>{<id>}:probes  sorted set: probe leases and their ends
 //
@@ -44,20 +44,64 @@
 // the probe leases after Options.LeaseDuration.
 //
 // All writes are Lua scripts, so each change is atomic. Times are Redis's
-// own clock: processes exchange durations ("open for 28.4 s more"), never
-// instants, so their clocks need not agree.
+// own clock (TIME), and the processes' clocks need not agree: no process
+// reads another's clock. Each store measures, per breaker, the offset from
+// its monotonic clock to the clock of the Redis server holding that
+// breaker's keys, on every reply: Redis's clock was read between sending
+// and receiving, so the offset is at least "Redis time − received"; the
+// store keeps the highest such bound, which the fastest reply makes tight
+// (within that reply's round trip), and starts again from a reply that
+// contradicts it (Redis's clock went back, after a failover say). With it a
+// proposal states instants in Redis's clock: when its cooldown ends, when
+// it was decided, until when it is valid. Redis answers, and publishes,
+// durations from its present ("open for 28.4 s more", "decided 3 s ago"),
+// which each receiver counts from the moment it reads them.
 //
 // # Consistency model
 //
-// Each shared state carries a generation that grows with every change.
-// A process proposes its local transitions together with the generation it
-// last saw; the script accepts a proposal only if that generation is still
-// current, and only along the breaker's own state machine: closed or
-// half-open to open, open (cooldown over) to half-open, half-open to
-// closed. Otherwise it refuses, and the proposer adopts the shared state
-// instead (Stats.Stale). A reset is accepted whatever the state; a forced
-// state (ForceOpen, ForceClosed) is a drill of one process and is not
-// published, and a forced breaker ignores the fleet.
+// Each shared state carries a generation that grows with every change
+// (max(previous + 1, Redis's time in ms), so that it keeps growing after
+// Redis lost the state). A process proposes each local transition with:
+// the generation it last saw (its base), its own id (so that it ignores the
+// publication of its own change), the instant it made the transition, and
+// an expiry. The script
+//
+//   - ignores a proposal executed after its expiry (Stats.Expired): the
+//     proposer has stopped waiting for the answer by then, because Redis
+//     was paused or slow. A transition's expiry is Options.OpTimeout after
+//     it was sent, a request for a probe permit's is RequestBound after the
+//     request began (so a permit granted too late leaves no lease behind),
+//     a batch of fleet counts' is OpTimeout after it was sent. An expired
+//     trip is published again by the next poll, with its own end of
+//     cooldown: an open state ends at the instant its proposer's cooldown
+//     ends, however late Redis executes the proposal;
+//   - accepts a proposal only if its base is still the current generation,
+//     and only along the breaker's own state machine: closed, half-open or
+//     an open state whose cooldown has ended to open; open (cooldown over)
+//     to half-open; half-open (or an ended open) to closed. A trip while
+//     the shared cooldown runs is agreed without a write: the first trip's
+//     end stands. Otherwise it refuses, and the proposer adopts the shared
+//     state instead (Stats.Stale);
+//   - accepts a reset whatever the base, unless the reset was decided
+//     before the current shared state was.
+//
+// A forced state (ForceOpen, ForceClosed) is a drill of one process and is
+// not published, and a forced breaker ignores the fleet.
+//
+// An absent state (closed at generation 0: never written, expired, or lost
+// when Redis restarted empty) has no generation to check a base against,
+// so it accepts any proposal, including one queued before Redis lost the
+// state, whose proposer knew nothing of what happened since. To tell those
+// apart, each state records when its chain of states began (the first
+// write onto an absent state); a state decided before its chain began is
+// unconfirmed. A process whose breaker is open or half-open does not adopt
+// an unconfirmed half-open or closed state that was decided before its own
+// state: it keeps its state and, when open, publishes its trip again (its
+// base is then that state's generation, so the trip is accepted). Shared
+// open states are adopted whatever their age. Decisions less than the
+// clock offsets' error apart (a few milliseconds, the round trip of the
+// fastest reply) are concurrent, and the fleet may keep either, as it
+// would if Redis had stayed up.
 //
 // Accepted changes are published. Every other process applies them to its
 // breaker through ApplyShared (the transition's reason is "shared"), in
@@ -96,9 +140,15 @@
 // which trips, cools down and probes on its local limits. Transitions made
 // meanwhile cannot be published; the store retries in the background
 // (go-redis reconnects), and when Redis answers again each poll re-syncs:
-// a breaker adopts any newer shared state, and a local trip the fleet never
-// heard of (a Redis that restarted empty, a dropped queue entry) is
-// published again, with what is left of its cooldown. Errors are counted
+// a breaker adopts any newer shared state, and a local trip the fleet does
+// not show (a Redis that restarted empty, a dropped queue entry, an
+// expired proposal, a stale state kept against) is published again, ending
+// when its own cooldown ends. Proposals that were queued while Redis was
+// away are written in order when it answers; the rules above keep the old
+// ones from undoing newer decisions. A Redis that freezes (SIGSTOP, a
+// stalled VM) runs the commands waiting in its sockets when it resumes:
+// those past their expiry change nothing, and a trip that runs in time
+// still ends when its proposer's cooldown ends. Errors are counted
 // (Stats.Errors) and passed to Options.OnError.
 //
 // This is the opposite of a breaker that holds a Redis lock around each
@@ -107,9 +157,19 @@
 //
 // # Lifecycle
 //
-// New does no I/O: Redis need not be up when the service starts. Close
-// stops the store's goroutines and returns the probe leases it holds; the
-// breakers keep working on their own. The go-redis client stays the
-// caller's. Breakers cannot leave a store (breaker.Member has no such
-// method): keep the number of breaker names bounded, as breaker.Group does.
+// New does no I/O: Redis need not be up when the service starts. A breaker
+// asks Redis for probe permits only once a reply has measured the clock
+// offset for it (the poll that Join starts); until then it probes on its
+// local limit. Close stops the store and returns the probe leases it
+// holds, and returns within twice RequestBound whatever Redis does and
+// whatever the client's timeouts and retries; a goroutine still inside a
+// Redis call then ends when go-redis returns it (its own timeouts, or
+// closing the client) and changes no breaker after Close. The breakers keep
+// working on their own. The go-redis client stays the caller's.
+//
+// The store holds its breakers weakly: a breaker nobody holds any more (one
+// made per request or per tenant and then dropped) leaves the store when it
+// is garbage collected, and its keys expire with StateTTL. A breaker.Group
+// holds its breakers for good; so does the store for a breaker.Local that
+// is not a *breaker.Breaker.
 package redisstore

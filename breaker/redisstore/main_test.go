@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -208,6 +209,20 @@ func (s *server) kill() {
 	<-done
 }
 
+// signal sends sig to the server: SIGSTOP freezes it (connections stay
+// open, commands queue unanswered), and returns once it is frozen; SIGCONT
+// resumes it.
+func (s *server) signal(t testing.TB, sig syscall.Signal) {
+	t.Helper()
+	s.mu.Lock()
+	cmd := s.cmd
+	s.mu.Unlock()
+	require.NoError(t, cmd.Process.Signal(sig))
+	if sig == syscall.SIGSTOP {
+		require.True(t, waitStopped(cmd.Process.Pid), "redis-server stopped")
+	}
+}
+
 func (s *server) stop() {
 	s.kill()
 	_ = os.RemoveAll(s.dir)
@@ -248,6 +263,25 @@ func sharedAddr(t *testing.T) string {
 	return sharedServer.addr
 }
 
+// redirect is a dial target a test can move, as a DNS name or a service
+// address moves when Redis is replaced: clients made by redirectClient dial
+// whatever address it holds.
+type redirect struct{ addr atomic.Pointer[string] }
+
+func (r *redirect) set(addr string) { r.addr.Store(&addr) }
+
+// redirectClient returns a go-redis client that dials r's address, closed
+// at the end of the test.
+func redirectClient(t testing.TB, r *redirect) *redis.Client {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: "redirected", Dialer: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, network, *r.addr.Load())
+	}})
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
 // newClient returns a go-redis client closed at the end of the test.
 func newClient(t testing.TB, addr string) *redis.Client {
 	t.Helper()
@@ -273,10 +307,16 @@ func prefix(t testing.TB) string {
 // closed at the end of the test.
 func newStore(t testing.TB, addr string, opts redisstore.Options) *redisstore.Store {
 	t.Helper()
+	return newStoreOn(t, newClient(t, addr), opts)
+}
+
+// newStoreOn returns a store on client c, closed at the end of the test.
+func newStoreOn(t testing.TB, c redis.UniversalClient, opts redisstore.Options) *redisstore.Store {
+	t.Helper()
 	if opts.Prefix == "" {
 		opts.Prefix = prefix(t)
 	}
-	s, err := redisstore.New(newClient(t, addr), opts)
+	s, err := redisstore.New(c, opts)
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, s.Close()) })
 	return s

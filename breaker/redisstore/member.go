@@ -6,22 +6,45 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"weak"
 
 	"github.com/tierguard/tierguard/breaker"
 )
 
-// shared is a breaker state as Redis holds it.
+// shared is a breaker state as Redis holds it, in this process's clock.
 type shared struct {
 	state breaker.State
 	gen   uint64
-	rem   time.Duration // time left of an open state's cooldown
+	// until is when an open state's cooldown ends (at or before the moment
+	// it was read when it has ended).
+	until time.Time
+	// decided is when the state was decided; zero for the absent state
+	// (generation 0), which is older than anything.
+	decided time.Time
+	// confirmed is false for a state decided before its chain of states
+	// began (the first write onto an absent state): Redis could not check
+	// it against the state it had lost.
+	confirmed bool
 }
 
-func toShared(state, gen, remMs int64) shared {
+// sharedAt converts a state read at local instant at, given as durations
+// from that instant: the time left of its cooldown and its decision's age.
+func sharedAt(at time.Time, state, gen, remMs, ageMs, confirmed int64) shared {
 	if state < 0 || state > int64(breaker.Open) {
 		state = int64(breaker.Closed)
 	}
-	return shared{state: breaker.State(state), gen: uint64(max(gen, 0)), rem: time.Duration(remMs) * time.Millisecond}
+	sh := shared{state: breaker.State(state), gen: uint64(max(gen, 0)), confirmed: confirmed != 0}
+	sh.until = at.Add(time.Duration(max(remMs, 0)) * time.Millisecond)
+	if sh.gen > 0 {
+		sh.decided = at.Add(-time.Duration(max(ageMs, 0)) * time.Millisecond)
+	}
+	return sh
+}
+
+// active reports whether sh is an open state with more than the slack of
+// its cooldown left at now.
+func (sh shared) active(now time.Time) bool {
+	return sh.state == breaker.Open && sh.until.After(now.Add(slack))
 }
 
 // member is the store's side of one breaker. Its request-path methods
@@ -32,8 +55,13 @@ type member struct {
 	id     string
 	origin string
 	keys   [3]string
-	local  breaker.Local
-	br     *breaker.Breaker // nil when local is another implementation
+	// br is the joined breaker, held weakly: a breaker nobody uses any
+	// more is garbage collected, and then leaves the store. local is any
+	// other implementation of breaker.Local, held for good.
+	br        weak.Pointer[breaker.Breaker]
+	isBreaker bool
+	local     breaker.Local
+	clock     *offset
 
 	probes     int
 	counting   bool // fleet thresholds enabled: Record counts
@@ -45,7 +73,8 @@ type member struct {
 
 	calls stripedCounter
 	fails atomic.Int64
-	// pending counts this breaker's proposals in the write queue.
+	// pending counts this breaker's proposals in the write queue or being
+	// written.
 	pending atomic.Int64
 	leaseN  atomic.Uint64
 
@@ -54,16 +83,25 @@ type member struct {
 	applyMu sync.Mutex
 
 	mu sync.Mutex
-	// gen is the shared generation the breaker last agreed with.
+	// gen is the latest shared generation this process has seen: adopted,
+	// agreed with, or overruled by a newer local decision.
 	gen uint64
-	// The local breaker as its transitions told: state, open-until,
-	// whether forced, its latest generation, and the local generation of
-	// the last shared state it adopted.
+	// The local breaker as its transitions told: state, open-until, when
+	// the state was decided (for a shared state, when the fleet decided
+	// it), whether forced, its latest generation, the local generation of
+	// the last shared state it adopted, and the local generation of the
+	// last trip the fleet heard of (accepted, or refused while the fleet
+	// was open anyway).
 	state      breaker.State
 	until      time.Time
+	decided    time.Time
 	forced     bool
 	localGen   uint64
 	appliedGen uint64
+	heardGen   uint64
+	// adopting is the decision time of the shared state being applied
+	// (under applyMu), for track.
+	adopting time.Time
 	// Probe permits held: leases taken in Redis, and permits granted
 	// without one (fail open).
 	leases   []string
@@ -71,7 +109,7 @@ type member struct {
 }
 
 func newMember(s *Store, name string, local breaker.Local, origin string) *member {
-	m := &member{s: s, id: ID(name), origin: origin, local: local}
+	m := &member{s: s, id: ID(name), origin: origin, clock: newOffset()}
 	m.keys = s.keys(m.id)
 	cfg := breaker.Config{
 		Window:         breaker.DefaultWindow,
@@ -80,9 +118,11 @@ func newMember(s *Store, name string, local breaker.Local, origin string) *membe
 		HalfOpenProbes: breaker.DefaultHalfOpenProbes,
 	}
 	if br, ok := local.(*breaker.Breaker); ok {
-		m.br = br
+		m.br, m.isBreaker = weak.Make(br), true
 		cfg = br.Config()
 		m.state, m.localGen = br.State(), br.Generation()
+	} else {
+		m.local = local
 	}
 	m.probes = cfg.HalfOpenProbes
 	if s.opts.FleetProbes > 0 {
@@ -121,7 +161,7 @@ func (m *member) Record(o breaker.Outcome) {
 // Forced states are drills of one process and stay local; a reset is
 // published to the fleet.
 func (m *member) Transitioned(t breaker.Transition) {
-	if m.br == nil {
+	if !m.isBreaker {
 		m.track(t)
 	}
 	var kind byte
@@ -137,8 +177,13 @@ func (m *member) Transitioned(t breaker.Transition) {
 	default:
 		kind = 'c'
 	}
+	m.queue(event{m: m, kind: kind, local: t.Generation, until: t.OpenUntil, at: t.At})
+}
+
+// queue adds a proposal to the write queue, counting it as pending.
+func (m *member) queue(ev event) {
 	m.pending.Add(1)
-	if !m.s.enqueue(event{m: m, kind: kind, local: t.Generation, until: t.OpenUntil}) {
+	if !m.s.enqueue(ev) {
 		m.pending.Add(-1)
 	}
 }
@@ -151,6 +196,10 @@ func (m *member) track(t breaker.Transition) {
 	m.localGen = max(m.localGen, t.Generation)
 	if t.Reason == "shared" {
 		m.appliedGen = max(m.appliedGen, t.Generation)
+		m.heardGen = max(m.heardGen, t.Generation)
+		m.decided = m.adopting
+	} else {
+		m.decided = t.At
 	}
 	m.mu.Unlock()
 	if t.Reason == "shared" {
@@ -161,29 +210,43 @@ func (m *member) track(t breaker.Transition) {
 // propose offers one queued local transition to the fleet (writer
 // goroutine).
 func (m *member) propose(ev event) {
-	defer m.pending.Add(-1)
+	done := func() { m.pending.Add(-1) }
 	// Under applyMu: a shared state being adopted right now is either
 	// seen here or adopted after the proposal was written.
 	m.applyMu.Lock()
 	m.mu.Lock()
 	// A shared state adopted after this transition replaced it.
-	superseded := m.br != nil && m.appliedGen > ev.local
+	superseded := m.isBreaker && m.appliedGen > ev.local
 	base := m.gen
 	m.mu.Unlock()
 	m.applyMu.Unlock()
 	if superseded && ev.kind != 'r' {
+		done()
 		return
 	}
-	var openMs int64
-	if ev.kind == 'o' {
-		openMs = max(time.Until(ev.until).Milliseconds(), 0)
-	}
 	s := m.s
+	off, ok := m.clock.get()
+	if !ok {
+		// No reply measured the offset to this breaker's server yet.
+		if !m.measure() {
+			done()
+			return
+		}
+		off, _ = m.clock.get()
+	}
 	ctx, cancel := s.opContext()
 	defer cancel()
-	v, err := proposeScript.Run(ctx, s.client, m.keys[:2], string(ev.kind), base, openMs,
+	sent := s.mono()
+	var until int64
+	if ev.kind == 'o' {
+		until = toRedis(sinceEpoch(ev.until, s.epoch), off)
+	}
+	v, err := proposeScript.Run(ctx, s.client, m.keys[:2], string(ev.kind), base, until,
+		toRedis(sinceEpoch(ev.at, s.epoch), off), toRedis(sent+s.opts.OpTimeout.Microseconds(), off),
 		s.opts.StateTTL.Milliseconds(), slack.Milliseconds(), s.channel, m.id, m.origin).Int64Slice()
-	if err == nil && len(v) != 4 {
+	recv := s.mono()
+	done()
+	if err == nil && len(v) != 7 {
 		err = errOr(nil, "bad reply")
 	}
 	if err != nil {
@@ -191,16 +254,59 @@ func (m *member) propose(ev event) {
 		return
 	}
 	s.healthy.Store(true)
-	sh := toShared(v[1], v[2], v[3])
-	if v[0] == 1 {
+	m.clock.observe(v[6], sent, recv)
+	sh := sharedAt(time.Now(), v[1], v[2], v[3], v[4], v[5])
+	switch v[0] {
+	case 1:
 		if sh.gen > base {
 			s.stats.published.Add(1)
 		}
+		if ev.kind == 'o' {
+			m.heard(ev.local)
+		}
 		m.agree(sh)
-		return
+	case 2:
+		// Redis ran it too late. The next poll decides again: it adopts
+		// what changed meanwhile, or re-publishes a trip.
+		s.stats.expired.Add(1)
+		s.kickPoll()
+	default:
+		s.stats.stale.Add(1)
+		if ev.kind == 'o' && sh.active(time.Now()) {
+			// The fleet is open anyway: the first trip's end stands.
+			m.heard(ev.local)
+		}
+		m.sync(sh, true, false)
 	}
-	s.stats.stale.Add(1)
-	m.observe(sh, true)
+}
+
+// measure reads the breaker's shared state to measure the clock offset;
+// it reports whether that worked (writer goroutine).
+func (m *member) measure() bool {
+	s := m.s
+	ctx, cancel := s.opContext()
+	defer cancel()
+	sent := s.mono()
+	v, err := readScript.Run(ctx, s.client, m.keys[:1]).Int64Slice()
+	recv := s.mono()
+	if err == nil && len(v) != 6 {
+		err = errOr(nil, "bad reply")
+	}
+	if err != nil {
+		s.fail("poll", m.id, err)
+		return false
+	}
+	s.healthy.Store(true)
+	m.clock.observe(v[5], sent, recv)
+	return true
+}
+
+// heard records that the fleet took the trip at local generation gen into
+// account.
+func (m *member) heard(gen uint64) {
+	m.mu.Lock()
+	m.heardGen = max(m.heardGen, gen)
+	m.mu.Unlock()
 }
 
 // agree records that the breaker's local state is the shared one at
@@ -213,29 +319,60 @@ func (m *member) agree(sh shared) {
 	m.applyMu.Unlock()
 }
 
-// observe adopts a shared state newer than the last one seen; force adopts
-// it at an equal generation too (the answer to a refused proposal).
-func (m *member) observe(sh shared, force bool) {
+// sync brings the local breaker and the fleet together once this process
+// has learnt the shared state sh: from a publication, from the answer to a
+// refused proposal (force: adopt it at an equal generation too) or from a
+// poll (poll: an absent state means Redis lost it).
+//
+// A shared state newer than the last one seen is adopted, unless it is an
+// unconfirmed half-open or closed state decided before the breaker's own
+// open or half-open state: a proposal that reached an absent state late (a
+// restart emptied Redis while it was queued) and that Redis could not
+// refuse; the breaker keeps its state. Then, if the breaker is open on a
+// trip the fleet does not show, the trip is published again.
+func (m *member) sync(sh shared, force, poll bool) {
 	m.applyMu.Lock()
-	defer m.applyMu.Unlock()
 	m.mu.Lock()
-	if sh.gen < m.gen || sh.gen == m.gen && !force {
+	if poll && sh.gen == 0 {
+		// The shared state is gone (expired, flushed, Redis restarted
+		// empty): start again from closed.
+		m.gen = 0
+	}
+	newer := sh.gen > m.gen || force && sh.gen == m.gen
+	if !newer && !poll {
 		m.mu.Unlock()
+		m.applyMu.Unlock()
 		return
 	}
-	m.gen = sh.gen
+	m.gen = max(m.gen, sh.gen)
+	adopt := newer && !m.keeps(sh)
 	m.mu.Unlock()
-	m.apply(sh)
+	if adopt {
+		m.apply(sh)
+	}
+	m.applyMu.Unlock()
+	m.republish(sh)
+}
+
+// keeps reports whether the breaker keeps its own state rather than adopt
+// sh: sh is an unconfirmed half-open or closed state decided before the
+// breaker's own open or half-open state. m.mu is held.
+func (m *member) keeps(sh shared) bool {
+	return !m.forced && !sh.confirmed && sh.state != breaker.Open &&
+		(m.state == breaker.Open || m.state == breaker.HalfOpen) && sh.decided.Before(m.decided)
 }
 
 // apply hands a shared state to the local breaker. m.applyMu is held.
 func (m *member) apply(sh shared) {
+	if m.s.closed.Load() {
+		return // a late answer: the breakers are on their own now
+	}
 	var until time.Time
 	if sh.state == breaker.Open {
-		if sh.rem <= 0 {
+		if !sh.until.After(time.Now()) {
 			return // the cooldown is over: the breakers' timers move on
 		}
-		until = time.Now().Add(sh.rem)
+		until = sh.until
 		m.mu.Lock()
 		same := m.state == breaker.Open && !m.until.IsZero() && until.Sub(m.until).Abs() <= slack
 		m.mu.Unlock()
@@ -243,58 +380,59 @@ func (m *member) apply(sh shared) {
 			return
 		}
 	}
-	m.local.ApplyShared(breaker.Shared{State: sh.state, OpenUntil: until})
-	if m.br == nil {
+	m.mu.Lock()
+	m.adopting = sh.decided
+	m.mu.Unlock()
+	if !m.isBreaker {
+		m.local.ApplyShared(breaker.Shared{State: sh.state, OpenUntil: until})
 		m.s.stats.applied.Add(1)
+	} else if br := m.br.Value(); br != nil {
+		br.ApplyShared(breaker.Shared{State: sh.state, OpenUntil: until})
 	}
 }
 
-// reconcile compares a polled shared state with the local one (writer
-// goroutine): it adopts a newer shared state, and re-publishes a local trip
-// the fleet never heard of (made while Redis was away, or dropped from a
-// full queue).
-func (m *member) reconcile(sh shared) {
-	m.applyMu.Lock()
+// republish queues the breaker's trip again when the fleet, whose state is
+// sh, does not show it: sh is not open (Redis lost the state, or holds an
+// older decision the breaker kept its trip against), or sh is an open state
+// whose cooldown has ended while the fleet never heard of this trip. It
+// does nothing while a proposal of this breaker is pending: that proposal
+// carries the breaker's latest state.
+func (m *member) republish(sh shared) {
+	br := m.br.Value()
+	if br == nil || m.s.closed.Load() {
+		return
+	}
+	now := time.Now()
 	m.mu.Lock()
-	if sh.gen == 0 {
-		// The shared state is gone (expired, flushed, Redis restarted
-		// empty): start again from closed.
-		m.gen = 0
-	}
-	newer := sh.gen > m.gen
-	if newer {
-		m.gen = sh.gen
-	}
 	// The tracked state must be the breaker's current one: between a
 	// transition and its listener, it is not.
-	republish := !newer && m.br != nil && m.state == breaker.Open && !m.forced &&
-		m.br.Generation() == m.localGen && m.br.State() == breaker.Open &&
-		time.Until(m.until) > slack && sh.state != breaker.Open && m.pending.Load() == 0
-	until, local := m.until, m.localGen
+	current := m.state == breaker.Open && !m.forced &&
+		br.Generation() == m.localGen && br.State() == breaker.Open
+	missing := sh.state != breaker.Open || !sh.active(now) && m.heardGen < m.localGen
+	do := current && missing && m.until.Sub(now) > slack && m.pending.Load() == 0
+	ev := event{m: m, kind: 'o', local: m.localGen, until: m.until, at: m.decided}
 	m.mu.Unlock()
-	if newer {
-		m.apply(sh)
-	}
-	m.applyMu.Unlock()
-	if republish {
-		m.pending.Add(1)
-		if !m.s.enqueue(event{m: m, kind: 'o', local: local, until: until}) {
-			m.pending.Add(-1)
-		}
+	if do {
+		m.queue(ev)
 	}
 }
 
 type probeReq struct {
 	state atomic.Int32 // 0 waiting, 1 abandoned by the request, 2 answered
-	done  chan int8    // 1 granted, 0 refused, -1 error
+	done  chan int8    // 1 granted, 0 refused, -1 error or expired
 }
 
 // TryProbe asks for a fleet-wide probe permit, waiting at most
 // Options.RequestBound; it answers true without Redis when the store is
-// unhealthy, closed, saturated or too slow.
+// unhealthy, closed, saturated, too slow, or has not yet measured the
+// offset to Redis's clock that the request's expiry needs.
 func (m *member) TryProbe() bool {
 	s := m.s
 	if !s.healthy.Load() {
+		return m.failOpen()
+	}
+	off, ok := m.clock.get()
+	if !ok {
 		return m.failOpen()
 	}
 	s.probeMu.RLock()
@@ -313,9 +451,10 @@ func (m *member) TryProbe() bool {
 
 	lease := m.origin + ":" + strconv.FormatUint(m.leaseN.Add(1), 36)
 	req := &probeReq{done: make(chan int8, 1)}
-	go m.acquire(req, lease)
+	expires := toRedis(s.mono()+s.opts.RequestBound.Microseconds(), off)
 	timer := time.NewTimer(s.opts.RequestBound)
 	defer timer.Stop()
+	go m.acquire(req, lease, expires)
 	var r int8
 	select {
 	case r = <-req.done:
@@ -340,7 +479,7 @@ func (m *member) TryProbe() bool {
 	return m.failOpen()
 }
 
-func (m *member) acquire(req *probeReq, lease string) {
+func (m *member) acquire(req *probeReq, lease string, expires int64) {
 	s := m.s
 	defer func() {
 		<-s.probeSem
@@ -348,22 +487,38 @@ func (m *member) acquire(req *probeReq, lease string) {
 	}()
 	ctx, cancel := s.opContext()
 	defer cancel()
-	n, err := acquireScript.Run(ctx, s.client, []string{m.keys[0], m.keys[2]},
-		m.probes, s.opts.LeaseDuration.Milliseconds(), lease, slack.Milliseconds()).Int64()
-	r := int8(n)
-	if err != nil {
+	sent := s.mono()
+	v, err := acquireScript.Run(ctx, s.client, []string{m.keys[0], m.keys[2]},
+		m.probes, s.opts.LeaseDuration.Milliseconds(), lease, slack.Milliseconds(), expires).Int64Slice()
+	recv := s.mono()
+	if err == nil && len(v) != 2 {
+		err = errOr(nil, "bad reply")
+	}
+	var r int8
+	switch {
+	case err != nil:
 		s.fail("probe", m.id, err)
 		r = -1
-	} else {
+	case v[0] == 2:
 		s.healthy.Store(true)
+		s.stats.expired.Add(1)
+		m.clock.observe(v[1], sent, recv)
+		r = -1
+	default:
+		s.healthy.Store(true)
+		m.clock.observe(v[1], sent, recv)
+		r = int8(v[0])
 	}
 	if req.state.CompareAndSwap(0, 2) {
 		req.done <- r
 		return
 	}
 	if r == 1 {
-		// The request stopped waiting and probes without this lease.
-		if err := s.client.ZRem(ctx, m.keys[2], lease).Err(); err != nil {
+		// The request stopped waiting and probes without this lease. The
+		// store may be closing: the release gets a context of its own.
+		rctx, rcancel := s.releaseContext()
+		defer rcancel()
+		if err := s.client.ZRem(rctx, m.keys[2], lease).Err(); err != nil {
 			s.fail("release", m.id, err)
 		}
 	}

@@ -36,7 +36,10 @@ type Options struct {
 	// probe limit. DefaultRequestBound when zero. Size it at two or three
 	// times Redis's p99 round trip: it is paid at most once per probe, and
 	// once per outage (a timed-out store is marked unhealthy and later
-	// probes do not wait until the next successful poll).
+	// probes do not wait until the next successful poll). It is also how
+	// long Redis may take to answer a permit request before the request
+	// expires (a late grant would be a lease nobody returns), and Close
+	// returns within twice RequestBound.
 	RequestBound time.Duration
 
 	// OpTimeout bounds each background Redis operation (publishing a
@@ -44,6 +47,9 @@ type Options struct {
 	// go-redis honours context deadlines only with
 	// redis.Options.ContextTimeoutEnabled; otherwise its ReadTimeout and
 	// WriteTimeout bound them. No request ever waits on these operations.
+	// It is also the life of a proposed transition or a batch of counts:
+	// Redis ignores one it runs more than OpTimeout after it was sent
+	// (after a pause, say), whatever the client's timeouts.
 	// DefaultOpTimeout when zero.
 	OpTimeout time.Duration
 
@@ -88,8 +94,9 @@ type Options struct {
 	FleetProbes int
 
 	// FleetFailures trips every process's breaker when this many counted
-	// failures fall within the breaker's Window across the fleet (seed
-	// 000: "to catch 30 failures fleet-wide"). 0 disables it.
+	// failures fall within the breaker's Window across the fleet, so that
+	// a fleet trips on failures no single process sees enough of (say 30
+	// fleet-wide where each of 10 pods sees 3). 0 disables it.
 	FleetFailures int
 	// FleetFailureRatio trips every process's breaker when the fleet's
 	// failure ratio over the breaker's Window reaches this share of at

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -32,6 +33,9 @@ type Store struct {
 	opts    Options
 	channel string
 	token   string
+	// epoch is the origin of the monotonic clock the store measures its
+	// offsets to Redis's clock with.
+	epoch time.Time
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -57,7 +61,7 @@ type Store struct {
 }
 
 type counters struct {
-	published, stale, applied, messages, polls, dropped, errors, failOpen, fleetTrips atomic.Uint64
+	published, stale, expired, applied, messages, polls, dropped, errors, failOpen, fleetTrips atomic.Uint64
 }
 
 // Stats are a Store's counters since New.
@@ -70,6 +74,10 @@ type Stats struct {
 	// process had changed the shared state first; the local breaker
 	// adopted the shared state instead.
 	Stale uint64
+	// Expired counts writes (transitions, counts, probe permits) that
+	// Redis executed after their expiry, because it was paused or slow,
+	// and therefore ignored.
+	Expired uint64
 	// Applied counts shared states adopted by local breakers (transitions
 	// with reason "shared").
 	Applied uint64
@@ -89,7 +97,8 @@ type Stats struct {
 	FleetTrips uint64
 	// Healthy reports whether the last Redis operation succeeded.
 	Healthy bool
-	// Breakers is the number of breakers joined.
+	// Breakers is the number of breakers joined and not yet garbage
+	// collected.
 	Breakers int
 }
 
@@ -123,6 +132,7 @@ type event struct {
 	kind  byte   // 'o' open, 'h' half-open, 'c' closed, 'r' reset, 'x' release
 	local uint64 // local generation of the transition
 	until time.Time
+	at    time.Time // when the transition was decided
 	lease string
 }
 
@@ -159,6 +169,7 @@ func build(client redis.UniversalClient, opts Options) (*Store, error) {
 		opts:     opts,
 		channel:  opts.Prefix + "events",
 		token:    hex.EncodeToString(tok[:]),
+		epoch:    time.Now(),
 		ctx:      ctx,
 		cancel:   cancel,
 		queue:    make(chan event, opts.QueueSize),
@@ -180,6 +191,10 @@ func ID(name string) string {
 	return hex.EncodeToString(sum[:16])
 }
 
+// mono is the time since the store's epoch in microseconds, on the
+// monotonic clock.
+func (s *Store) mono() int64 { return time.Since(s.epoch).Microseconds() }
+
 // Channel returns the name of the channel the store publishes on and
 // listens to: the prefix followed by "events".
 func (s *Store) Channel() string { return s.channel }
@@ -192,6 +207,7 @@ func (s *Store) Stats() Stats {
 	return Stats{
 		Published:  s.stats.published.Load(),
 		Stale:      s.stats.stale.Load(),
+		Expired:    s.stats.expired.Load(),
 		Applied:    s.stats.applied.Load(),
 		Messages:   s.stats.messages.Load(),
 		Polls:      s.stats.polls.Load(),
@@ -204,11 +220,17 @@ func (s *Store) Stats() Stats {
 	}
 }
 
-// Close stops the store's goroutines and returns the probe leases its
-// breakers hold. It waits for Redis operations in flight, which a go-redis
-// client without ContextTimeoutEnabled bounds by its read timeout. The
-// breakers that joined keep working on their local state. Close is
-// idempotent.
+// Close stops the store and returns the probe leases its breakers hold.
+// It returns within twice Options.RequestBound (plus scheduling delays),
+// whatever Redis does and whatever the go-redis client's timeouts and
+// retries: it waits up to RequestBound for probe permits being asked for
+// (Redis refuses to grant one later than that), then, up to twice
+// RequestBound after it began, for the leases to be returned and the
+// store's goroutines to stop. A goroutine still inside a Redis call then
+// (Redis stopped, say) ends when go-redis returns, bounded by the client's
+// own timeouts or by closing the client, and changes nothing after Close;
+// an unreturned lease expires after LeaseDuration. The breakers that joined
+// keep working on their local state. Close is idempotent.
 func (s *Store) Close() error {
 	// Under probeMu, so that no TryProbe starts a lookup after this.
 	s.probeMu.Lock()
@@ -218,12 +240,36 @@ func (s *Store) Close() error {
 	}
 	s.closed.Store(true)
 	s.probeMu.Unlock()
+	start := time.Now()
 	s.cancel()
-	_ = s.ps.Close()
-	s.probeWG.Wait()
-	s.wg.Wait()
-	s.releaseAll()
+	// PubSub.Close waits for a reconnection in progress, which a stopped
+	// server can make last the client's dial timeout.
+	go func() { _ = s.ps.Close() }()
+	waitUntil(drained(&s.probeWG), start.Add(s.opts.RequestBound))
+	deadline := start.Add(2 * s.opts.RequestBound)
+	waitUntil(s.releaseAll(), deadline)
+	waitUntil(drained(&s.wg), deadline)
 	return nil
+}
+
+// drained returns a channel closed when wg's count reaches zero.
+func drained(wg *sync.WaitGroup) <-chan struct{} {
+	c := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(c)
+	}()
+	return c
+}
+
+// waitUntil waits until c is closed or the deadline passes.
+func waitUntil(c <-chan struct{}, deadline time.Time) {
+	t := time.NewTimer(time.Until(deadline))
+	defer t.Stop()
+	select {
+	case <-c:
+	case <-t.C:
+	}
 }
 
 // Join connects the breaker named name to the store; breaker.New calls it.
@@ -239,10 +285,13 @@ func (s *Store) Join(name string, local breaker.Local) (breaker.Member, error) {
 	origin := s.token + "-" + strconv.FormatUint(s.seq, 36)
 	s.mu.Unlock()
 	m := newMember(s, name, local, origin)
-	if m.br != nil {
+	if br := m.br.Value(); br != nil {
 		// Follow every transition, those the store applies included,
 		// before any can happen.
-		m.br.Subscribe(m.track)
+		br.Subscribe(m.track)
+		// The store holds the breaker weakly: once nobody else holds it,
+		// it leaves.
+		runtime.AddCleanup(br, s.forget, m)
 	}
 	s.mu.Lock()
 	s.byID[m.id] = append(s.byID[m.id], m)
@@ -250,6 +299,31 @@ func (s *Store) Join(name string, local breaker.Local) (breaker.Member, error) {
 	s.mu.Unlock()
 	s.kickPoll()
 	return m, nil
+}
+
+// forget removes a member whose breaker was garbage collected. The lists
+// are rebuilt, never changed in place: handle and snapshot read them
+// outside the lock.
+func (s *Store) forget(m *member) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	other := func(x *member) bool { return x != m }
+	s.members = keep(s.members, other)
+	if ms := keep(s.byID[m.id], other); len(ms) > 0 {
+		s.byID[m.id] = ms
+	} else {
+		delete(s.byID, m.id)
+	}
+}
+
+func keep(ms []*member, ok func(*member) bool) []*member {
+	out := make([]*member, 0, len(ms))
+	for _, m := range ms {
+		if ok(m) {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 func (s *Store) keys(id string) [3]string {
@@ -322,25 +396,46 @@ func (s *Store) subscriber() {
 	}
 }
 
-// handle applies one publication: "v1 <id> <state> <gen> <open ms> <origin>".
+// handle applies one publication:
+// "v2 <id> <state> <gen> <open ms left> <decision age ms> <confirmed> <origin>",
+// or the previous version's "v1 <id> <state> <gen> <open ms left> <origin>",
+// read as confirmed and decided when received.
 func (s *Store) handle(payload string) {
 	f := strings.Fields(payload)
-	if len(f) != 6 || f[0] != "v1" {
+	var age int64
+	confirmed := true
+	switch {
+	case len(f) == 8 && f[0] == "v2":
+		var err error
+		if age, err = strconv.ParseInt(f[5], 10, 64); err != nil || age < 0 {
+			return
+		}
+		if f[6] != "0" && f[6] != "1" {
+			return
+		}
+		confirmed = f[6] == "1"
+	case len(f) == 6 && f[0] == "v1":
+	default:
 		return
 	}
+	origin := f[len(f)-1]
 	st, err1 := strconv.ParseUint(f[2], 10, 8)
 	gen, err2 := strconv.ParseUint(f[3], 10, 64)
 	rem, err3 := strconv.ParseInt(f[4], 10, 64)
-	if err1 != nil || err2 != nil || err3 != nil || st > uint64(breaker.Open) {
+	if err1 != nil || err2 != nil || err3 != nil || st > uint64(breaker.Open) || gen > 1<<62 {
 		return
 	}
-	sh := shared{state: breaker.State(st), gen: gen, rem: time.Duration(rem) * time.Millisecond}
+	var c int64
+	if confirmed {
+		c = 1
+	}
+	sh := sharedAt(time.Now(), int64(st), int64(gen), rem, age, c)
 	s.mu.RLock()
 	ms := s.byID[f[1]]
 	s.mu.RUnlock()
 	for _, m := range ms {
-		if m.origin != f[5] {
-			m.observe(sh, false)
+		if m.origin != origin {
+			m.sync(sh, false, false)
 		}
 	}
 }
@@ -354,6 +449,9 @@ func (s *Store) writer() {
 	flush := time.NewTicker(s.opts.FlushInterval)
 	defer flush.Stop()
 	for {
+		if s.ctx.Err() != nil {
+			return // closed while an operation ran
+		}
 		select {
 		case <-s.ctx.Done():
 			return
@@ -383,10 +481,11 @@ func (s *Store) release(m *member, lease string) {
 	s.healthy.Store(true)
 }
 
-// releaseAll returns every lease still held, when closing.
-func (s *Store) releaseAll() {
-	ctx, cancel := context.WithTimeout(context.Background(), s.opts.OpTimeout)
-	defer cancel()
+// releaseAll returns every lease still held, when closing, in the
+// background; the channel is closed when that is done.
+func (s *Store) releaseAll() <-chan struct{} {
+	c := make(chan struct{})
+	ctx, cancel := s.releaseContext()
 	pipe := s.client.Pipeline()
 	for _, m := range s.snapshot() {
 		m.mu.Lock()
@@ -396,9 +495,23 @@ func (s *Store) releaseAll() {
 		m.leases = nil
 		m.mu.Unlock()
 	}
-	if pipe.Len() > 0 {
-		_, _ = pipe.Exec(ctx)
+	if pipe.Len() == 0 {
+		cancel()
+		close(c)
+		return c
 	}
+	go func() {
+		defer close(c)
+		defer cancel()
+		_, _ = pipe.Exec(ctx)
+	}()
+	return c
+}
+
+// releaseContext bounds the return of leases, which must happen even while
+// the store closes.
+func (s *Store) releaseContext() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), s.opts.OpTimeout)
 }
 
 type scriptCall struct {
@@ -447,7 +560,9 @@ func (s *Store) poll() {
 	for i, m := range ms {
 		calls[i] = scriptCall{keys: m.keys[:1]}
 	}
+	sent := s.mono()
 	cmds, err := s.runScripts(ctx, readScript, calls)
+	recv, at := s.mono(), time.Now()
 	if err != nil && !isReplyError(err) {
 		s.fail("poll", "", err)
 		return
@@ -455,11 +570,12 @@ func (s *Store) poll() {
 	s.healthy.Store(true)
 	for i, m := range ms {
 		v, err := cmds[i].Int64Slice()
-		if err != nil || len(v) != 3 {
+		if err != nil || len(v) != 6 {
 			s.fail("poll", m.id, errOr(err, "bad reply"))
 			continue
 		}
-		m.reconcile(toShared(v[0], v[1], v[2]))
+		m.clock.observe(v[5], sent, recv)
+		m.sync(sharedAt(at, v[0], v[1], v[2], v[3], v[4]), false, true)
 	}
 	s.stats.polls.Add(1)
 }
@@ -469,9 +585,14 @@ func (s *Store) poll() {
 func (s *Store) flush() {
 	var ms []*member
 	var calls []scriptCall
+	sent := s.mono()
 	for _, m := range s.snapshot() {
 		if !m.counting {
 			continue
+		}
+		off, ok := m.clock.get()
+		if !ok {
+			continue // counted at the next flush after a poll measured the offset
 		}
 		n, f := m.calls.take(), m.fails.Swap(0)
 		if !m.countCalls {
@@ -484,6 +605,7 @@ func (s *Store) flush() {
 		calls = append(calls, scriptCall{keys: m.keys[:2], args: []any{
 			n, f, max(m.window.Milliseconds()/10, 1), 10, m.ratio, m.minCalls, s.opts.FleetFailures,
 			max(m.cooldown.Milliseconds(), 1), s.opts.StateTTL.Milliseconds(), s.channel, m.id,
+			toRedis(sent+s.opts.OpTimeout.Microseconds(), off),
 		}})
 	}
 	if len(calls) == 0 {
@@ -492,6 +614,7 @@ func (s *Store) flush() {
 	ctx, cancel := s.opContext()
 	defer cancel()
 	cmds, err := s.runScripts(ctx, recordScript, calls)
+	recv, at := s.mono(), time.Now()
 	if err != nil && !isReplyError(err) {
 		s.fail("record", "", err)
 		return
@@ -499,15 +622,19 @@ func (s *Store) flush() {
 	s.healthy.Store(true)
 	for i, m := range ms {
 		v, err := cmds[i].Int64Slice()
-		if err != nil || len(v) != 6 {
+		if err != nil || len(v) != 9 {
 			s.fail("record", m.id, errOr(err, "bad reply"))
 			continue
 		}
-		if v[0] == 1 {
+		m.clock.observe(v[6], sent, recv)
+		switch v[0] {
+		case 1:
 			s.stats.fleetTrips.Add(1)
 			s.stats.published.Add(1)
+		case 2:
+			s.stats.expired.Add(1)
 		}
-		m.observe(toShared(v[1], v[2], v[3]), false)
+		m.sync(sharedAt(at, v[1], v[2], v[3], v[4], v[5]), false, false)
 	}
 }
 

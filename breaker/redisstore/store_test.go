@@ -2,6 +2,7 @@ package redisstore_test
 
 import (
 	"context"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -27,6 +28,12 @@ func (h *hooks) hook(t breaker.Transition) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.trs = append(h.trs, t)
+}
+
+func (h *hooks) transitions() []breaker.Transition {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]breaker.Transition(nil), h.trs...)
 }
 
 func (h *hooks) reasons() []string {
@@ -296,7 +303,7 @@ func TestLeaseExpires(t *testing.T) {
 }
 
 // TestFleetFailureCount: no process sees enough failures to trip alone;
-// the fleet's count trips them all (a fleet of pods, thirty failures in all).
+// the fleet's count trips them all.
 func TestFleetFailureCount(t *testing.T) {
 	addr := sharedAddr(t)
 	opts := redisstore.Options{FleetFailures: 4, FlushInterval: 20 * time.Millisecond, PollInterval: 100 * time.Millisecond}
@@ -472,7 +479,11 @@ func TestKeysHoldNoNames(t *testing.T) {
 		if strings.HasSuffix(k, ":state") {
 			vals, err := raw.HGetAll(context.Background(), k).Result()
 			require.NoError(t, err)
-			assert.ElementsMatch(t, []string{"s", "g", "u"}, keysOf(vals), "numbers only")
+			assert.ElementsMatch(t, []string{"s", "g", "u", "t", "r"}, keysOf(vals))
+			for f, v := range vals {
+				_, err := strconv.ParseInt(v, 10, 64)
+				assert.NoError(t, err, "field %s holds a number only", f)
+			}
 		}
 	}
 }
@@ -553,4 +564,33 @@ func TestIgnoresGarbageMessages(t *testing.T) {
 	require.NoError(t, raw.Publish(context.Background(), s.Channel(), "v1 "+id+" 2 99999999999999 60000 other").Err())
 	require.Eventually(t, func() bool { return s.Stats().Messages == 8 }, 5*time.Second, time.Millisecond)
 	assert.Equal(t, breaker.Open, b.State(), "only the valid message applied")
+}
+
+// TestCollectedBreakerLeaves: the store holds its breakers weakly, so that
+// breakers nobody holds any more (made for a request, a tenant that left)
+// leave the store when they are garbage collected; a breaker still held
+// stays and keeps sharing.
+func TestCollectedBreakerLeaves(t *testing.T) {
+	addr := sharedAddr(t)
+	opts := redisstore.Options{PollInterval: 50 * time.Millisecond}
+	s, other := newStore(t, addr, opts), newStore(t, addr, opts)
+	cfg := breaker.Config{ConsecutiveFailures: 1, Cooldown: time.Minute}
+	kept, _ := newBreaker(t, s, cfg)
+	held := make([]*breaker.Breaker, 100)
+	for i := range held {
+		b, err := breaker.New(breaker.Config{Name: "gone" + strconv.Itoa(i), Store: s})
+		require.NoError(t, err)
+		held[i] = b
+	}
+	require.Equal(t, 101, s.Stats().Breakers, "held breakers stay")
+	runtime.KeepAlive(held)
+	require.Eventually(t, func() bool {
+		runtime.GC()
+		return s.Stats().Breakers == 1
+	}, 10*time.Second, 10*time.Millisecond, "collected breakers left")
+
+	peer, _ := newBreaker(t, other, cfg)
+	waitSubscribed(t, addr, s.Channel(), 2)
+	fail(t, peer, 1)
+	require.Eventually(t, state(kept, breaker.Open), 5*time.Second, time.Millisecond, "the breaker still held still shares")
 }
