@@ -40,6 +40,13 @@ func newConsole(w io.Writer) *console {
 	return c
 }
 
+// mute drops everything printed from now on.
+func (c *console) mute() {
+	c.mu.Lock()
+	c.w = nil
+	c.mu.Unlock()
+}
+
 // event prints a line above the progress line.
 func (c *console) event(s string) {
 	c.mu.Lock()

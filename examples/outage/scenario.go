@@ -143,6 +143,9 @@ func run(ctx context.Context, cfg config, progress io.Writer) (*summary, error) 
 	for _, b := range g.breakers {
 		b.Reset()
 	}
+	// A breaker's hook may still be on its way from a timer that fired
+	// before the reset: nothing reaches the console after the run.
+	con.mute()
 	sum := rec.summarize(srv.Stats(), chain.Stages())
 	sum.metrics = report
 	return sum, nil
