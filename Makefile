@@ -35,12 +35,12 @@ bench-lib:
 	$(GO) test -run '^$$' -bench . -benchmem -count $(BENCHCOUNT) ./...
 	cd breaker/redisstore && $(GO) test -run '^$$' -bench . -benchmem -count $(BENCHCOUNT) ./...
 
-## bench-compare: internal/benchcmp, $(BENCHCOUNT) interleaved passes (every contender meets the same noise), benchstat side by side (~10 min)
+## bench-compare: internal/testbed/benchcmp, $(BENCHCOUNT) interleaved passes (every contender meets the same noise), benchstat side by side (~10 min)
 bench-compare:
-	cd internal/benchcmp && $(GO) test -c -o $(BENCHCMP_OUT).test .
+	cd internal/testbed/benchcmp && $(GO) test -c -o $(BENCHCMP_OUT).test .
 	@: > $(BENCHCMP_OUT); for i in $$(seq $(BENCHCOUNT)); do \
 	  echo "benchcmp pass $$i/$(BENCHCOUNT), load $$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)"; \
-	  (cd internal/benchcmp && $(BENCHCMP_OUT).test -test.run '^$$' -test.bench . -test.benchmem -test.count 1 -test.timeout 0) >> $(BENCHCMP_OUT) || exit 1; \
+	  (cd internal/testbed/benchcmp && $(BENCHCMP_OUT).test -test.run '^$$' -test.bench . -test.benchmem -test.count 1 -test.timeout 0) >> $(BENCHCMP_OUT) || exit 1; \
 	done
 	$(GO) run $(BENCHSTAT) -filter '.name:(BreakerSuccess OR BreakerWindow OR BreakerOpen)' -col '/impl@(gobreaker tierguard tierguard-execute gobreaker-twostep failsafe failsafe-permit)' $(BENCHCMP_OUT)
 	$(GO) run $(BENCHSTAT) -filter '.name:Bulkhead' -col '/impl@(failsafe-permit tierguard tierguard-run failsafe)' $(BENCHCMP_OUT)
@@ -48,16 +48,16 @@ bench-compare:
 
 ## scenarios: DESIGN.md scenarios 1–6 against the in-process fake Gemini server (~2.5 min); SCENARIO_FLAGS='-s 1 -runs 5 -strict'
 scenarios:
-	$(GO) run ./internal/scenarios $(SCENARIO_FLAGS)
+	$(GO) run ./internal/testbed/scenarios $(SCENARIO_FLAGS)
 
 ## soak: the chaos soak at $(SOAKCALLS) calls, fake clock (~20 s) then real clock (~4 min); see RELIABILITY.md
 soak:
-	$(GO) test ./internal/chaos -run 'TestSoak$$' -count=1 -v -timeout 60m -soak.calls=$(SOAKCALLS)
-	$(GO) test ./internal/chaos -run 'TestSoak$$' -count=1 -v -timeout 60m -soak.calls=$(SOAKCALLS) -soak.clock=real
+	$(GO) test ./internal/testbed/chaos -run 'TestSoak$$' -count=1 -v -timeout 60m -soak.calls=$(SOAKCALLS)
+	$(GO) test ./internal/testbed/chaos -run 'TestSoak$$' -count=1 -v -timeout 60m -soak.calls=$(SOAKCALLS) -soak.clock=real
 
 ## soak-race: the fake-clock soak at $(SOAKCALLS) calls under the race detector (~2.5 min)
 soak-race:
-	$(GO) test -race ./internal/chaos -run 'TestSoak$$' -count=1 -v -timeout 60m -soak.calls=$(SOAKCALLS)
+	$(GO) test -race ./internal/testbed/chaos -run 'TestSoak$$' -count=1 -v -timeout 60m -soak.calls=$(SOAKCALLS)
 
 ## fuzz: every fuzz target of every module for $(FUZZTIME)
 fuzz:

@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tierguard/tierguard/classify"
-	"github.com/tierguard/tierguard/internal/corpus"
+	"github.com/tierguard/tierguard/internal/testbed/corpus"
 )
 
 // TestCorpusRawPath classifies every real response of the conformance

@@ -5,7 +5,7 @@ go 1.26.0
 require (
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/stretchr/testify v1.12.1
-	github.com/tierguard/tierguard v0.0.0
+	github.com/tierguard/tierguard v0.1.0
 	go.uber.org/goleak v1.3.0
 )
 
@@ -15,5 +15,3 @@ require (
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/sys v0.48.0 // indirect
 )
-
-replace github.com/tierguard/tierguard => ../..

@@ -9,7 +9,7 @@ import (
 	"github.com/tierguard/tierguard/breaker"
 	"github.com/tierguard/tierguard/classify"
 	"github.com/tierguard/tierguard/fallback"
-	"github.com/tierguard/tierguard/internal/gemrest"
+	"github.com/tierguard/tierguard/internal/testbed/gemrest"
 )
 
 // sources are where an answer can come from, in report order: the tiers

@@ -13,7 +13,7 @@ import (
 	"github.com/tierguard/tierguard/breaker"
 	"github.com/tierguard/tierguard/classify"
 	"github.com/tierguard/tierguard/fallback"
-	"github.com/tierguard/tierguard/internal/fakegemini"
+	"github.com/tierguard/tierguard/internal/testbed/fakegemini"
 )
 
 // progressEvery is how often the live line is refreshed on a terminal;

@@ -10,8 +10,8 @@ import (
 
 	"github.com/tierguard/tierguard/breaker"
 	"github.com/tierguard/tierguard/fallback"
-	"github.com/tierguard/tierguard/internal/fakegemini"
-	"github.com/tierguard/tierguard/internal/gemrest"
+	"github.com/tierguard/tierguard/internal/testbed/fakegemini"
+	"github.com/tierguard/tierguard/internal/testbed/gemrest"
 	"github.com/tierguard/tierguard/otelx"
 )
 

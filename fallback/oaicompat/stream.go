@@ -1,0 +1,121 @@
+package oaicompat
+
+import (
+	"context"
+	"errors"
+	"iter"
+	"net/http"
+	"strings"
+
+	oai "github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/packages/ssestream"
+
+	"github.com/tierguard/tierguard/classify"
+	"github.com/tierguard/tierguard/fallback"
+)
+
+var _ fallback.StreamTier[string, Answer] = (*Tier[string])(nil)
+
+// StreamStage returns a fallback stream stage for the tier with Model and
+// Provider filled in; add the guards you want to it.
+func (t *Tier[In]) StreamStage() fallback.StreamStage[In, Answer] {
+	return fallback.StreamStage[In, Answer]{Tier: t, Model: t.model, Provider: t.provider}
+}
+
+// Inspect describes a chunk to a fallback.StreamChain: the text it adds,
+// its finish reason, and whether it carries a tool call.
+func (t *Tier[In]) Inspect(a Answer) fallback.ChunkInfo {
+	info := fallback.ChunkInfo{Text: a.Text, FinishReason: a.FinishReason}
+	info.NonTextContent = a.toolCall
+	return info
+}
+
+// ChunkUsage returns the usage a chunk carries (with
+// stream_options.include_usage, the last one), making the tier a
+// fallback.ChunkUsageReporter.
+func (t *Tier[In]) ChunkUsage(a Answer) (fallback.Usage, bool) { return a.Usage, a.HasUsage }
+
+// Stream makes one streaming chat completion request for in (one HTTP
+// request: the SDK's retries off) when the sequence is ranged over, making
+// Tier a fallback.StreamTier[In, Answer]. Each chunk is an Answer whose
+// Text is the text that chunk adds (Response is nil; the chunk's model and
+// usage are set).
+//
+// Errors classify as for Call: an error response before the stream starts
+// is a *ResponseError; an error event inside the stream ({"error":{...}}
+// after the 200, as OpenRouter and gateways send it) is one too, decoded
+// with classify.ParseErrorBody — its message never reaches the error's
+// text. A finish_reason of content_filter ends the stream with
+// ErrContentFilter (Safety); a stream whose only finish came with nothing
+// usable ends with ErrEmptyAnswer (InvalidOutput). SSE comments are skipped
+// by openai-go itself.
+func (t *Tier[In]) Stream(ctx context.Context, in In) iter.Seq2[Answer, error] {
+	return func(yield func(Answer, error) bool) {
+		params := t.prompt(in)
+		params.Model = t.model
+		var httpResp *http.Response
+		s := t.client.Chat.Completions.NewStreaming(ctx, params, option.WithMaxRetries(0),
+			option.WithResponseInto(&httpResp), option.WithMiddleware(limitErrorBody))
+		defer s.Close()
+		content := false
+		for s.Next() {
+			ch := s.Current()
+			a := Answer{Model: ch.Model}
+			if u := ch.Usage; u.JSON.PromptTokens.Valid() || u.JSON.CompletionTokens.Valid() {
+				a.HasUsage, a.Usage = true, fallback.Usage{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens}
+			}
+			if len(ch.Choices) > 0 {
+				c := ch.Choices[0]
+				a.Text = c.Delta.Content
+				a.toolCall = len(c.Delta.ToolCalls) > 0 || c.Delta.FunctionCall.Name != ""
+				content = content || strings.TrimSpace(a.Text) != "" || a.toolCall
+				if c.FinishReason != "" {
+					switch v := classify.FinishReason(c.FinishReason, content); v.Class {
+					case classify.OK:
+						a.FinishReason = c.FinishReason
+					case classify.Safety:
+						yield(Answer{}, classify.Wrap(ErrContentFilter, v))
+						return
+					default:
+						if a.Text != "" && !yield(a, nil) {
+							return
+						}
+						yield(Answer{}, classify.Wrap(ErrEmptyAnswer, v))
+						return
+					}
+				}
+			}
+			if !yield(a, nil) {
+				return
+			}
+		}
+		if err := s.Err(); err != nil {
+			yield(Answer{}, streamError(err, httpResp))
+		}
+	}
+}
+
+// streamError makes a stream's error classifiable and free of upstream
+// text: an error event's data is decoded, not quoted.
+func streamError(err error, resp *http.Response) error {
+	var se *ssestream.StreamError
+	if errors.As(err, &se) {
+		f, ok := classify.ParseErrorBody(se.Event.Data)
+		re := &ResponseError{Err: errStreamEvent, StatusCode: f.HTTPStatus, body: &parsedBody{facts: f, ok: ok}}
+		if re.StatusCode == 0 && f.Status == "" && f.Code == "" {
+			// No status to classify by: as far as the stream goes, it broke.
+			return classify.Wrap(errStreamEvent, classify.Verdict{Class: classify.Transient, Reason: "error event in stream"})
+		}
+		return re
+	}
+	var oe *oai.Error
+	if errors.As(err, &oe) {
+		return responseError(err, resp)
+	}
+	return err
+}
+
+// errStreamEvent stands for an error event inside a 200 stream; the event's
+// text stays out of every error string.
+var errStreamEvent = errors.New("openai: error event in stream")

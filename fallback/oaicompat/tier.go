@@ -1,0 +1,175 @@
+package oaicompat
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+
+	oai "github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+
+	"github.com/tierguard/tierguard/classify"
+	"github.com/tierguard/tierguard/fallback"
+)
+
+// Answer is an OpenAI-compatible tier's answer.
+type Answer struct {
+	// Text is the first choice's message content. Answers from a cache or a
+	// default fill only Text.
+	Text string
+	// FinishReason is the first choice's finish_reason ("stop", "length",
+	// "tool_calls"); never "content_filter", which is an error.
+	FinishReason string
+	// Model is the model that answered, as the API reports.
+	Model string
+	// Usage is the token usage the API reported.
+	Usage fallback.Usage
+	// HasUsage is set when the response carried usage.
+	HasUsage bool
+	// Response is the SDK's whole response (tool calls, logprobs, ...); nil
+	// for answers not from a tier, and for streamed chunks.
+	Response *oai.ChatCompletion
+
+	// toolCall is set on a streamed chunk that carries a tool call.
+	toolCall bool
+}
+
+// PromptFunc builds one tier's chat completion request from the chain's
+// input. Each tier has its own. The tier sets Model; whatever the function
+// puts there is replaced.
+type PromptFunc[In any] func(in In) oai.ChatCompletionNewParams
+
+// TierConfig configures a Tier.
+type TierConfig[In any] struct {
+	// Name is the tier's name in results, logs and metrics ("gpt").
+	// Required.
+	Name string
+	// Model is the model id the gateway serves ("gpt-4o-mini"). Required.
+	Model string
+	// Client makes the calls. Build it with NewClient, or with
+	// openai.NewClient: the tier turns the SDK's retries off per request
+	// either way. Required.
+	Client *oai.Client
+	// Prompt builds the request from the chain's input. Required.
+	Prompt PromptFunc[In]
+	// Provider names the API for observers (gen_ai.provider.name); "openai"
+	// by default. Set it for other gateways ("azure.ai.openai",
+	// "gcp.gemini", ...).
+	Provider string
+}
+
+// Tier is a fallback.ModelTier over the chat completions endpoint of
+// OpenAI or any OpenAI-compatible gateway. Every call makes exactly one
+// HTTP request: it passes option.WithMaxRetries(0), because openai-go
+// (v3.99.0) otherwise retries twice on 408, 409, 429, 5xx and connection
+// errors, honouring Retry-After up to two minutes — a wait the chain's
+// deadline knows nothing about. The chain owns retrying.
+//
+// A 200 is not always an answer. Call returns an error that classifies as
+// classify.FinishReason says:
+//
+//   - Safety when the choice finished with content_filter
+//     (ErrContentFilter) or the model refused (ErrRefusal); the default
+//     class table fails closed;
+//   - InvalidOutput when there is no choice (ErrNoChoices), no
+//     finish_reason (ErrNoFinishReason), or nothing usable — no content
+//     that is not blank and no tool call — whatever the finish reason
+//     (ErrEmptyAnswer; "length" with nothing in it looks like this).
+//
+// Error responses come back as a *ResponseError around the SDK's error.
+// Tier implements fallback.UsageReporter.
+type Tier[In any] struct {
+	name     string
+	model    string
+	client   *oai.Client
+	prompt   PromptFunc[In]
+	provider string
+}
+
+// NewTier returns a tier, or an error naming the missing fields.
+func NewTier[In any](cfg TierConfig[In]) (*Tier[In], error) {
+	var missing []string
+	if cfg.Name == "" {
+		missing = append(missing, "Name")
+	}
+	if cfg.Model == "" {
+		missing = append(missing, "Model")
+	}
+	if cfg.Client == nil {
+		missing = append(missing, "Client")
+	}
+	if cfg.Prompt == nil {
+		missing = append(missing, "Prompt")
+	}
+	if len(missing) > 0 {
+		return nil, errors.New("openai: invalid tier config: " + strings.Join(missing, ", ") + " required")
+	}
+	if cfg.Provider == "" {
+		cfg.Provider = "openai"
+	}
+	return &Tier[In]{name: cfg.Name, model: cfg.Model, client: cfg.Client, prompt: cfg.Prompt, provider: cfg.Provider}, nil
+}
+
+// NewClient is openai.NewClient with the SDK's retries off
+// (option.WithMaxRetries(0) after opts). Tier turns them off per request
+// anyway; a client made here also keeps your own calls, such as a model
+// listing, from retrying behind the chain's back.
+func NewClient(opts ...option.RequestOption) oai.Client {
+	return oai.NewClient(append(opts[:len(opts):len(opts)], option.WithMaxRetries(0))...)
+}
+
+// Name returns the tier's name.
+func (t *Tier[In]) Name() string { return t.name }
+
+// Model returns the model id.
+func (t *Tier[In]) Model() string { return t.model }
+
+// Stage returns a fallback stage for the tier with Model and Provider
+// filled in; add the guards you want to it.
+func (t *Tier[In]) Stage() fallback.Stage[In, Answer] {
+	return fallback.Stage[In, Answer]{Tier: t, Model: t.model, Provider: t.provider}
+}
+
+// Usage reports the answer's token usage (fallback.UsageReporter).
+func (t *Tier[In]) Usage(a Answer) (fallback.Usage, bool) { return a.Usage, a.HasUsage }
+
+// Call makes one chat completion request and checks the answer.
+func (t *Tier[In]) Call(ctx context.Context, in In) (Answer, error) {
+	params := t.prompt(in)
+	params.Model = t.model
+	var httpResp *http.Response
+	resp, err := t.client.Chat.Completions.New(ctx, params, option.WithMaxRetries(0), option.WithResponseInto(&httpResp), option.WithMiddleware(limitErrorBody))
+	if err != nil {
+		return Answer{}, responseError(err, httpResp)
+	}
+	return answer(resp)
+}
+
+func answer(resp *oai.ChatCompletion) (Answer, error) {
+	if resp == nil || len(resp.Choices) == 0 {
+		return Answer{}, classify.Wrap(ErrNoChoices, classify.Verdict{Class: classify.InvalidOutput, Reason: "no choices"})
+	}
+	a := Answer{Model: resp.Model, Response: resp}
+	if u := resp.Usage; u.JSON.PromptTokens.Valid() || u.JSON.CompletionTokens.Valid() {
+		a.HasUsage = true
+		a.Usage = fallback.Usage{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens}
+	}
+	ch := resp.Choices[0]
+	a.FinishReason = ch.FinishReason
+	if ch.Message.Refusal != "" && ch.Message.Content == "" {
+		return Answer{}, classify.Wrap(ErrRefusal, classify.Verdict{Class: classify.Safety, Reason: "model refused"})
+	}
+	content := strings.TrimSpace(ch.Message.Content) != "" || len(ch.Message.ToolCalls) > 0 || ch.Message.FunctionCall.Name != ""
+	switch v := classify.FinishReason(ch.FinishReason, content); {
+	case v.Class == classify.OK:
+	case v.Class == classify.Safety:
+		return Answer{}, classify.Wrap(ErrContentFilter, v)
+	case ch.FinishReason == "":
+		return Answer{}, classify.Wrap(ErrNoFinishReason, v)
+	default:
+		return Answer{}, classify.Wrap(ErrEmptyAnswer, v)
+	}
+	a.Text = ch.Message.Content
+	return a, nil
+}
