@@ -26,8 +26,8 @@ import (
 	"google.golang.org/genai"
 
 	"github.com/tierguard/tierguard/breaker"
-	"github.com/tierguard/tierguard/fallback/gemini"
 	"github.com/tierguard/tierguard/fallback"
+	"github.com/tierguard/tierguard/fallback/gemini"
 	"github.com/tierguard/tierguard/internal/testbed/fakegemini"
 	"github.com/tierguard/tierguard/retry"
 	"github.com/tierguard/tierguard/validate"

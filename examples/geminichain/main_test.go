@@ -10,8 +10,8 @@ import (
 	"go.uber.org/goleak"
 	"google.golang.org/genai"
 
-	"github.com/tierguard/tierguard/fallback/gemini"
 	"github.com/tierguard/tierguard/fallback"
+	"github.com/tierguard/tierguard/fallback/gemini"
 	"github.com/tierguard/tierguard/internal/testbed/fakegemini"
 )
 

@@ -29,9 +29,9 @@ import (
 
 	"github.com/tierguard/tierguard/breaker"
 	"github.com/tierguard/tierguard/classify"
+	"github.com/tierguard/tierguard/fallback"
 	"github.com/tierguard/tierguard/fallback/gemini"
 	"github.com/tierguard/tierguard/fallback/oaicompat"
-	"github.com/tierguard/tierguard/fallback"
 	"github.com/tierguard/tierguard/internal/testbed/fakegemini"
 	"github.com/tierguard/tierguard/retry"
 	"github.com/tierguard/tierguard/validate"

@@ -16,8 +16,8 @@ import (
 	"google.golang.org/genai"
 
 	"github.com/tierguard/tierguard/classify"
-	"github.com/tierguard/tierguard/fallback/gemini"
 	"github.com/tierguard/tierguard/fallback"
+	"github.com/tierguard/tierguard/fallback/gemini"
 	"github.com/tierguard/tierguard/internal/testbed/fakegemini"
 	"github.com/tierguard/tierguard/retry"
 )

@@ -16,8 +16,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tierguard/tierguard/fallback/oaicompat"
 	"github.com/tierguard/tierguard/fallback"
+	"github.com/tierguard/tierguard/fallback/oaicompat"
 	"github.com/tierguard/tierguard/internal/testbed/corpus"
 	"github.com/tierguard/tierguard/retry"
 )

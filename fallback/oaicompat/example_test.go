@@ -8,8 +8,8 @@ import (
 	oai "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
-	"github.com/tierguard/tierguard/fallback/oaicompat"
 	"github.com/tierguard/tierguard/fallback"
+	"github.com/tierguard/tierguard/fallback/oaicompat"
 	"github.com/tierguard/tierguard/internal/testbed/fakegemini"
 )
 

@@ -13,8 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tierguard/tierguard/classify"
-	"github.com/tierguard/tierguard/fallback/oaicompat"
 	"github.com/tierguard/tierguard/fallback"
+	"github.com/tierguard/tierguard/fallback/oaicompat"
 	"github.com/tierguard/tierguard/internal/testbed/fakegemini"
 )
 

@@ -11,8 +11,8 @@ import (
 	"github.com/openai/openai-go/v3/shared"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tierguard/tierguard/fallback/oaicompat"
 	"github.com/tierguard/tierguard/fallback"
+	"github.com/tierguard/tierguard/fallback/oaicompat"
 	"github.com/tierguard/tierguard/internal/testbed/fakegemini"
 	"github.com/tierguard/tierguard/retry"
 	"github.com/tierguard/tierguard/validate"

@@ -16,8 +16,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tierguard/tierguard/classify"
-	"github.com/tierguard/tierguard/fallback/oaicompat"
 	"github.com/tierguard/tierguard/fallback"
+	"github.com/tierguard/tierguard/fallback/oaicompat"
 )
 
 func sseServer(t *testing.T, body string) *oai.Client {
