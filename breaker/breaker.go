@@ -1,6 +1,7 @@
 package breaker
 
 import (
+	"context"
 	"errors"
 	"math"
 	"math/rand/v2"
@@ -39,7 +40,7 @@ func (s State) String() string {
 }
 
 // ErrOpen reports that a breaker rejected a call. Errors returned by Allow
-// and Execute for a rejection match it with errors.Is.
+// and Do for a rejection match it with errors.Is.
 var ErrOpen = errors.New("tierguard: circuit open")
 
 // OpenError is the rejection of an open (or saturated half-open) breaker.
@@ -162,7 +163,7 @@ type Breaker struct {
 	trips  int
 	member Member
 
-	// listeners are added by Subscribe; copy-on-write under mu.
+	// listeners are added by Observe; copy-on-write under mu.
 	listeners atomic.Pointer[[]*listener]
 }
 
@@ -198,19 +199,6 @@ func (b *Breaker) Name() string { return b.name }
 
 // State returns the current state.
 func (b *Breaker) State() State { return b.cur.Load().state }
-
-// OpenError returns the error Allow would return now if the breaker is open,
-// and nil otherwise (closed, or half-open). It takes nothing: no token, no
-// probe. Callers use it to skip work, such as reading the clock or taking a
-// bulkhead slot, that an open breaker would waste; an error it returns
-// counts as a refused call in Counts.
-func (b *Breaker) OpenError() error {
-	if ph := b.cur.Load(); ph.state == Open {
-		b.reject()
-		return ph.rejection
-	}
-	return nil
-}
 
 // Generation returns the current state's generation number.
 func (b *Breaker) Generation() uint64 { return b.cur.Load().gen }
@@ -531,9 +519,6 @@ func (b *Breaker) announce(tr Transition, publish bool) {
 	if publish && b.member != nil {
 		b.member.Transitioned(tr)
 	}
-	if b.cfg.OnStateChange != nil {
-		b.cfg.OnStateChange(tr)
-	}
 	if ls := b.listeners.Load(); ls != nil {
 		for _, l := range *ls {
 			l.fn(tr)
@@ -541,11 +526,11 @@ func (b *Breaker) announce(tr Transition, publish bool) {
 	}
 }
 
-// Subscribe calls fn after every transition from now on, like
-// Config.OnStateChange: outside any lock, in the goroutine that caused the
-// transition. It returns a function that removes fn. Instrumentation such as
-// otelx uses it to watch breakers it did not create.
-func (b *Breaker) Subscribe(fn func(Transition)) (unsubscribe func()) {
+// Observe calls fn after every transition from now on, outside any lock,
+// in the goroutine that caused the transition, until the returned function
+// is called. Instrumentation such as otelx uses it to watch breakers it did
+// not create.
+func (b *Breaker) Observe(fn func(Transition)) (remove func()) {
 	l := &listener{fn: fn}
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -611,10 +596,12 @@ func (b *Breaker) force(to State, reason string) {
 	b.announce(tr, true)
 }
 
-// Execute runs fn if b allows it and reports fn's outcome with the
-// breaker's Config.Outcome. A panic in fn releases a probe slot without
-// deciding anything, then continues.
-func Execute[T any](b *Breaker, fn func() (T, error)) (T, error) {
+// Do runs fn with ctx if b allows it and reports fn's outcome with the
+// breaker's Config.Outcome. Like bulkhead.Do and retry.Do, it leaves ctx to
+// fn: a call that fails because ctx ended counts as Ignored under the
+// default outcome. A panic in fn releases a probe slot without deciding
+// anything, then continues.
+func Do[T any](ctx context.Context, b *Breaker, fn func(context.Context) (T, error)) (T, error) {
 	tok, err := b.Allow()
 	if err != nil {
 		var zero T
@@ -626,7 +613,7 @@ func Execute[T any](b *Breaker, fn func() (T, error)) (T, error) {
 			tok.Done(Ignored)
 		}
 	}()
-	v, err := fn()
+	v, err := fn(ctx)
 	done = true
 	tok.Report(err)
 	return v, err

@@ -45,13 +45,23 @@ func (r *recorder) steps() []string {
 func newBreaker(t *testing.T, cfg breaker.Config) (*breaker.Breaker, *recorder) {
 	t.Helper()
 	rec := &recorder{}
-	cfg.OnStateChange = rec.hook
 	if cfg.Name == "" {
 		cfg.Name = "pro"
 	}
 	b, err := breaker.New(cfg)
 	require.NoError(t, err)
+	b.Observe(rec.hook)
 	return b, rec
+}
+
+// peek returns the error Allow would return if the breaker is open, nil
+// otherwise, taking no probe.
+func peek(b *breaker.Breaker) error {
+	if b.State() != breaker.Open {
+		return nil
+	}
+	_, err := b.Allow()
+	return err
 }
 
 func call(t *testing.T, b *breaker.Breaker, o breaker.Outcome) {
@@ -402,14 +412,15 @@ func TestHookRunsOutsideTheLock(t *testing.T) {
 		var b *breaker.Breaker
 		var reentered atomic.Bool
 		var err error
-		b, err = breaker.New(breaker.Config{ConsecutiveFailures: 1, OnStateChange: func(tr breaker.Transition) {
+		b, err = breaker.New(breaker.Config{ConsecutiveFailures: 1})
+		require.NoError(t, err)
+		b.Observe(func(tr breaker.Transition) {
 			// Re-entering the breaker from the hook must not deadlock.
 			assert.Equal(t, tr.To, b.State())
 			if reentered.CompareAndSwap(false, true) {
 				b.Reset()
 			}
-		}})
-		require.NoError(t, err)
+		})
 		call(t, b, breaker.Failure)
 		assert.Equal(t, breaker.Closed, b.State())
 	})
@@ -417,13 +428,13 @@ func TestHookRunsOutsideTheLock(t *testing.T) {
 
 func TestExecute(t *testing.T) {
 	b, _ := newBreaker(t, breaker.Config{ConsecutiveFailures: 1, HalfOpenProbes: 1})
-	out, err := breaker.Execute(b, func() (string, error) { return "ok", nil })
+	out, err := breaker.Do(context.Background(), b, func(context.Context) (string, error) { return "ok", nil })
 	require.NoError(t, err)
 	assert.Equal(t, "ok", out)
 
-	_, err = breaker.Execute(b, func() (string, error) { return "", errors.New("boom") })
+	_, err = breaker.Do(context.Background(), b, func(context.Context) (string, error) { return "", errors.New("boom") })
 	require.EqualError(t, err, "boom")
-	_, err = breaker.Execute(b, func() (string, error) { return "never", nil })
+	_, err = breaker.Do(context.Background(), b, func(context.Context) (string, error) { return "never", nil })
 	require.ErrorIs(t, err, breaker.ErrOpen)
 }
 
@@ -435,9 +446,9 @@ func TestExecutePanicFreesProbe(t *testing.T) {
 		synctest.Wait()
 		require.Equal(t, breaker.HalfOpen, b.State())
 		assert.Panics(t, func() {
-			_, _ = breaker.Execute(b, func() (int, error) { panic("tier exploded") })
+			_, _ = breaker.Do(context.Background(), b, func(context.Context) (int, error) { panic("tier exploded") })
 		})
-		_, err := breaker.Execute(b, func() (int, error) { return 1, nil })
+		_, err := breaker.Do(context.Background(), b, func(context.Context) (int, error) { return 1, nil })
 		require.NoError(t, err, "the panicking probe released its slot")
 		assert.Equal(t, breaker.Closed, b.State())
 	})
@@ -456,7 +467,7 @@ func TestInvalidConfig(t *testing.T) {
 }
 
 func TestGroup(t *testing.T) {
-	g, err := breaker.NewGroup(breaker.Config{Name: "gemini", ConsecutiveFailures: 1}, 2, breaker.WithKeysInNames())
+	g, err := breaker.NewGroup(breaker.Config{Name: "gemini", ConsecutiveFailures: 1, KeysInNames: true}, 2)
 	require.NoError(t, err)
 	pro, flash := g.Get("pro"), g.Get("flash")
 	assert.Same(t, pro, g.Get("pro"))
@@ -535,8 +546,8 @@ func TestClosedPathAllocatesNothing(t *testing.T) {
 func TestSubscribe(t *testing.T) {
 	b, _ := newBreaker(t, breaker.Config{ConsecutiveFailures: 1})
 	var got []string
-	unsubscribe := b.Subscribe(func(tr breaker.Transition) { got = append(got, tr.To.String()) })
-	other := b.Subscribe(func(breaker.Transition) {})
+	unsubscribe := b.Observe(func(tr breaker.Transition) { got = append(got, tr.To.String()) })
+	other := b.Observe(func(breaker.Transition) {})
 	call(t, b, breaker.Failure)
 	unsubscribe()
 	other()
@@ -564,21 +575,21 @@ func TestGroupOnMember(t *testing.T) {
 	require.NoError(t, err)
 	g.Get("pro")
 	var members []string
-	g.OnMember(func(key string, _ *breaker.Breaker) { members = append(members, key) })
+	g.Observe(func(key string, _ *breaker.Breaker) { members = append(members, key) })
 	g.Get("flash")
 	g.Get("flash")
-	assert.ElementsMatch(t, []string{"pro", breaker.OverflowKey, "flash"}, members)
+	assert.ElementsMatch(t, []string{"pro", "_overflow", "flash"}, members)
 }
 
 func TestOpenErrorPeeksWithoutTakingAnything(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b, _ := newBreaker(t, breaker.Config{ConsecutiveFailures: 1, Cooldown: time.Second})
-		assert.NoError(t, b.OpenError())
+		assert.NoError(t, peek(b))
 		call(t, b, breaker.Failure)
-		require.ErrorIs(t, b.OpenError(), breaker.ErrOpen)
+		require.ErrorIs(t, peek(b), breaker.ErrOpen)
 		time.Sleep(time.Second)
 		synctest.Wait()
-		assert.NoError(t, b.OpenError(), "half-open: the peek takes no probe")
+		assert.NoError(t, peek(b), "half-open: the peek takes no probe")
 		probe, err := b.Allow()
 		require.NoError(t, err, "the probe is still free")
 		probe.Done(breaker.Success)
@@ -588,7 +599,7 @@ func TestOpenErrorPeeksWithoutTakingAnything(t *testing.T) {
 func TestTransitionSaysWhenForced(t *testing.T) {
 	var forced []bool
 	b, _ := newBreaker(t, breaker.Config{ConsecutiveFailures: 1})
-	b.Subscribe(func(tr breaker.Transition) { forced = append(forced, tr.Forced) })
+	b.Observe(func(tr breaker.Transition) { forced = append(forced, tr.Forced) })
 	b.ForceOpen()
 	b.ForceClosed()
 	b.Reset()
@@ -718,7 +729,7 @@ func TestUnreportedProbeIsWrittenOff(t *testing.T) {
 		require.Equal(t, breaker.Open, b.State(), "written off after MaxHalfOpenWait")
 		assert.Equal(t, "half_open->open (probe timed out)", rec.steps()[len(rec.steps())-1])
 		var oe *breaker.OpenError
-		require.ErrorAs(t, b.OpenError(), &oe)
+		require.ErrorAs(t, peek(b), &oe)
 		assert.Equal(t, 2*time.Second, oe.RetryIn(), "a timed-out probe is a failed one: the cooldown grows")
 
 		time.Sleep(2 * time.Second)
@@ -886,7 +897,7 @@ func TestCounts(t *testing.T) {
 			_, err := b.Allow()
 			require.Error(t, err)
 		}
-		require.Error(t, b.OpenError())
+		require.Error(t, peek(b))
 		assert.Equal(t, breaker.Counts{State: breaker.Open, Generation: 1, Rejected: 4}, b.Counts())
 
 		time.Sleep(time.Second)
@@ -915,9 +926,11 @@ func TestGroupKeysStayOutOfSignals(t *testing.T) {
 	const tenant = "TENANT-4242"
 	var names []string
 	store := &joinRecorder{}
-	g, err := breaker.NewGroup(breaker.Config{Name: "pro", ConsecutiveFailures: 1, Store: store,
-		OnStateChange: func(tr breaker.Transition) { names = append(names, tr.Name) }}, 8)
+	g, err := breaker.NewGroup(breaker.Config{Name: "pro", ConsecutiveFailures: 1, Store: store}, 8)
 	require.NoError(t, err)
+	g.Observe(func(_ string, m *breaker.Breaker) {
+		m.Observe(func(tr breaker.Transition) { names = append(names, tr.Name) })
+	})
 	b := g.Get(tenant)
 	assert.Equal(t, b, g.Get(tenant))
 	call(t, b, breaker.Failure)
@@ -933,12 +946,12 @@ func TestGroupKeysStayOutOfSignals(t *testing.T) {
 	assert.Equal(t, "pro/"+tenant, b.Config().Name, "the configuration keeps the key")
 	assert.Contains(t, store.names, "pro/"+tenant, "and so does the store's Join")
 	g.Each(func(key string, m *breaker.Breaker) {
-		if key == breaker.OverflowKey {
-			assert.Equal(t, "pro/"+breaker.OverflowKey, m.Name(), "the overflow member is no secret")
+		if key == "_overflow" {
+			assert.Equal(t, "pro/"+"_overflow", m.Name(), "the overflow member is no secret")
 		}
 	})
 
-	shown, err := breaker.NewGroup(breaker.Config{Name: "gemini"}, 8, breaker.WithKeysInNames())
+	shown, err := breaker.NewGroup(breaker.Config{Name: "gemini", KeysInNames: true}, 8)
 	require.NoError(t, err)
 	assert.Equal(t, "gemini/flash", shown.Get("flash").Name())
 }

@@ -87,15 +87,18 @@ type Config struct {
 	MaxHalfOpenWait time.Duration
 
 	// Outcome decides how an error counts; nil means OutcomeOf (the
-	// default class table). Used by Execute and Token.Report.
+	// default class table). Used by Do and Token.Report.
 	Outcome func(err error) Outcome
-
-	// OnStateChange is called after every transition, outside any lock, in
-	// the goroutine that caused it (a request, or the cooldown timer).
-	OnStateChange func(Transition)
 
 	// Store shares state with other processes; nil keeps it local.
 	Store Store
+
+	// KeysInNames makes a Group name its members Name+"/"+key in errors,
+	// transitions, logs and metrics, the key as it is. Use it when the keys
+	// are public values, such as model names; without it a member goes by
+	// Name+"/#"+ a short hash of its key (see Group). Outside a Group it
+	// changes nothing.
+	KeysInNames bool
 }
 
 // Outcome is how one call counts for the breaker.

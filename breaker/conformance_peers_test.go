@@ -386,7 +386,7 @@ func pollyConfig() breaker.Config {
 func TestPollyCtorEnsureDefaults(t *testing.T) {
 	b, _ := newBreaker(t, pollyConfig())
 	assert.Equal(t, breaker.Closed, b.State())
-	assert.NoError(t, b.OpenError())
+	assert.NoError(t, peek(b))
 }
 
 // Polly CircuitStateControllerTests IsolateAsync_Ok and BreakAsync_Ok: an
@@ -395,7 +395,7 @@ func TestPollyCtorEnsureDefaults(t *testing.T) {
 func TestPollyIsolateAndClose(t *testing.T) {
 	b, rec := newBreaker(t, pollyConfig())
 	var forced []bool
-	b.Subscribe(func(tr breaker.Transition) { forced = append(forced, tr.Forced) })
+	b.Observe(func(tr breaker.Transition) { forced = append(forced, tr.Forced) })
 	b.ForceOpen()
 	_, err := b.Allow()
 	var oe *breaker.OpenError
@@ -519,7 +519,7 @@ func TestPollyBreakDurationGrowsWithHalfOpenAttempts(t *testing.T) {
 		var waits []time.Duration
 		next := func() {
 			var oe *breaker.OpenError
-			require.ErrorAs(t, b.OpenError(), &oe)
+			require.ErrorAs(t, peek(b), &oe)
 			waits = append(waits, oe.RetryIn())
 			elapse(oe.RetryIn())
 		}
@@ -543,7 +543,7 @@ func TestPollyBreakDurationNotOverflow(t *testing.T) {
 		for range 3 {
 			outcomes(t, b, "f")
 			var oe *breaker.OpenError
-			require.ErrorAs(t, b.OpenError(), &oe)
+			require.ErrorAs(t, peek(b), &oe)
 			assert.Positive(t, oe.RetryIn())
 			b.ForceOpen()
 			b.Reset()

@@ -217,7 +217,9 @@ func TestGobreakerRollingWindow(t *testing.T) {
 // panics).
 func TestGobreakerPanicInRequest(t *testing.T) {
 	b, _ := newBreaker(t, breaker.Config{FailureRatio: 0.5})
-	assert.Panics(t, func() { _, _ = breaker.Execute(b, func() (bool, error) { panic("oops") }) })
+	assert.Panics(t, func() {
+		_, _ = breaker.Do(context.Background(), b, func(context.Context) (bool, error) { panic("oops") })
+	})
 	assert.Equal(t, breaker.Counts{State: breaker.Closed}, b.Counts())
 }
 
@@ -240,7 +242,7 @@ func TestGobreakerGeneration(t *testing.T) {
 func TestGobreakerCustomIsSuccessful(t *testing.T) {
 	b, _ := newBreaker(t, breaker.Config{ConsecutiveFailures: 5, FailureRatio: 0.5, Outcome: func(error) breaker.Outcome { return breaker.Success }})
 	for range 5 {
-		_, err := breaker.Execute(b, func() (int, error) { return 0, errBoom })
+		_, err := breaker.Do(context.Background(), b, func(context.Context) (int, error) { return 0, errBoom })
 		require.ErrorIs(t, err, errBoom)
 	}
 	assert.Equal(t, breaker.Closed, b.State())
@@ -249,7 +251,7 @@ func TestGobreakerCustomIsSuccessful(t *testing.T) {
 
 	b, _ = newBreaker(t, breaker.Config{ConsecutiveFailures: 6})
 	for range 6 {
-		_, _ = breaker.Execute(b, func() (int, error) { return 0, errBoom })
+		_, _ = breaker.Do(context.Background(), b, func(context.Context) (int, error) { return 0, errBoom })
 	}
 	assert.Equal(t, breaker.Open, b.State())
 }
@@ -291,15 +293,15 @@ func TestGobreakerExcludedAndSuccessful(t *testing.T) {
 		return breaker.OutcomeOf(err)
 	}})
 	for range 3 {
-		_, _ = breaker.Execute(b, func() (int, error) { return 0, excluded })
+		_, _ = breaker.Do(context.Background(), b, func(context.Context) (int, error) { return 0, excluded })
 	}
 	assert.Zero(t, b.Counts().Calls, "excluded errors are not counted")
 	for range 3 {
-		_, _ = breaker.Execute(b, func() (int, error) { return 1, nil })
+		_, _ = breaker.Do(context.Background(), b, func(context.Context) (int, error) { return 1, nil })
 	}
 	assert.Equal(t, int64(3), b.Counts().Calls)
 	for range 2 {
-		_, _ = breaker.Execute(b, func() (int, error) { return 0, errBoom })
+		_, _ = breaker.Do(context.Background(), b, func(context.Context) (int, error) { return 0, errBoom })
 	}
 	c := b.Counts()
 	assert.Equal(t, int64(5), c.Calls)
@@ -540,7 +542,7 @@ func TestFailsafeHalfOpenSuccessWithSuccessThresholdAndFailureRatio(t *testing.T
 func TestFailsafeRemainingDelayInHalfOpenState(t *testing.T) {
 	conformance(t, breaker.Config{ConsecutiveFailures: 1, Cooldown: time.Second}, func(t *testing.T, b *breaker.Breaker, _ *recorder) {
 		halfOpen(t, b)
-		assert.NoError(t, b.OpenError())
+		assert.NoError(t, peek(b))
 		p, err := b.Allow()
 		require.NoError(t, err)
 		_, err = b.Allow()
@@ -574,16 +576,16 @@ func TestFailsafeTryAcquirePermit(t *testing.T) {
 // with time, and nothing is left when closed or once the delay is over.
 func TestFailsafeRemainingDelay(t *testing.T) {
 	conformance(t, breaker.Config{ConsecutiveFailures: 1, Cooldown: time.Second}, func(t *testing.T, b *breaker.Breaker, _ *recorder) {
-		assert.NoError(t, b.OpenError())
+		assert.NoError(t, peek(b))
 		outcomes(t, b, "f")
 		var oe *breaker.OpenError
-		require.ErrorAs(t, b.OpenError(), &oe)
+		require.ErrorAs(t, peek(b), &oe)
 		assert.Equal(t, time.Second, oe.RetryIn())
 		elapse(110 * time.Millisecond)
 		assert.Equal(t, 890*time.Millisecond, oe.RetryIn())
 		elapse(time.Second)
 		assert.Zero(t, oe.RetryIn())
-		assert.NoError(t, b.OpenError())
+		assert.NoError(t, peek(b))
 	})
 }
 
@@ -595,7 +597,7 @@ func TestFailsafeShouldDefaultDelay(t *testing.T) {
 		outcomes(t, b, "f")
 		require.Equal(t, breaker.Open, b.State())
 		var oe *breaker.OpenError
-		require.ErrorAs(t, b.OpenError(), &oe)
+		require.ErrorAs(t, peek(b), &oe)
 		assert.Equal(t, breaker.DefaultCooldown, oe.RetryIn())
 	})
 }
@@ -640,7 +642,7 @@ func TestFailsafeRejectInitialExecutionWhenOpen(t *testing.T) {
 	b, _ := newBreaker(t, breaker.Config{})
 	b.ForceOpen()
 	called := false
-	_, err := breaker.Execute(b, func() (int, error) { called = true; return 0, nil })
+	_, err := breaker.Do(context.Background(), b, func(context.Context) (int, error) { called = true; return 0, nil })
 	assert.ErrorIs(t, err, breaker.ErrOpen)
 	assert.False(t, called)
 	assert.Equal(t, breaker.Open, b.State())
@@ -655,13 +657,13 @@ func TestFailsafeRejectExcessiveAttemptsWhenHalfOpen(t *testing.T) {
 		var wg sync.WaitGroup
 		for range 3 {
 			wg.Go(func() {
-				_, err := breaker.Execute(b, func() (int, error) { time.Sleep(time.Minute); return 0, nil })
+				_, err := breaker.Do(context.Background(), b, func(context.Context) (int, error) { time.Sleep(time.Minute); return 0, nil })
 				assert.NoError(t, err)
 			})
 		}
 		synctest.Wait()
 		for range 5 {
-			_, err := breaker.Execute(b, func() (int, error) { return 0, nil })
+			_, err := breaker.Do(context.Background(), b, func(context.Context) (int, error) { return 0, nil })
 			assert.ErrorIs(t, err, breaker.ErrOpen)
 		}
 		wg.Wait()
@@ -674,9 +676,9 @@ func TestFailsafeRejectExcessiveAttemptsWhenHalfOpen(t *testing.T) {
 func TestFailsafeErrOpenAfterFailuresExceeded(t *testing.T) {
 	b, _ := newBreaker(t, breaker.Config{ConsecutiveFailures: 2, Cooldown: 10 * time.Second})
 	for range 2 {
-		_, _ = breaker.Execute(b, func() (bool, error) { return false, errBoom })
+		_, _ = breaker.Do(context.Background(), b, func(context.Context) (bool, error) { return false, errBoom })
 	}
-	_, err := breaker.Execute(b, func() (bool, error) { return true, nil })
+	_, err := breaker.Do(context.Background(), b, func(context.Context) (bool, error) { return true, nil })
 	assert.ErrorIs(t, err, breaker.ErrOpen)
 	assert.Equal(t, breaker.Open, b.State())
 	b.Reset()
@@ -691,13 +693,12 @@ func TestFailsafeWithRejectedRetries(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b, _ := newBreaker(t, breaker.Config{ConsecutiveFailures: 3})
 		calls, attempts := 0, 0
-		err := retry.Do(context.Background(), retry.Policy{MaxAttempts: 7, BaseDelay: time.Millisecond}, func(context.Context) error {
+		_, err := retry.Do(context.Background(), retry.Policy{MaxAttempts: 7, BaseDelay: time.Millisecond}, func(context.Context) (int, error) {
 			attempts++
-			_, err := breaker.Execute(b, func() (int, error) {
+			return breaker.Do(context.Background(), b, func(context.Context) (int, error) {
 				calls++
 				return 0, classify.Wrap(errBoom, classify.Verdict{Class: classify.Transient})
 			})
-			return err
 		})
 		assert.ErrorIs(t, err, breaker.ErrOpen, "the refusal is returned as it is")
 		assert.Equal(t, 3, calls)

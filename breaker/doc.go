@@ -24,7 +24,7 @@
 // closed can neither close nor reopen a later half-open breaker.
 //
 // Use Allow and Token.Done directly (what the fallback chain does), or
-// Execute around a function. Counts is a snapshot of the current state's
+// Do around a function. Counts is a snapshot of the current state's
 // figures. ForceOpen, ForceClosed and Reset serve drills. A Group keeps one
 // breaker per key (model × endpoint), its members named so that a tenant
 // key never reaches a log or a metric in clear. A Store shares state across
@@ -66,7 +66,7 @@
 //   - Slow calls count in half-open: when ProbeSuccesses probes have
 //     succeeded, the breaker reopens if the slow ones reach SlowCallRatio
 //     (as resilience4j evaluates the half-open calls), instead of closing.
-//   - A panic counts as nothing: Execute frees the probe slot and lets the
+//   - A panic counts as nothing: Do frees the probe slot and lets the
 //     panic go on. gobreaker counts it as a failure.
 //   - Errors are classified: 4xx, safety blocks, rejected outputs and the
 //     caller's cancel are Ignored rather than failures. The peers count

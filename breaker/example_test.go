@@ -1,6 +1,7 @@
 package breaker_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -8,21 +9,21 @@ import (
 	"github.com/tierguard/tierguard/breaker"
 )
 
-func Example() {
+func ExampleNew() {
 	b, err := breaker.New(breaker.Config{
 		Name:                "gemini-pro",
 		ConsecutiveFailures: 2,
 		Cooldown:            30 * time.Second,
-		OnStateChange: func(t breaker.Transition) {
-			fmt.Printf("%s: %v -> %v (%s)\n", t.Name, t.From, t.To, t.Reason)
-		},
 	})
 	if err != nil {
 		panic(err)
 	}
+	b.Observe(func(t breaker.Transition) {
+		fmt.Printf("%s: %v -> %v (%s)\n", t.Name, t.From, t.To, t.Reason)
+	})
 	overloaded := errors.New("503 UNAVAILABLE")
 	for range 3 {
-		_, err := breaker.Execute(b, func() (string, error) {
+		_, err := breaker.Do(context.Background(), b, func(context.Context) (string, error) {
 			return "", &statusError{code: 503, err: overloaded}
 		})
 		fmt.Println(err, errors.Is(err, breaker.ErrOpen))

@@ -37,7 +37,7 @@ func FuzzBreakerOps(f *testing.F) {
 			}
 			var mu sync.Mutex
 			last := breaker.Closed
-			b.Subscribe(func(tr breaker.Transition) {
+			b.Observe(func(tr breaker.Transition) {
 				mu.Lock()
 				defer mu.Unlock()
 				legal := tr.From == last && (tr.From == breaker.Closed && tr.To == breaker.Open ||

@@ -6,8 +6,8 @@ import (
 	"github.com/tierguard/tierguard/internal/keyed"
 )
 
-// OverflowKey names the breaker that keys beyond a Group's limit share.
-const OverflowKey = "_overflow"
+// overflowKey names the breaker that keys beyond a Group's limit share.
+const overflowKey = "_overflow"
 
 // Group holds one breaker per key — typically model × endpoint — created on
 // first use from the same Config. The number of keys is bounded: keys
@@ -17,33 +17,19 @@ const OverflowKey = "_overflow"
 // A member's Config.Name is cfg.Name+"/"+key; a Store knows it by that name
 // (the Redis store keeps only a hash of it). In errors, transitions, logs
 // and metrics a member goes by cfg.Name+"/#"+ the first 12 hex digits of
-// the key's SHA-256, because a key is often a tenant or user id; build the
-// group WithKeysInNames to show the keys instead.
+// the key's SHA-256, because a key is often a tenant or user id; set
+// Config.KeysInNames to show the keys instead.
 type Group struct {
 	g *keyed.Group[*Breaker]
 }
 
-// GroupOption configures a Group.
-type GroupOption func(*groupOptions)
-
-type groupOptions struct{ keysInNames bool }
-
-// WithKeysInNames names each member cfg.Name+"/"+key in errors,
-// transitions, logs and metrics, the key as it is. Use it when the keys
-// are public values, such as model names.
-func WithKeysInNames() GroupOption { return func(o *groupOptions) { o.keysInNames = true } }
-
 // NewGroup returns a group of breakers configured by cfg; at most maxKeys
 // keys get their own breaker. The config is validated now.
-func NewGroup(cfg Config, maxKeys int, opts ...GroupOption) (*Group, error) {
+func NewGroup(cfg Config, maxKeys int) (*Group, error) {
 	if maxKeys <= 0 {
 		return nil, fmt.Errorf("breaker group %q: maxKeys must be positive, got %d", cfg.Name, maxKeys)
 	}
-	var o groupOptions
-	for _, opt := range opts {
-		opt(&o)
-	}
-	overflow, err := New(member(cfg, OverflowKey))
+	overflow, err := New(member(cfg, overflowKey))
 	if err != nil {
 		return nil, err
 	}
@@ -51,9 +37,9 @@ func NewGroup(cfg Config, maxKeys int, opts ...GroupOption) (*Group, error) {
 	// can fail later, and a store must fail open: such a key gets the
 	// overflow breaker rather than a refused call.
 	mk := func(key string) (*Breaker, error) {
-		return newNamed(member(cfg, key), keyed.Name(cfg.Name, key, o.keysInNames))
+		return newNamed(member(cfg, key), keyed.Name(cfg.Name, key, cfg.KeysInNames))
 	}
-	return &Group{g: keyed.New(mk, maxKeys, overflow, OverflowKey)}, nil
+	return &Group{g: keyed.New(mk, maxKeys, overflow, overflowKey)}, nil
 }
 
 func member(cfg Config, key string) Config {
@@ -64,11 +50,11 @@ func member(cfg Config, key string) Config {
 // Get returns key's breaker, creating it on first use.
 func (g *Group) Get(key string) *Breaker { return g.g.Get(key) }
 
-// OnMember calls fn for every member of the group — now, and for each one
+// Observe calls fn for every member of the group — now, and for each one
 // created later, as it is created (under the group's lock: fn must not call
-// back into the group). Instrumentation uses it to watch members as they
-// appear.
-func (g *Group) OnMember(fn func(key string, b *Breaker)) { g.g.OnMember(fn) }
+// back into the group) — until the returned function is called.
+// Instrumentation uses it to watch members as they appear.
+func (g *Group) Observe(fn func(key string, b *Breaker)) (remove func()) { return g.g.OnMember(fn) }
 
 // Each calls fn for every breaker of the group, the overflow one included.
 func (g *Group) Each(fn func(key string, b *Breaker)) { g.g.Each(fn) }

@@ -49,7 +49,7 @@ type Member interface {
 }
 
 // ApplyShared adopts a state another process published. A forced breaker
-// ignores it. The change is announced to OnStateChange with reason "shared"
+// ignores it. The change is announced to observers with reason "shared"
 // but not published back to the store.
 func (b *Breaker) ApplyShared(s Shared) {
 	b.mu.Lock()

@@ -39,71 +39,66 @@ func (e *FullError) Verdict() classify.Verdict {
 	return classify.Verdict{Class: classify.Rejected, Reason: "bulkhead full"}
 }
 
-// Observer receives the outcome of every acquisition that had to wait for a
-// slot. Fail-fast acquisitions are only counted (see Stats), unless the
-// observer is also a CallObserver.
-type Observer interface {
-	// Waited is called after a wait in the queue ended, with the time spent
-	// waiting and whether a slot was obtained.
-	Waited(name string, wait time.Duration, acquired bool)
-}
+// EventKind says what happened to one call at a bulkhead.
+type EventKind uint8
 
-// CallObserver is an Observer that also sees every call: each acquisition
-// that got a slot or was refused, queued or not (after Waited, for a queued
-// one), and each release. AddObserver and WithObserver detect it. Its
-// methods run on the caller's goroutine, on the acquisition path: keep them
-// short and never block. A bulkhead without call observers pays one atomic
-// load per acquisition and release for the feature.
-type CallObserver interface {
-	Observer
-	// Permitted is called after an acquisition got a slot.
-	Permitted(name string)
-	// Rejected is called after an acquisition was refused: the bulkhead
-	// was full, the queue was full, the wait ended, or the context ended.
-	Rejected(name string)
-	// Finished is called after a slot was released.
-	Finished(name string)
-}
+const (
+	// Permitted: an acquisition got a slot.
+	Permitted EventKind = iota
+	// Rejected: an acquisition was refused — the bulkhead was full, its
+	// queue was full, the wait ended, or the context ended.
+	Rejected
+	// Finished: a slot was released.
+	Finished
+)
 
-// Option configures a Bulkhead.
-type Option func(*Bulkhead) error
-
-// WithMaxWait lets an acquisition wait up to d for a slot, in a FIFO queue of
-// at most queue waiters; beyond the queue, acquisitions are rejected at once.
-// A wait never outlasts the acquiring context. The default is to fail fast:
-// waiting for a slot only moves the queue into your workers.
-func WithMaxWait(d time.Duration, queue int) Option {
-	return func(b *Bulkhead) error {
-		if d <= 0 {
-			return fmt.Errorf("bulkhead: max wait must be positive, got %v", d)
-		}
-		if queue <= 0 {
-			return fmt.Errorf("bulkhead: queue size must be positive, got %d", queue)
-		}
-		b.maxWait, b.queueMax = d, queue
-		return nil
+// String names the kind.
+func (k EventKind) String() string {
+	switch k {
+	case Permitted:
+		return "permitted"
+	case Rejected:
+		return "rejected"
+	case Finished:
+		return "finished"
 	}
+	return "invalid"
 }
 
-// WithKeysInNames makes a Group name its members prefix+"/"+key, the key as
-// it is, in errors and for observers and instrumentation. Use it when the
-// keys are public values, such as feature names; without it a member is
-// named prefix+"/#"+ the first 12 hex digits of the key's SHA-256, because
-// a key is often a tenant or user id. Outside a Group it changes nothing.
-func WithKeysInNames() Option {
-	return func(b *Bulkhead) error {
-		b.keysInNames = true
-		return nil
-	}
+// Event is one call at a bulkhead, as observers see it.
+type Event struct {
+	// Bulkhead is the bulkhead's name.
+	Bulkhead string
+	// Kind says what happened.
+	Kind EventKind
+	// Queued is set when the acquisition waited in the queue, and Wait is
+	// how long (Permitted and Rejected only).
+	Queued bool
+	Wait   time.Duration
 }
 
-// WithObserver reports every queued wait to o, and every call if o is a
-// CallObserver.
-func WithObserver(o Observer) Option {
-	return func(b *Bulkhead) error {
-		b.AddObserver(o)
-		return nil
-	}
+// Config configures a Bulkhead.
+type Config struct {
+	// Name names the bulkhead in errors and for observers; in a Group, the
+	// prefix of its members' names. Required.
+	Name string
+	// Max is the number of calls in flight at once. Required.
+	Max int
+	// MaxWait, when positive, lets an acquisition wait up to MaxWait for a
+	// slot, in a FIFO queue of at most Queue waiters; beyond the queue,
+	// acquisitions are refused at once. A wait never outlasts the acquiring
+	// context. 0, the default, fails fast: waiting for a slot only moves
+	// the queue into your workers.
+	MaxWait time.Duration
+	// Queue bounds the waiters; required with MaxWait.
+	Queue int
+	// KeysInNames makes a Group name its members Name+"/"+key, the key as it
+	// is, in errors and for observers and instrumentation. Use it when the
+	// keys are public values, such as feature names; without it a member is
+	// named Name+"/#"+ the first 12 hex digits of the key's SHA-256, because
+	// a key is often a tenant or user id. Outside a Group it changes
+	// nothing.
+	KeysInNames bool
 }
 
 // cacheLine is the size the hot counters are padded to.
@@ -124,12 +119,8 @@ type Bulkhead struct {
 	full     *FullError
 	maxWait  time.Duration
 	queueMax int
-	// keysInNames is set by WithKeysInNames, for a Group to read.
-	keysInNames bool
-	// observers are added by AddObserver; copy-on-write. calls are the
-	// CallObservers among them.
-	observers atomic.Pointer[[]Observer]
-	calls     atomic.Pointer[[]CallObserver]
+	// observers are added by Observe; copy-on-write, nil when none.
+	observers atomic.Pointer[[]func(Event)]
 
 	_ [cacheLine]byte
 	// waiting counts queued acquisitions; the fast path defers to them so a
@@ -149,6 +140,7 @@ type Bulkhead struct {
 	_       [cacheLine]byte
 	obsMu   sync.Mutex
 	obsList []*observerEntry
+	cfg     Config
 
 	mu    sync.Mutex
 	queue []*waiter
@@ -158,19 +150,29 @@ type waiter struct {
 	ready chan struct{}
 }
 
-// New returns a bulkhead named name with max slots.
-func New(name string, max int, opts ...Option) (*Bulkhead, error) {
-	if max <= 0 {
-		return nil, fmt.Errorf("bulkhead %q: max must be positive, got %d", name, max)
+// New returns a bulkhead, or an error naming every invalid field.
+func New(cfg Config) (*Bulkhead, error) {
+	var errs []error
+	if cfg.Max <= 0 {
+		errs = append(errs, fmt.Errorf("Max must be positive, got %d", cfg.Max))
 	}
-	b := &Bulkhead{name: name, max: int64(max), full: &FullError{Name: name, Max: max}}
-	for _, o := range opts {
-		if err := o(b); err != nil {
-			return nil, fmt.Errorf("bulkhead %q: %w", name, err)
-		}
+	switch {
+	case cfg.MaxWait < 0:
+		errs = append(errs, fmt.Errorf("MaxWait must not be negative, got %v", cfg.MaxWait))
+	case cfg.MaxWait > 0 && cfg.Queue <= 0:
+		errs = append(errs, fmt.Errorf("Queue must be positive with a MaxWait, got %d", cfg.Queue))
+	case cfg.MaxWait == 0 && cfg.Queue != 0:
+		errs = append(errs, fmt.Errorf("Queue %d without a MaxWait", cfg.Queue))
 	}
-	return b, nil
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("bulkhead %q: %w", cfg.Name, err)
+	}
+	return &Bulkhead{name: cfg.Name, max: int64(cfg.Max), full: &FullError{Name: cfg.Name, Max: cfg.Max},
+		maxWait: cfg.MaxWait, queueMax: cfg.Queue, cfg: cfg}, nil
 }
+
+// Config returns the bulkhead's configuration.
+func (b *Bulkhead) Config() Config { return b.cfg }
 
 // Name returns the bulkhead's name.
 func (b *Bulkhead) Name() string { return b.name }
@@ -190,27 +192,28 @@ func (b *Bulkhead) TryAcquire() bool {
 }
 
 // permitted counts and reports an acquisition that got a slot. Without
-// call observers it is an add and a load, inlined.
+// observers it is an add and a load, inlined.
 func (b *Bulkhead) permitted() {
 	b.accepted.Add(1)
-	if b.calls.Load() != nil {
-		b.tell(CallObserver.Permitted)
+	if b.observers.Load() != nil {
+		b.tell(Event{Kind: Permitted})
 	}
 }
 
 // refused counts and reports a refused acquisition.
 func (b *Bulkhead) refused() {
 	b.rejected.Add(1)
-	if b.calls.Load() != nil {
-		b.tell(CallObserver.Rejected)
+	if b.observers.Load() != nil {
+		b.tell(Event{Kind: Rejected})
 	}
 }
 
-// tell calls event on every call observer.
-func (b *Bulkhead) tell(event func(CallObserver, string)) {
-	if cs := b.calls.Load(); cs != nil {
-		for _, c := range *cs {
-			event(c, b.name)
+// tell hands e to every observer.
+func (b *Bulkhead) tell(e Event) {
+	if os := b.observers.Load(); os != nil {
+		e.Bulkhead = b.name
+		for _, o := range *os {
+			o(e)
 		}
 	}
 }
@@ -234,7 +237,7 @@ func (b *Bulkhead) take() bool {
 	}
 }
 
-// Acquire takes a slot. Without WithMaxWait it fails at once with a
+// Acquire takes a slot. Without a MaxWait it fails at once with a
 // *FullError (matching ErrFull) when none is free. With it, it queues and
 // waits until a slot frees, the wait ends (ErrFull), or ctx ends (ctx's
 // error). Every successful Acquire must be paired with one Release.
@@ -283,8 +286,7 @@ func (b *Bulkhead) wait(ctx context.Context) error {
 	select {
 	case <-w.ready:
 		timer.Stop()
-		b.observe(time.Since(start), true)
-		b.permitted()
+		b.queuedEnd(time.Since(start), true)
 		return nil
 	case <-timer.C:
 	case <-ctx.Done():
@@ -301,13 +303,11 @@ func (b *Bulkhead) wait(ctx context.Context) error {
 		if ctxErr != nil {
 			b.release() // never handed to the caller: no Finished
 		} else {
-			b.observe(time.Since(start), true)
-			b.permitted()
+			b.queuedEnd(time.Since(start), true)
 			return nil
 		}
 	}
-	b.observe(time.Since(start), false)
-	b.refused()
+	b.queuedEnd(time.Since(start), false)
 	if ctxErr != nil {
 		return ctxErr
 	}
@@ -330,20 +330,26 @@ func (b *Bulkhead) dequeue(w *waiter) bool {
 	return false
 }
 
-func (b *Bulkhead) observe(wait time.Duration, ok bool) {
-	if os := b.observers.Load(); os != nil {
-		for _, o := range *os {
-			o.Waited(b.name, wait, ok)
-		}
+// queuedEnd counts and reports the end of a wait in the queue.
+func (b *Bulkhead) queuedEnd(wait time.Duration, acquired bool) {
+	e := Event{Kind: Rejected, Queued: true, Wait: wait}
+	if acquired {
+		e.Kind = Permitted
+		b.accepted.Add(1)
+	} else {
+		b.rejected.Add(1)
 	}
+	b.tell(e)
 }
 
-// AddObserver reports every queued wait from now on to o, in addition to
-// the observers already added, and returns the function that removes it;
-// every call too if o is a CallObserver. Instrumentation such as otelx uses
-// it to watch bulkheads it did not create.
-func (b *Bulkhead) AddObserver(o Observer) (remove func()) {
-	entry := &observerEntry{o}
+// Observe hands every call at the bulkhead from now on to fn — each
+// acquisition permitted or rejected (with its wait, if it queued) and each
+// release — and returns the function that stops it. fn runs on the
+// caller's goroutine, on the acquisition path: keep it short and never
+// block. A bulkhead without observers pays one atomic load per
+// acquisition and release for the feature.
+func (b *Bulkhead) Observe(fn func(Event)) (remove func()) {
+	entry := &observerEntry{fn}
 	b.obsMu.Lock()
 	defer b.obsMu.Unlock()
 	b.obsList = append(b.obsList, entry)
@@ -361,27 +367,18 @@ func (b *Bulkhead) AddObserver(o Observer) (remove func()) {
 	}
 }
 
-type observerEntry struct{ o Observer }
+type observerEntry struct{ fn func(Event) }
 
 func (b *Bulkhead) publishObserversLocked() {
-	var os []Observer
-	var cs []CallObserver
-	for _, e := range b.obsList {
-		os = append(os, e.o)
-		if c, ok := e.o.(CallObserver); ok {
-			cs = append(cs, c)
-		}
-	}
-	if os == nil {
+	if len(b.obsList) == 0 {
 		b.observers.Store(nil)
-	} else {
-		b.observers.Store(&os)
+		return
 	}
-	if cs == nil {
-		b.calls.Store(nil)
-	} else {
-		b.calls.Store(&cs)
+	os := make([]func(Event), len(b.obsList))
+	for i, e := range b.obsList {
+		os[i] = e.fn
 	}
+	b.observers.Store(&os)
 }
 
 // MaxWait returns the longest an acquisition may wait for a slot; 0 when
@@ -393,8 +390,8 @@ func (b *Bulkhead) MaxWait() time.Duration { return b.maxWait }
 // would silently raise the bulkhead's limit.
 func (b *Bulkhead) Release() {
 	b.release()
-	if b.calls.Load() != nil {
-		b.tell(CallObserver.Finished)
+	if b.observers.Load() != nil {
+		b.tell(Event{Kind: Finished})
 	}
 }
 
@@ -429,18 +426,9 @@ func (b *Bulkhead) handOff() {
 	b.mu.Unlock()
 }
 
-// Do runs fn holding a slot, and releases it when fn returns or panics.
-func (b *Bulkhead) Do(ctx context.Context, fn func(context.Context) error) error {
-	if err := b.Acquire(ctx); err != nil {
-		return err
-	}
-	defer b.Release()
-	return fn(ctx)
-}
-
-// Run runs fn holding a slot of b, and releases it when fn returns or
+// Do runs fn holding a slot of b, and releases it when fn returns or
 // panics.
-func Run[T any](ctx context.Context, b *Bulkhead, fn func(context.Context) (T, error)) (T, error) {
+func Do[T any](ctx context.Context, b *Bulkhead, fn func(context.Context) (T, error)) (T, error) {
 	if err := b.Acquire(ctx); err != nil {
 		var zero T
 		return zero, err

@@ -18,10 +18,50 @@ import (
 	"github.com/tierguard/tierguard/classify"
 )
 
-func newBulkhead(t *testing.T, max int, opts ...bulkhead.Option) *bulkhead.Bulkhead {
+// option edits a test bulkhead's config, or observes it.
+type option func(*bulkhead.Config, *[]func(bulkhead.Event))
+
+func maxWait(d time.Duration, queue int) option {
+	return func(c *bulkhead.Config, _ *[]func(bulkhead.Event)) { c.MaxWait, c.Queue = d, queue }
+}
+
+func observed(o any) option {
+	return func(_ *bulkhead.Config, obs *[]func(bulkhead.Event)) { *obs = append(*obs, eventsTo(o)) }
+}
+
+// eventsTo hands a test recorder the events it records: a waits the ends
+// of queued waits, a calls every event too.
+func eventsTo(o any) func(bulkhead.Event) {
+	return func(e bulkhead.Event) {
+		if w, ok := o.(interface {
+			Waited(string, time.Duration, bool)
+		}); ok && e.Queued {
+			w.Waited(e.Bulkhead, e.Wait, e.Kind == bulkhead.Permitted)
+		}
+		if c, ok := o.(*calls); ok {
+			c.add(e.Bulkhead + " " + e.Kind.String())
+		}
+	}
+}
+
+// do runs fn, which returns only an error, under b.
+func do(ctx context.Context, b *bulkhead.Bulkhead, fn func(context.Context) error) error {
+	_, err := bulkhead.Do(ctx, b, func(ctx context.Context) (struct{}, error) { return struct{}{}, fn(ctx) })
+	return err
+}
+
+func newBulkhead(t *testing.T, max int, opts ...option) *bulkhead.Bulkhead {
 	t.Helper()
-	b, err := bulkhead.New("pro", max, opts...)
+	cfg := bulkhead.Config{Name: "pro", Max: max}
+	var obs []func(bulkhead.Event)
+	for _, o := range opts {
+		o(&cfg, &obs)
+	}
+	b, err := bulkhead.New(cfg)
 	require.NoError(t, err)
+	for _, fn := range obs {
+		b.Observe(fn)
+	}
 	return b
 }
 
@@ -57,13 +97,15 @@ func TestReleaseWithoutAcquirePanics(t *testing.T) {
 }
 
 func TestInvalidConfig(t *testing.T) {
-	_, err := bulkhead.New("x", 0)
-	assert.ErrorContains(t, err, "max must be positive")
-	_, err = bulkhead.New("x", 1, bulkhead.WithMaxWait(0, 1))
-	assert.ErrorContains(t, err, "max wait must be positive")
-	_, err = bulkhead.New("x", 1, bulkhead.WithMaxWait(time.Second, -1))
-	assert.ErrorContains(t, err, "queue size must be positive")
-	_, err = bulkhead.NewGroup("g", 1, 0)
+	_, err := bulkhead.New(bulkhead.Config{Name: "x", Max: 0})
+	assert.ErrorContains(t, err, "Max must be positive")
+	_, err = bulkhead.New(bulkhead.Config{Name: "x", Max: 1, MaxWait: 0, Queue: 1})
+	assert.ErrorContains(t, err, "Queue 1 without a MaxWait")
+	_, err = bulkhead.New(bulkhead.Config{Name: "x", Max: 1, MaxWait: time.Second, Queue: -1})
+	assert.ErrorContains(t, err, "Queue must be positive")
+	_, err = bulkhead.New(bulkhead.Config{Name: "x", Max: 1, MaxWait: -time.Second})
+	assert.ErrorContains(t, err, "MaxWait must not be negative")
+	_, err = bulkhead.NewGroup(bulkhead.Config{Name: "g", Max: 1}, 0)
 	assert.ErrorContains(t, err, "maxKeys must be positive")
 }
 
@@ -81,7 +123,7 @@ func (w *waits) Waited(name string, wait time.Duration, ok bool) {
 func TestBoundedWaitGrantsInOrder(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		obs := &waits{}
-		b := newBulkhead(t, 1, bulkhead.WithMaxWait(time.Second, 2), bulkhead.WithObserver(obs))
+		b := newBulkhead(t, 1, maxWait(time.Second, 2), observed(obs))
 		ctx := context.Background()
 		require.NoError(t, b.Acquire(ctx))
 
@@ -113,7 +155,7 @@ func TestBoundedWaitGrantsInOrder(t *testing.T) {
 
 func TestBoundedWaitTimesOut(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := newBulkhead(t, 1, bulkhead.WithMaxWait(250*time.Millisecond, 4))
+		b := newBulkhead(t, 1, maxWait(250*time.Millisecond, 4))
 		require.NoError(t, b.Acquire(context.Background()))
 		start := time.Now()
 		err := b.Acquire(context.Background())
@@ -127,7 +169,7 @@ func TestBoundedWaitTimesOut(t *testing.T) {
 
 func TestWaitNeverOutlastsContext(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := newBulkhead(t, 1, bulkhead.WithMaxWait(time.Minute, 4))
+		b := newBulkhead(t, 1, maxWait(time.Minute, 4))
 		require.NoError(t, b.Acquire(context.Background()))
 		ctx, cancel := context.WithTimeout(context.Background(), 80*time.Millisecond)
 		defer cancel()
@@ -145,23 +187,23 @@ func TestWaitNeverOutlastsContext(t *testing.T) {
 func TestDoReleasesOnPanic(t *testing.T) {
 	b := newBulkhead(t, 1)
 	assert.Panics(t, func() {
-		_ = b.Do(context.Background(), func(context.Context) error { panic("tier exploded") })
+		_ = do(context.Background(), b, func(context.Context) error { panic("tier exploded") })
 	})
 	assert.Equal(t, 0, b.Stats().InFlight)
 
 	assert.Panics(t, func() {
-		_, _ = bulkhead.Run(context.Background(), b, func(context.Context) (string, error) { panic("again") })
+		_, _ = bulkhead.Do(context.Background(), b, func(context.Context) (string, error) { panic("again") })
 	})
 	assert.Equal(t, 0, b.Stats().InFlight)
 
-	out, err := bulkhead.Run(context.Background(), b, func(context.Context) (string, error) { return "ok", nil })
+	out, err := bulkhead.Do(context.Background(), b, func(context.Context) (string, error) { return "ok", nil })
 	require.NoError(t, err)
 	assert.Equal(t, "ok", out)
 
 	require.NoError(t, b.Acquire(context.Background()))
-	err = b.Do(context.Background(), func(context.Context) error { return errors.New("not run") })
+	err = do(context.Background(), b, func(context.Context) error { return errors.New("not run") })
 	assert.ErrorIs(t, err, bulkhead.ErrFull)
-	_, err = bulkhead.Run(context.Background(), b, func(context.Context) (int, error) { return 1, nil })
+	_, err = bulkhead.Do(context.Background(), b, func(context.Context) (int, error) { return 1, nil })
 	assert.ErrorIs(t, err, bulkhead.ErrFull)
 }
 
@@ -171,9 +213,9 @@ func TestInFlightNeverExceedsMax(t *testing.T) {
 	for _, name := range []string{"fail-fast", "queued"} {
 		t.Run(name, func(t *testing.T) {
 			const max = 4
-			var opts []bulkhead.Option
+			var opts []option
 			if name == "queued" {
-				opts = append(opts, bulkhead.WithMaxWait(time.Millisecond, 8))
+				opts = append(opts, maxWait(time.Millisecond, 8))
 			}
 			b := newBulkhead(t, max, opts...)
 			var inside, peak atomic.Int64
@@ -181,7 +223,7 @@ func TestInFlightNeverExceedsMax(t *testing.T) {
 			for range 64 {
 				wg.Go(func() {
 					for range 300 {
-						_ = b.Do(context.Background(), func(context.Context) error {
+						_ = do(context.Background(), b, func(context.Context) error {
 							n := inside.Add(1)
 							for {
 								p := peak.Load()
@@ -206,7 +248,7 @@ func TestInFlightNeverExceedsMax(t *testing.T) {
 }
 
 func TestGroupIsolatesKeys(t *testing.T) {
-	g, err := bulkhead.NewGroup("tenant", 1, 2)
+	g, err := bulkhead.NewGroup(bulkhead.Config{Name: "tenant", Max: 1}, 2)
 	require.NoError(t, err)
 	a, b := g.Get("a"), g.Get("b")
 	assert.Same(t, a, g.Get("a"))
@@ -217,11 +259,11 @@ func TestGroupIsolatesKeys(t *testing.T) {
 
 	c, d := g.Get("c"), g.Get("d")
 	assert.Same(t, c, d, "keys beyond the limit share the overflow bulkhead")
-	assert.Equal(t, "tenant/"+bulkhead.OverflowKey, c.Name())
+	assert.Equal(t, "tenant/"+"_overflow", c.Name())
 
 	seen := map[string]bool{}
 	g.Each(func(key string, _ *bulkhead.Bulkhead) { seen[key] = true })
-	assert.Equal(t, map[string]bool{"a": true, "b": true, bulkhead.OverflowKey: true}, seen)
+	assert.Equal(t, map[string]bool{"a": true, "b": true, "_overflow": true}, seen)
 }
 
 func TestAcquireAllocatesNothing(t *testing.T) {
@@ -239,7 +281,7 @@ func TestAcquireAllocatesNothing(t *testing.T) {
 }
 
 func BenchmarkAcquireRelease(b *testing.B) {
-	bh, _ := bulkhead.New("bench", 1<<20)
+	bh, _ := bulkhead.New(bulkhead.Config{Name: "bench", Max: 1 << 20})
 	ctx := context.Background()
 	b.Run("serial", func(b *testing.B) {
 		b.ReportAllocs()
@@ -259,7 +301,7 @@ func BenchmarkAcquireRelease(b *testing.B) {
 			}
 		})
 	})
-	full, _ := bulkhead.New("full", 1)
+	full, _ := bulkhead.New(bulkhead.Config{Name: "full", Max: 1})
 	_ = full.Acquire(ctx)
 	b.Run("reject", func(b *testing.B) {
 		b.ReportAllocs()
@@ -272,22 +314,22 @@ func BenchmarkAcquireRelease(b *testing.B) {
 func TestObserverRemovalAndGroupMembers(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		obs := &waits{}
-		b := newBulkhead(t, 1, bulkhead.WithMaxWait(time.Millisecond, 1))
-		remove := b.AddObserver(obs)
+		b := newBulkhead(t, 1, maxWait(time.Millisecond, 1))
+		remove := b.Observe(eventsTo(obs))
 		require.True(t, b.TryAcquire())
 		_ = b.Acquire(context.Background())
 		remove()
 		_ = b.Acquire(context.Background())
 		assert.Len(t, obs.got, 1, "a removed observer sees nothing more")
 
-		g, err := bulkhead.NewGroup("tenant", 1, 4)
+		g, err := bulkhead.NewGroup(bulkhead.Config{Name: "tenant", Max: 1}, 4)
 		require.NoError(t, err)
 		g.Get("a")
 		var members []string
-		g.OnMember(func(key string, _ *bulkhead.Bulkhead) { members = append(members, key) })
+		g.Observe(func(key string, _ *bulkhead.Bulkhead) { members = append(members, key) })
 		g.Get("b")
 		g.Get("b")
-		assert.ElementsMatch(t, []string{"a", bulkhead.OverflowKey, "b"}, members)
+		assert.ElementsMatch(t, []string{"a", "_overflow", "b"}, members)
 	})
 }
 
@@ -308,9 +350,6 @@ type calls struct {
 	events []string
 }
 
-func (c *calls) Permitted(name string) { c.add(name + " permitted") }
-func (c *calls) Rejected(name string)  { c.add(name + " rejected") }
-func (c *calls) Finished(name string)  { c.add(name + " finished") }
 func (c *calls) add(e string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -328,7 +367,7 @@ func (c *calls) Waited(name string, wait time.Duration, ok bool) {
 func TestCallObserverSeesEveryCall(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		obs, plain := &calls{}, &waits{}
-		b := newBulkhead(t, 1, bulkhead.WithMaxWait(time.Second, 1), bulkhead.WithObserver(obs), bulkhead.WithObserver(plain))
+		b := newBulkhead(t, 1, maxWait(time.Second, 1), observed(obs), observed(plain))
 		ctx := context.Background()
 		require.NoError(t, b.Acquire(ctx))
 		assert.False(t, b.TryAcquire())
@@ -342,7 +381,7 @@ func TestCallObserverSeesEveryCall(t *testing.T) {
 		cancel()
 		require.ErrorIs(t, b.Acquire(canceled), context.Canceled)
 		b.Release()
-		require.NoError(t, b.Do(ctx, func(context.Context) error { return nil }))
+		require.NoError(t, do(ctx, b, func(context.Context) error { return nil }))
 		require.Len(t, obs.events, 11)
 		assert.Equal(t, []string{"pro permitted", "pro rejected"}, obs.events[:2])
 		// The release that hands the slot over and the waiter it wakes run
@@ -367,7 +406,7 @@ func TestCallObserverSeesEveryCall(t *testing.T) {
 func TestCallObserverRemoval(t *testing.T) {
 	obs := &calls{}
 	b := newBulkhead(t, 1)
-	remove := b.AddObserver(obs)
+	remove := b.Observe(eventsTo(obs))
 	require.True(t, b.TryAcquire())
 	b.Release()
 	remove()
@@ -396,8 +435,9 @@ func indexOf(s []string, v string) int {
 func TestGroupKeysStayOutOfSignals(t *testing.T) {
 	const tenant = "TENANT-4242"
 	obs := &calls{}
-	g, err := bulkhead.NewGroup("tenant", 1, 8, bulkhead.WithObserver(obs))
+	g, err := bulkhead.NewGroup(bulkhead.Config{Name: "tenant", Max: 1}, 8)
 	require.NoError(t, err)
+	g.Observe(func(_ string, m *bulkhead.Bulkhead) { m.Observe(eventsTo(obs)) })
 	b := g.Get(tenant)
 	require.True(t, b.TryAcquire())
 	err = b.Acquire(context.Background())
@@ -414,10 +454,10 @@ func TestGroupKeysStayOutOfSignals(t *testing.T) {
 	}
 	b.Release()
 
-	shown, err := bulkhead.NewGroup("feature", 1, 8, bulkhead.WithKeysInNames())
+	shown, err := bulkhead.NewGroup(bulkhead.Config{Name: "feature", Max: 1, KeysInNames: true}, 8)
 	require.NoError(t, err)
 	assert.Equal(t, "feature/summarise", shown.Get("summarise").Name())
-	alone, err := bulkhead.New("solo", 1, bulkhead.WithKeysInNames())
+	alone, err := bulkhead.New(bulkhead.Config{Name: "solo", Max: 1, KeysInNames: true})
 	require.NoError(t, err)
 	assert.Equal(t, "solo", alone.Name(), "outside a group the option changes nothing")
 }

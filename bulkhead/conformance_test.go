@@ -32,7 +32,7 @@ var errBAM = errors.New("BAM!")
 // acquisition of two slots waits until one is released, 200ms later.
 func TestFailsafeAcquirePermit(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := newBulkhead(t, 2, bulkhead.WithMaxWait(time.Second, 4))
+		b := newBulkhead(t, 2, maxWait(time.Second, 4))
 		go func() {
 			time.Sleep(200 * time.Millisecond)
 			b.Release()
@@ -52,7 +52,7 @@ func TestFailsafeAcquirePermit(t *testing.T) {
 // with the only slot taken, a wait of 100ms ends in ErrFull.
 func TestFailsafeAcquirePermitWithMaxWaitTime(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := newBulkhead(t, 1, bulkhead.WithMaxWait(100*time.Millisecond, 1))
+		b := newBulkhead(t, 1, maxWait(100*time.Millisecond, 1))
 		require.NoError(t, b.Acquire(context.Background()))
 		start := time.Now()
 		assert.ErrorIs(t, b.Acquire(context.Background()), bulkhead.ErrFull)
@@ -82,7 +82,7 @@ func TestFailsafeTryAcquirePermitAndReleasePermit(t *testing.T) {
 // full bulkhead emptied 200ms later runs the call.
 func TestFailsafeAcquirePermitAfterWait(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := newBulkhead(t, 2, bulkhead.WithMaxWait(time.Second, 1))
+		b := newBulkhead(t, 2, maxWait(time.Second, 1))
 		require.True(t, b.TryAcquire())
 		require.True(t, b.TryAcquire())
 		go func() {
@@ -90,7 +90,7 @@ func TestFailsafeAcquirePermitAfterWait(t *testing.T) {
 			b.Release()
 			b.Release()
 		}()
-		out, err := bulkhead.Run(context.Background(), b, func(context.Context) (string, error) { return "test", nil })
+		out, err := bulkhead.Do(context.Background(), b, func(context.Context) (string, error) { return "test", nil })
 		require.NoError(t, err)
 		assert.Equal(t, "test", out)
 	})
@@ -99,7 +99,7 @@ func TestFailsafeAcquirePermitAfterWait(t *testing.T) {
 // failsafe-go test/bulkhead_test.go "when not full".
 func TestFailsafeWhenNotFull(t *testing.T) {
 	b := newBulkhead(t, 2)
-	out, err := bulkhead.Run(context.Background(), b, func(context.Context) (string, error) { return "test", nil })
+	out, err := bulkhead.Do(context.Background(), b, func(context.Context) (string, error) { return "test", nil })
 	require.NoError(t, err)
 	assert.Equal(t, "test", out)
 	assert.Equal(t, bulkhead.Stats{Accepted: 1, Max: 2}, b.Stats())
@@ -109,11 +109,11 @@ func TestFailsafeWhenNotFull(t *testing.T) {
 // the function, counted once as full.
 func TestFailsafeWhenFull(t *testing.T) {
 	obs := &calls{}
-	b := newBulkhead(t, 2, bulkhead.WithObserver(obs))
+	b := newBulkhead(t, 2, observed(obs))
 	require.True(t, b.TryAcquire())
 	require.True(t, b.TryAcquire())
 	ran := false
-	err := b.Do(context.Background(), func(context.Context) error { ran = true; return nil })
+	err := do(context.Background(), b, func(context.Context) error { ran = true; return nil })
 	assert.ErrorIs(t, err, bulkhead.ErrFull)
 	assert.False(t, ran)
 	assert.Equal(t, uint64(1), b.Stats().Rejected)
@@ -123,25 +123,25 @@ func TestFailsafeWhenFull(t *testing.T) {
 // failsafe-go test/bulkhead_test.go "with maxWaitTime exceeded".
 func TestFailsafeMaxWaitTimeExceeded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := newBulkhead(t, 2, bulkhead.WithMaxWait(20*time.Millisecond, 2))
+		b := newBulkhead(t, 2, maxWait(20*time.Millisecond, 2))
 		require.True(t, b.TryAcquire())
 		require.True(t, b.TryAcquire())
-		assert.ErrorIs(t, b.Do(context.Background(), func(context.Context) error { return nil }), bulkhead.ErrFull)
+		assert.ErrorIs(t, do(context.Background(), b, func(context.Context) error { return nil }), bulkhead.ErrFull)
 	})
 }
 
 // failsafe-go test/bulkhead_test.go "with short maxWaitTime": a wait of
 // 1ns still takes a free slot.
 func TestFailsafeShortMaxWaitTime(t *testing.T) {
-	b := newBulkhead(t, 1, bulkhead.WithMaxWait(time.Nanosecond, 1))
-	assert.NoError(t, b.Do(context.Background(), func(context.Context) error { return nil }))
+	b := newBulkhead(t, 1, maxWait(time.Nanosecond, 1))
+	assert.NoError(t, do(context.Background(), b, func(context.Context) error { return nil }))
 }
 
 // --- resilience4j/resilience4j, resilience4j-bulkhead/.../internal/SemaphoreBulkheadTest.java
 
 // resilience4j SemaphoreBulkheadTest shouldReturnTheCorrectName.
 func TestR4jBulkheadName(t *testing.T) {
-	b, err := bulkhead.New("test-platform", 2)
+	b, err := bulkhead.New(bulkhead.Config{Name: "test-platform", Max: 2})
 	require.NoError(t, err)
 	assert.Equal(t, "test-platform", b.Name())
 }
@@ -151,7 +151,7 @@ func TestR4jBulkheadName(t *testing.T) {
 // refusal, two completions, a permit again, and the events in that order.
 func TestR4jBasicBulkheadOperations(t *testing.T) {
 	obs := &calls{}
-	b := newBulkhead(t, 2, bulkhead.WithObserver(obs))
+	b := newBulkhead(t, 2, observed(obs))
 	available := func() int { s := b.Stats(); return s.Max - s.InFlight }
 	assert.True(t, b.TryAcquire())
 	assert.True(t, b.TryAcquire())
@@ -171,8 +171,8 @@ func TestR4jBasicBulkheadOperations(t *testing.T) {
 // no default size; resilience4j accepts 0 and refuses every call (package
 // doc, at least one slot).
 func TestR4jZeroMaxConcurrentCalls(t *testing.T) {
-	_, err := bulkhead.New("test", 0)
-	assert.ErrorContains(t, err, "max must be positive")
+	_, err := bulkhead.New(bulkhead.Config{Name: "test", Max: 0})
+	assert.ErrorContains(t, err, "Max must be positive")
 }
 
 // resilience4j SemaphoreBulkheadTest
@@ -180,7 +180,7 @@ func TestR4jZeroMaxConcurrentCalls(t *testing.T) {
 // held, a 50ms wait is refused after 50ms.
 func TestR4jTimeoutBehavior(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := newBulkhead(t, 1, bulkhead.WithMaxWait(50*time.Millisecond, 1))
+		b := newBulkhead(t, 1, maxWait(50*time.Millisecond, 1))
 		require.True(t, b.TryAcquire())
 		done := make(chan time.Duration)
 		go func() {
@@ -198,7 +198,7 @@ func TestR4jTimeoutBehavior(t *testing.T) {
 // context's error.
 func TestR4jInterruptDuringWait(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := newBulkhead(t, 1, bulkhead.WithMaxWait(2*time.Second, 1))
+		b := newBulkhead(t, 1, maxWait(2*time.Second, 1))
 		require.True(t, b.TryAcquire())
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error)
@@ -219,7 +219,7 @@ func TestR4jInterruptDuringWait(t *testing.T) {
 // consumed, entering within 10ms fails.
 func TestR4jEntryTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := newBulkhead(t, 1, bulkhead.WithMaxWait(10*time.Millisecond, 1))
+		b := newBulkhead(t, 1, maxWait(10*time.Millisecond, 1))
 		require.True(t, b.TryAcquire())
 		assert.ErrorIs(t, b.Acquire(context.Background()), bulkhead.ErrFull)
 	})
@@ -230,10 +230,10 @@ func TestR4jEntryTimeout(t *testing.T) {
 // fixed when it is made (package doc, fixed size); a new configuration is a
 // new bulkhead.
 func TestR4jChangeConfig(t *testing.T) {
-	b := newBulkhead(t, 3, bulkhead.WithMaxWait(5*time.Second, 1))
+	b := newBulkhead(t, 3, maxWait(5*time.Second, 1))
 	assert.Equal(t, 3, b.Max())
 	assert.Equal(t, 5*time.Second, b.MaxWait())
-	bigger := newBulkhead(t, 5, bulkhead.WithMaxWait(3*time.Second, 1))
+	bigger := newBulkhead(t, 5, maxWait(3*time.Second, 1))
 	assert.Equal(t, 5, bigger.Max())
 	assert.Equal(t, 3*time.Second, bigger.MaxWait())
 	assert.Equal(t, 3, b.Max())
@@ -247,7 +247,7 @@ func TestR4jChangeConfig(t *testing.T) {
 func TestR4jDecorateSupplierWithSuccess(t *testing.T) {
 	b := newBulkhead(t, 1)
 	calls := 0
-	out, err := bulkhead.Run(context.Background(), b, func(context.Context) (string, error) { calls++; return "Hello world", nil })
+	out, err := bulkhead.Do(context.Background(), b, func(context.Context) (string, error) { calls++; return "Hello world", nil })
 	require.NoError(t, err)
 	assert.Equal(t, "Hello world", out)
 	assert.Equal(t, 1, calls)
@@ -260,7 +260,7 @@ func TestR4jDecorateSupplierWithSuccess(t *testing.T) {
 func TestR4jDecorateSupplierWithException(t *testing.T) {
 	b := newBulkhead(t, 1)
 	calls := 0
-	err := b.Do(context.Background(), func(context.Context) error { calls++; return errBAM })
+	err := do(context.Background(), b, func(context.Context) error { calls++; return errBAM })
 	assert.ErrorIs(t, err, errBAM)
 	assert.Equal(t, 1, calls)
 	assert.Zero(t, b.Stats().InFlight)
@@ -269,11 +269,11 @@ func TestR4jDecorateSupplierWithException(t *testing.T) {
 // resilience4j BulkheadTest shouldReturnFailureWithBulkheadFullException:
 // the refusal names the bulkhead.
 func TestR4jBulkheadFullException(t *testing.T) {
-	b, err := bulkhead.New("test", 2)
+	b, err := bulkhead.New(bulkhead.Config{Name: "test", Max: 2})
 	require.NoError(t, err)
 	require.True(t, b.TryAcquire())
 	require.True(t, b.TryAcquire())
-	err = b.Do(context.Background(), func(context.Context) error { return errBAM })
+	err = do(context.Background(), b, func(context.Context) error { return errBAM })
 	var fe *bulkhead.FullError
 	require.ErrorAs(t, err, &fe)
 	assert.Equal(t, b.Name(), fe.Name)
@@ -285,7 +285,7 @@ func TestR4jBulkheadFullException(t *testing.T) {
 func TestR4jBulkheadRuntimeException(t *testing.T) {
 	b := newBulkhead(t, 2)
 	require.True(t, b.TryAcquire())
-	assert.ErrorIs(t, b.Do(context.Background(), func(context.Context) error { return errBAM }), errBAM)
+	assert.ErrorIs(t, do(context.Background(), b, func(context.Context) error { return errBAM }), errBAM)
 	assert.Equal(t, 1, b.Stats().Max-b.Stats().InFlight)
 }
 
@@ -295,10 +295,10 @@ func TestR4jBulkheadRuntimeException(t *testing.T) {
 // (and ..._and_no_maxQueuingActions).
 func TestPollyMaxParallelizationNotPositive(t *testing.T) {
 	for _, n := range []int{0, -1} {
-		_, err := bulkhead.New("x", n)
-		assert.ErrorContains(t, err, "max must be positive")
-		_, err = bulkhead.New("x", n, bulkhead.WithMaxWait(time.Second, 1))
-		assert.ErrorContains(t, err, "max must be positive")
+		_, err := bulkhead.New(bulkhead.Config{Name: "x", Max: n})
+		assert.ErrorContains(t, err, "Max must be positive")
+		_, err = bulkhead.New(bulkhead.Config{Name: "x", Max: n, MaxWait: time.Second, Queue: 1})
+		assert.ErrorContains(t, err, "Max must be positive")
 	}
 }
 
@@ -307,14 +307,14 @@ func TestPollyMaxParallelizationNotPositive(t *testing.T) {
 // WithMaxWait and the bulkhead fails fast (package doc, both bounds).
 func TestPollyMaxQueuedActionsNegative(t *testing.T) {
 	for _, q := range []int{-1, 0} {
-		_, err := bulkhead.New("x", 1, bulkhead.WithMaxWait(time.Second, q))
-		assert.ErrorContains(t, err, "queue size must be positive")
+		_, err := bulkhead.New(bulkhead.Config{Name: "x", Max: 1, MaxWait: time.Second, Queue: q})
+		assert.ErrorContains(t, err, "Queue must be positive")
 	}
 }
 
 // Polly BulkheadSpecs Should_not_throw_when_maxQueuingActions_is_int_MaxValue.
 func TestPollyMaxQueuingActionsMaxValue(t *testing.T) {
-	_, err := bulkhead.New("x", 1, bulkhead.WithMaxWait(time.Second, math.MaxInt))
+	_, err := bulkhead.New(bulkhead.Config{Name: "x", Max: 1, MaxWait: time.Second, Queue: math.MaxInt})
 	assert.NoError(t, err)
 }
 
@@ -322,7 +322,7 @@ func TestPollyMaxQueuingActionsMaxValue(t *testing.T) {
 // the rejection handler is called, and told which bulkhead refused.
 func TestPollyOnBulkheadRejected(t *testing.T) {
 	obs := &calls{}
-	b := newBulkhead(t, 1, bulkhead.WithObserver(obs))
+	b := newBulkhead(t, 1, observed(obs))
 	require.True(t, b.TryAcquire())
 	assert.ErrorIs(t, b.Acquire(context.Background()), bulkhead.ErrFull)
 	assert.Equal(t, []string{"pro permitted", "pro rejected"}, obs.events)
@@ -351,9 +351,9 @@ func TestPollyControlExecutionsPerSpecification(t *testing.T) {
 		name := strconv.Itoa(sc.parallel) + "x" + strconv.Itoa(sc.queue) + "/" + strconv.Itoa(sc.load)
 		t.Run(name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				var opts []bulkhead.Option
+				var opts []option
 				if sc.queue > 0 {
-					opts = append(opts, bulkhead.WithMaxWait(time.Hour, sc.queue))
+					opts = append(opts, maxWait(time.Hour, sc.queue))
 				}
 				b := newBulkhead(t, sc.parallel, opts...)
 				release := make(chan struct{})
@@ -364,7 +364,7 @@ func TestPollyControlExecutionsPerSpecification(t *testing.T) {
 					ctx, cancel := context.WithCancel(context.Background())
 					cancels[i] = cancel
 					wg.Go(func() {
-						errs[i] = b.Do(ctx, func(ctx context.Context) error {
+						errs[i] = do(ctx, b, func(ctx context.Context) error {
 							select {
 							case <-release:
 							case <-ctx.Done():
@@ -427,8 +427,8 @@ func TestPollyControlExecutionsPerSpecification(t *testing.T) {
 // acquired and given back.
 func TestPollyConcurrencyLimiterHappyPath(t *testing.T) {
 	obs := &calls{}
-	b := newBulkhead(t, 1, bulkhead.WithObserver(obs))
-	require.NoError(t, b.Do(context.Background(), func(context.Context) error { return nil }))
+	b := newBulkhead(t, 1, observed(obs))
+	require.NoError(t, do(context.Background(), b, func(context.Context) error { return nil }))
 	assert.Equal(t, []string{"pro permitted", "pro finished"}, obs.events)
 	assert.Zero(t, b.Stats().InFlight)
 }
@@ -439,9 +439,9 @@ func TestPollyConcurrencyLimiterHappyPath(t *testing.T) {
 // (package doc, no retry-after).
 func TestPollyConcurrencyLimiterLeaseRejected(t *testing.T) {
 	obs := &calls{}
-	b := newBulkhead(t, 1, bulkhead.WithObserver(obs))
+	b := newBulkhead(t, 1, observed(obs))
 	require.True(t, b.TryAcquire())
-	err := b.Do(context.Background(), func(context.Context) error { return nil })
+	err := do(context.Background(), b, func(context.Context) error { return nil })
 	var fe *bulkhead.FullError
 	require.ErrorAs(t, err, &fe)
 	v := classify.Classify(err)

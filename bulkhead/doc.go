@@ -4,17 +4,17 @@
 // A Bulkhead fails fast by default: when its slots are taken, Acquire returns
 // a *FullError (errors.Is(err, ErrFull)) at once, because waiting for a slot
 // only moves the queue into your own workers. An optional bounded wait
-// (WithMaxWait) queues acquisitions in FIFO order for at most a given time —
+// (Config.MaxWait) queues acquisitions in FIFO order for at most a given time —
 // never past the context's deadline — with a bounded queue beyond which it
 // rejects at once.
 //
 // Acquire and Release are an atomic operation each on the fast path, with no
 // lock and no allocation, on counters kept a cache line away from
-// everything else. Do and Run hold a slot around a function and release it
-// with defer, so a panic leaks no slot. Stats gives accepted, rejected,
-// in-flight and waiting figures; an Observer sees every queued wait (the
-// figure where overload shows first), a CallObserver every call as well
-// (permitted, rejected, finished).
+// everything else. Do holds a slot around a function and releases it with
+// defer, so a panic leaks no slot. Stats gives accepted, rejected,
+// in-flight and waiting figures; Observe sees every call as an Event
+// (permitted, rejected, finished), with the queue wait of those that
+// queued (the figure where overload shows first).
 //
 // A Group gives each key (tenant, feature) its own bulkhead, named so that a
 // tenant key never reaches a log or a metric in clear.
@@ -23,7 +23,7 @@
 //
 // These are deliberate; the conformance tests assert them.
 //
-//   - Acquire fails fast unless WithMaxWait is given, as resilience4j's
+//   - Acquire fails fast unless Config.MaxWait is set, as resilience4j's
 //     default maxWaitDuration of 0 does; failsafe-go's AcquirePermit waits
 //     for as long as the context lets it, and Polly's bulkhead queues
 //     without a time limit.

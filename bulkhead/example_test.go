@@ -8,8 +8,8 @@ import (
 	"github.com/tierguard/tierguard/bulkhead"
 )
 
-func Example() {
-	b, err := bulkhead.New("gemini-pro", 1)
+func ExampleNew() {
+	b, err := bulkhead.New(bulkhead.Config{Name: "gemini-pro", Max: 1})
 	if err != nil {
 		panic(err)
 	}
@@ -18,11 +18,11 @@ func Example() {
 	// One call holds the only slot...
 	_ = b.Acquire(ctx)
 	// ...so the next one fails fast instead of queueing in our workers.
-	_, err = bulkhead.Run(ctx, b, func(context.Context) (string, error) { return "answer", nil })
+	_, err = bulkhead.Do(ctx, b, func(context.Context) (string, error) { return "answer", nil })
 	fmt.Println(errors.Is(err, bulkhead.ErrFull), err)
 
 	b.Release()
-	out, err := bulkhead.Run(ctx, b, func(context.Context) (string, error) { return "answer", nil })
+	out, err := bulkhead.Do(ctx, b, func(context.Context) (string, error) { return "answer", nil })
 	fmt.Println(out, err)
 	// Output:
 	// true tierguard: bulkhead "gemini-pro" full (1 in flight)

@@ -23,20 +23,16 @@ func FuzzBulkhead(f *testing.F) {
 	f.Add(1<<40, int64(1<<62), 1<<30, []byte{0, 1, 0, 1, 3, 2, 2, 2})
 	f.Add(3, int64(-time.Second), 5, []byte{})
 	f.Fuzz(func(t *testing.T, size int, wait int64, queue int, ops []byte) {
-		var opts []bulkhead.Option
 		waits := wait != 0 || queue != 0
-		if waits {
-			opts = append(opts, bulkhead.WithMaxWait(time.Duration(wait), queue))
-		}
-		b, err := bulkhead.New("fz", size, opts...)
+		b, err := bulkhead.New(bulkhead.Config{Name: "fz", Max: size, MaxWait: time.Duration(wait), Queue: queue})
 		valid := size > 0 && (!waits || wait > 0 && queue > 0)
 		if err != nil {
 			if valid {
 				t.Fatalf("valid config refused: %v", err)
 			}
 			msg := err.Error()
-			if !strings.Contains(msg, `bulkhead "fz"`) || size <= 0 && !strings.Contains(msg, "max") ||
-				size > 0 && wait <= 0 && !strings.Contains(msg, "wait") || size > 0 && wait > 0 && queue <= 0 && !strings.Contains(msg, "queue") {
+			if !strings.Contains(msg, `bulkhead "fz"`) || size <= 0 && !strings.Contains(msg, "Max") ||
+				size > 0 && wait < 0 && !strings.Contains(msg, "MaxWait") || size > 0 && wait >= 0 && queue != 0 && !strings.Contains(msg, "Queue") {
 				t.Fatalf("error does not name the field: %v", err)
 			}
 			return

@@ -62,17 +62,15 @@ func ReadResponse(ctx context.Context, resp *http.Response) *HTTPError {
 		}
 	}
 	f.RetryAfterHeader = resp.Header.Get("Retry-After")
-	if d, ok := ParseRetryAfterMillis(resp.Header.Get("Retry-After-Ms")); ok {
-		f.RetryAfter = d
-	}
+	f.RetryAfterMsHeader = resp.Header.Get("Retry-After-Ms")
 	return &HTTPError{Facts: f}
 }
 
-// ParseRetryAfterMillis reads a retry-after-ms header value (milliseconds,
+// parseRetryAfterMillis reads a retry-after-ms header value (milliseconds,
 // possibly fractional), as OpenAI and Azure OpenAI send it. It returns
 // false for an empty, malformed or non-positive value; large values are
 // capped at MaxRetryAfter.
-func ParseRetryAfterMillis(s string) (time.Duration, bool) {
+func parseRetryAfterMillis(s string) (time.Duration, bool) {
 	if s == "" || len(s) > maxDelayText {
 		return 0, false
 	}

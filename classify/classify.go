@@ -152,6 +152,10 @@ type Facts struct {
 	// RetryAfterHeader is a raw Retry-After header value, parsed against the
 	// current time (delta-seconds or HTTP-date).
 	RetryAfterHeader string
+	// RetryAfterMsHeader is a raw retry-after-ms header value (milliseconds,
+	// possibly fractional), as OpenAI and Azure OpenAI send it; it wins over
+	// Retry-After when both are given, as in their SDKs.
+	RetryAfterMsHeader string
 }
 
 // LongRetryAfter is the delay from which a 429 counts as QuotaExhausted
@@ -179,8 +183,10 @@ func fromFacts(f Facts, now func() time.Time) Verdict {
 
 	d := readDetails(f.Details)
 	v.RetryAfter = f.RetryAfter
-	if f.RetryAfterHeader != "" {
-		if ra, ok := ParseRetryAfter(f.RetryAfterHeader, now()); ok {
+	if ms, ok := parseRetryAfterMillis(f.RetryAfterMsHeader); ok {
+		v.RetryAfter = max(v.RetryAfter, ms)
+	} else if f.RetryAfterHeader != "" {
+		if ra, ok := parseRetryAfter(f.RetryAfterHeader, now()); ok {
 			v.RetryAfter = max(v.RetryAfter, ra)
 		}
 	}

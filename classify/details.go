@@ -60,7 +60,7 @@ func readDetails(details []map[string]any) detailFacts {
 		switch {
 		case strings.HasSuffix(typ, "google.rpc.RetryInfo"):
 			if s, ok := d["retryDelay"].(string); ok {
-				if delay, ok := ParseRetryDelay(s); ok {
+				if delay, ok := parseRetryDelay(s); ok {
 					f.retryDelay = max(f.retryDelay, delay)
 					f.hasRetryDelay = true
 				}

@@ -146,7 +146,7 @@ func chain(ops []byte) error {
 		case 4:
 			err = &statusError{code: arg * 5, after: time.Duration(arg) * time.Hour * 1e3, err: err}
 		case 5:
-			err = deadline.Exhausted(time.Duration(arg), err)
+			err = &deadline.ExhaustedError{Remaining: time.Duration(arg), Cause: err}
 		case 6:
 			err = &retry.StoppedError{Attempts: arg, Reason: retry.StopReason(arg % 8), Last: err}
 		case 7:

@@ -10,11 +10,11 @@ import (
 // real value is at most about 30 bytes (an HTTP-date).
 const maxDelayText = 64
 
-// ParseRetryAfter reads an HTTP Retry-After header value: delta-seconds
+// parseRetryAfter reads an HTTP Retry-After header value: delta-seconds
 // ("120", and leniently "1.5") or an HTTP-date, relative to now. It returns
 // false for an empty, negative or malformed value. The delay is capped at
 // MaxRetryAfter, and a date in the past means no wait (0, true).
-func ParseRetryAfter(value string, now time.Time) (time.Duration, bool) {
+func parseRetryAfter(value string, now time.Time) (time.Duration, bool) {
 	value = strings.TrimSpace(value)
 	if value == "" || len(value) > maxDelayText {
 		return 0, false
@@ -33,11 +33,11 @@ func ParseRetryAfter(value string, now time.Time) (time.Duration, bool) {
 	return min(d, MaxRetryAfter), true
 }
 
-// ParseRetryDelay reads google.rpc.RetryInfo's retryDelay, a protobuf
+// parseRetryDelay reads google.rpc.RetryInfo's retryDelay, a protobuf
 // Duration in its JSON form: decimal seconds with an "s" suffix ("37s",
 // "1.5s", "0.000000001s"). Negative, exponent ("1e308s") and other malformed
 // forms return false; large values are capped at MaxRetryAfter.
-func ParseRetryDelay(value string) (time.Duration, bool) {
+func parseRetryDelay(value string) (time.Duration, bool) {
 	if len(value) < 2 || len(value) > maxDelayText || value[len(value)-1] != 's' {
 		return 0, false
 	}

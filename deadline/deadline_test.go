@@ -146,14 +146,14 @@ func TestFits(t *testing.T) {
 
 func TestExhaustedWrapsCause(t *testing.T) {
 	cause := errors.New("503 from pro")
-	err := deadline.Exhausted(-time.Second, cause)
+	err := &deadline.ExhaustedError{Cause: cause}
 	assert.ErrorIs(t, err, deadline.ErrExhausted)
 	assert.ErrorIs(t, err, cause)
 	assert.Contains(t, err.Error(), "503 from pro")
 	var ee *deadline.ExhaustedError
 	require.ErrorAs(t, err, &ee)
 	assert.Zero(t, ee.Remaining, "negative remaining is reported as zero")
-	assert.Equal(t, deadline.ErrExhausted.Error(), deadline.Exhausted(0, nil).Error())
+	assert.Equal(t, deadline.ErrExhausted.Error(), (&deadline.ExhaustedError{}).Error())
 }
 
 func TestAttemptAllocatesNothingWhenContextBinds(t *testing.T) {
@@ -196,31 +196,5 @@ func BenchmarkAttempt(b *testing.B) {
 			_, c, _ := budget.Attempt(ctx, deadline.Try{Cap: time.Second})
 			c()
 		}
-	})
-}
-
-func TestAdmitThenAttemptWithin(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		start := time.Now()
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		b := deadline.New(ctx, 0)
-		try := deadline.Try{Reserve: 400 * time.Millisecond, MinUseful: 500 * time.Millisecond}
-		remaining, err := b.Admit(try)
-		require.NoError(t, err)
-		assert.Equal(t, time.Second, remaining)
-		actx, acancel, err := b.AttemptWithin(ctx, try, remaining)
-		require.NoError(t, err)
-		defer acancel()
-		d, _ := actx.Deadline()
-		assert.Equal(t, start.Add(600*time.Millisecond), d)
-
-		time.Sleep(200 * time.Millisecond)
-		_, err = b.Admit(try)
-		assert.ErrorIs(t, err, deadline.ErrExhausted, "400ms left after the reserve, 500ms needed")
-
-		remaining, err = deadline.New(context.Background(), 0).Admit(try)
-		require.NoError(t, err)
-		assert.Equal(t, deadline.Unlimited, remaining, "no clock read without a deadline")
 	})
 }

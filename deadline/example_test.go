@@ -10,7 +10,7 @@ import (
 
 // A request with 10s, two tiers: the first tier's attempt keeps 3s in reserve
 // for the second, so a stalled primary cannot eat the fallback's chance.
-func Example() {
+func ExampleBudget_Attempt() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 

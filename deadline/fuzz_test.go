@@ -81,8 +81,8 @@ func FuzzBudget(f *testing.F) {
 			cancel()
 		}
 
-		if _, err := b.Admit(try); err != nil && !limited {
-			t.Fatalf("Admit refused an unlimited budget: %v", err)
+		if _, _, err := b.Attempt(context.Background(), try); err != nil && !limited {
+			t.Fatalf("Attempt refused an unlimited budget: %v", err)
 		}
 
 		r0 = b.Remaining()

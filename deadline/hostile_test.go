@@ -29,16 +29,14 @@ func TestFitsNeverOverflows(t *testing.T) {
 	assert.True(t, deadline.New(context.Background(), 0).Fits(math.MaxInt64, deadline.Try{MinUseful: math.MaxInt64}), "no deadline: everything fits")
 }
 
-// TestAdmitRefusesPastTheDeadlineWhateverTheReserve: a reserve near the
+// TestAttemptRefusesPastTheDeadlineWhateverTheReserve: a reserve near the
 // largest Duration must not wrap a spent budget around into time left.
-func TestAdmitRefusesPastTheDeadlineWhateverTheReserve(t *testing.T) {
+func TestAttemptRefusesPastTheDeadlineWhateverTheReserve(t *testing.T) {
 	past, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
 	defer cancel()
 	b := deadline.New(past, 0)
 	for _, reserve := range []time.Duration{0, time.Second, math.MaxInt64, math.MaxInt64 - 1, math.MinInt64} {
-		_, err := b.Admit(deadline.Try{Reserve: reserve})
-		assert.ErrorIs(t, err, deadline.ErrExhausted, "reserve %v", reserve)
-		_, _, err = b.Attempt(past, deadline.Try{Reserve: reserve})
+		_, _, err := b.Attempt(past, deadline.Try{Reserve: reserve})
 		assert.ErrorIs(t, err, deadline.ErrExhausted, "reserve %v", reserve)
 		assert.False(t, b.Fits(0, deadline.Try{Reserve: reserve}), "reserve %v", reserve)
 	}

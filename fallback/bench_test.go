@@ -16,7 +16,7 @@ func okTier(name string) fallback.ModelTier[string, string] {
 
 // guardedStage is a stage with every guard: bulkhead, breaker, retry.
 func guardedStage(tb testing.TB, tier fallback.ModelTier[string, string]) fallback.Stage[string, string] {
-	bh, err := bulkhead.New(tier.Name(), 1<<20)
+	bh, err := bulkhead.New(bulkhead.Config{Name: tier.Name(), Max: 1 << 20})
 	if err != nil {
 		tb.Fatal(err)
 	}

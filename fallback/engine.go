@@ -309,7 +309,7 @@ func (e *engine) enter(r *request, st *stage) (held, budget.Try, Skip, error) {
 		try.Reserve = e.reserveFor(st.index, h.remaining)
 	}
 	if _, ok := r.budget.Window(h.remaining, try); !ok {
-		return h, try, SkipBudget, deadline.Exhausted(h.remaining, nil)
+		return h, try, SkipBudget, exhausted(h.remaining, nil)
 	}
 	h.fresh = true
 	if st.bulkhead != nil {
@@ -363,7 +363,7 @@ func (e *engine) acquireWaiting(r *request, st *stage, try budget.Try, remaining
 		c.Cancel()
 		if err != nil && r.ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
 			// Out of time to start an attempt, not the caller's doing.
-			err = deadline.Exhausted(r.budget.Remaining(), err)
+			err = exhausted(r.budget.Remaining(), err)
 		}
 	}
 	if r.timing {
@@ -526,7 +526,31 @@ func (e *engine) park(st *stage, model string, v classify.Verdict, p classify.Pa
 
 // sleep waits d before a retry, or until the caller gives up. The wait was
 // decided to fit the budget, so it never outlasts the deadline.
-func (e *engine) sleep(r *request, d time.Duration) error { return retry.Sleep(r.ctx, d) }
+func (e *engine) sleep(r *request, d time.Duration) error {
+	if d <= 0 {
+		return r.ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-r.ctx.Done():
+		return r.ctx.Err()
+	}
+}
+
+// exhausted is the error of a budget that cannot fit an attempt.
+func exhausted(remaining time.Duration, cause error) error {
+	return &deadline.ExhaustedError{Remaining: max(remaining, 0), Cause: cause}
+}
+
+// succeeded records a success with the stage's shared retry budget.
+func succeeded(st *stage) {
+	if st.policy.Budget != nil {
+		st.policy.Budget.Success()
+	}
+}
 
 // event builds a stage's event.
 func (e *engine) event(r *request, kind EventKind, st *stage, model string, n int) Event {
@@ -566,7 +590,7 @@ func (e *engine) skip(r *request, st *stage, model string, why Skip, err error) 
 
 // answered records a successful attempt.
 func (e *engine) answered(r *request, st *stage, model string, n int, latency time.Duration, u Usage, hasUsage bool) {
-	st.policy.Succeeded()
+	succeeded(st)
 	if st.policy.OnAttempt != nil {
 		st.policy.OnAttempt(retry.Attempt{N: n})
 	}

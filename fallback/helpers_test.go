@@ -75,7 +75,7 @@ func newBreaker(t testing.TB, cfg breaker.Config) *breaker.Breaker {
 
 func newBulkhead(t testing.TB, name string, max int) *bulkhead.Bulkhead {
 	t.Helper()
-	b, err := bulkhead.New(name, max)
+	b, err := bulkhead.New(bulkhead.Config{Name: name, Max: max})
 	require.NoError(t, err)
 	return b
 }

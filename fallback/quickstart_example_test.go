@@ -25,7 +25,7 @@ func Example_quickStart() {
 		return callGemini(ctx, "gemini-2.5-flash", "Answer briefly: "+q)
 	})
 	proBreaker, _ := breaker.New(breaker.Config{Name: "pro", Cooldown: 30 * time.Second})
-	proSlots, _ := bulkhead.New("pro", 32)
+	proSlots, _ := bulkhead.New(bulkhead.Config{Name: "pro", Max: 32})
 
 	chain, err := fallback.New(fallback.Config[string, string]{
 		Stages: []fallback.Stage[string, string]{

@@ -6,7 +6,6 @@ import (
 
 	"github.com/tierguard/tierguard/breaker"
 	"github.com/tierguard/tierguard/classify"
-	"github.com/tierguard/tierguard/deadline"
 	"github.com/tierguard/tierguard/internal/budget"
 )
 
@@ -55,12 +54,16 @@ func runStage[In, Out any, A attempter[In, Out]](e *engine, a A, r *request, st 
 		end.err = &SkipError{Tier: st.name, Model: model, Skip: why}
 		return out, h, e.skipped(r, st, model, why, end.err)
 	}
-	if st.breaker != nil {
+	if st.breaker != nil && st.breaker.State() == breaker.Open {
 		// An open tier is skipped before anything else is spent: no clock
-		// read, no slot. One atomic load.
-		if err := st.breaker.OpenError(); err != nil {
+		// read, no slot. Allow on an open breaker only returns its error.
+		tok, err := st.breaker.Allow()
+		if err != nil {
 			return out, h, e.skipped(r, st, model, SkipOpen, err)
 		}
+		// It moved to half-open meanwhile: give the probe back, and let
+		// the entry below take one in its turn.
+		tok.Done(breaker.Ignored)
 	}
 	h, try, why, err := e.enter(r, st)
 	if err != nil {
@@ -90,7 +93,7 @@ func runStage[In, Out any, A attempter[In, Out]](e *engine, a A, r *request, st 
 			decided = true
 			if n == 1 {
 				e.exit(r, st, &h, breaker.Ignored)
-				return out, h, e.skipped(r, st, model, SkipBudget, deadline.Exhausted(remaining, nil))
+				return out, h, e.skipped(r, st, model, SkipBudget, exhausted(remaining, nil))
 			}
 			// A retry was planned to fit, but scheduling ate the margin:
 			// the last failure stands.
@@ -127,7 +130,7 @@ func runStage[In, Out any, A attempter[In, Out]](e *engine, a A, r *request, st 
 			}
 			decided = true
 			if a.committed() {
-				st.policy.Succeeded()
+				succeeded(st)
 				return res, h, stageEnd{n: n}
 			}
 			var u Usage

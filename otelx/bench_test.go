@@ -19,7 +19,7 @@ import (
 // benchChain is fallback's benchmark chain: one tier behind a bulkhead and a
 // breaker, answering at once.
 func benchChain(b *testing.B) *fallback.Chain[string, string] {
-	bh, err := bulkhead.New("pro", 1<<20)
+	bh, err := bulkhead.New(bulkhead.Config{Name: "pro", Max: 1 << 20})
 	if err != nil {
 		b.Fatal(err)
 	}

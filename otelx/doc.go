@@ -13,9 +13,9 @@
 // otel.GetTracerProvider) are used. Instrumentation is a fallback.Observer,
 // so it can also go in fallback.Config.Observer (then call Watch on the
 // chain for its breakers and bulkheads); WatchBreaker and WatchBulkhead
-// cover guards used on their own, OnBreakerTransition and Waited the
-// members of breaker and bulkhead groups. Close unregisters the gauge
-// callback and the breaker subscriptions. The package depends on the
+// cover guards used on their own, WatchBreakerGroup and WatchBulkheadGroup
+// the members of breaker and bulkhead groups, present and future. Close
+// unregisters the gauge callback and every watch. The package depends on the
 // OpenTelemetry API only; bring your own SDK and exporter.
 //
 // # Metrics
@@ -26,7 +26,7 @@
 // Options.MetricAttributes. tierguard.breaker.name and
 // tierguard.bulkhead.name (and the breaker log's "breaker" field) are the
 // guards' Name: a member of a group keyed by tenant shows the group's name
-// and a hash of its key, unless the group was built WithKeysInNames.
+// and a hash of its key, unless the group's Config has KeysInNames.
 //
 //	name                                         instrument              unit          attributes
 //	gen_ai.client.operation.duration             Float64Histogram        s             gen_ai.operation.name, gen_ai.provider.name, gen_ai.request.model, tierguard.tier.name, error.type (failures)
@@ -107,7 +107,7 @@
 //
 // # Queue wait
 //
-// For tiers whose bulkhead may queue (bulkhead.WithMaxWait), the chain
+// For tiers whose bulkhead may queue (bulkhead.Config.MaxWait), the chain
 // measures each request's wait for a slot (fallback.Event.QueueWait): it is
 // the queue_wait_ms of the tier's first attempt or skip in the logs and the
 // tierguard.bulkhead.queue.wait attribute of its attempt span. The

@@ -30,8 +30,8 @@ type watchedBreaker struct {
 
 func (w *watchedBreaker) stop() { w.once.Do(w.unsub) }
 
-// watchedBulkhead is the bulkhead.Observer otelx adds to a bulkhead;
-// unwatching removes it.
+// watchedBulkhead is what otelx observes a bulkhead with; unwatching
+// removes it.
 type watchedBulkhead struct {
 	i       *Instrumentation
 	b       *bulkhead.Bulkhead
@@ -40,10 +40,10 @@ type watchedBulkhead struct {
 	remove  func()
 }
 
-// Waited records a queued acquisition's wait.
-func (w *watchedBulkhead) Waited(name string, wait time.Duration, acquired bool) {
-	if !w.stopped.Load() {
-		w.i.waited(name, wait, acquired)
+// event records a queued acquisition's wait.
+func (w *watchedBulkhead) event(e bulkhead.Event) {
+	if e.Queued && !w.stopped.Load() {
+		w.i.waited(e.Bulkhead, e.Wait, e.Kind == bulkhead.Permitted)
 	}
 }
 
@@ -63,12 +63,9 @@ func (i *Instrumentation) WatchBreaker(b *breaker.Breaker) (unwatch func()) {
 		}
 	}
 	w := &watchedBreaker{b: b, attrs: newAttrs(attrBreaker.String(b.Name()))}
-	w.unsub = b.Subscribe(i.breakerTransition)
+	w.unsub = b.Observe(i.breakerTransition)
 	next := &watchList{breakers: append(slices.Clip(cur.breakers), w), bulkheads: cur.bulkheads}
 	i.watched.Store(next)
-	i.hookedMu.Lock()
-	delete(i.hooked, b.Name())
-	i.hookedMu.Unlock()
 	return func() { i.unwatchBreaker(w) }
 }
 
@@ -103,7 +100,7 @@ func (i *Instrumentation) WatchBulkhead(b *bulkhead.Bulkhead) (unwatch func()) {
 		}
 	}
 	w := &watchedBulkhead{i: i, b: b, attrs: newAttrs(attrBulkhead.String(b.Name()))}
-	w.remove = b.AddObserver(w)
+	w.remove = b.Observe(w.event)
 	next := &watchList{breakers: cur.breakers, bulkheads: append(slices.Clip(cur.bulkheads), w)}
 	i.watched.Store(next)
 	return func() { i.unwatchBulkhead(w) }
@@ -125,54 +122,67 @@ func (i *Instrumentation) unwatchBulkhead(w *watchedBulkhead) {
 }
 
 // WatchBreakerGroup watches every breaker of g, those created later
-// included, as WatchBreaker does.
-func (i *Instrumentation) WatchBreakerGroup(g *breaker.Group) {
-	g.OnMember(func(_ string, b *breaker.Breaker) { i.WatchBreaker(b) })
+// included, as WatchBreaker does, until unwatch is called or the
+// Instrumentation is closed.
+func (i *Instrumentation) WatchBreakerGroup(g *breaker.Group) (unwatch func()) {
+	m := &memberWatches{}
+	m.remove = g.Observe(func(_ string, b *breaker.Breaker) { m.add(i.WatchBreaker(b)) })
+	return i.keepGroup(m)
 }
 
 // WatchBulkheadGroup watches every bulkhead of g, those created later
-// included, as WatchBulkhead does.
-func (i *Instrumentation) WatchBulkheadGroup(g *bulkhead.Group) {
-	g.OnMember(func(_ string, b *bulkhead.Bulkhead) { i.WatchBulkhead(b) })
+// included, as WatchBulkhead does, until unwatch is called or the
+// Instrumentation is closed.
+func (i *Instrumentation) WatchBulkheadGroup(g *bulkhead.Group) (unwatch func()) {
+	m := &memberWatches{}
+	m.remove = g.Observe(func(_ string, b *bulkhead.Bulkhead) { m.add(i.WatchBulkhead(b)) })
+	return i.keepGroup(m)
 }
 
-// OnBreakerTransition counts and logs tr, and keeps the breaker's last
-// state for tierguard.breaker.state. Use it as breaker.Config.OnStateChange
-// for breakers that cannot be watched (WatchBreakerGroup watches a group's
-// members as they appear). Transitions of a watched breaker are ignored
-// here: its subscription reports them.
-func (i *Instrumentation) OnBreakerTransition(tr breaker.Transition) {
-	if i.closed.Load() {
-		return
-	}
-	for _, w := range i.watched.Load().breakers {
-		if w.b.Name() == tr.Name {
-			return
+// memberWatches is one group watch: the group subscription and the
+// unwatch of every member it watched.
+type memberWatches struct {
+	mu       sync.Mutex
+	remove   func()
+	unwatch  []func()
+	stopOnce sync.Once
+}
+
+func (m *memberWatches) add(unwatch func()) {
+	m.mu.Lock()
+	m.unwatch = append(m.unwatch, unwatch)
+	m.mu.Unlock()
+}
+
+func (m *memberWatches) stop() {
+	m.stopOnce.Do(func() {
+		m.remove()
+		m.mu.Lock()
+		members := m.unwatch
+		m.unwatch = nil
+		m.mu.Unlock()
+		for _, unwatch := range members {
+			unwatch()
 		}
-	}
-	i.hookedMu.Lock()
-	i.hooked[tr.Name] = tr.To
-	i.hookedMu.Unlock()
-	i.breakerTransition(tr)
+	})
 }
 
-// Waited records a bulkhead's queue wait as tierguard.bulkhead.queue.wait.
-// It makes the Instrumentation a bulkhead.Observer, for bulkhead.WithObserver
-// on bulkheads that are not watched (WatchBulkheadGroup watches a group's
-// members as they appear). Waits of a watched bulkhead are ignored here.
-func (i *Instrumentation) Waited(name string, wait time.Duration, acquired bool) {
-	if i.closed.Load() {
-		return
+// keepGroup makes Close end the group watch too.
+func (i *Instrumentation) keepGroup(m *memberWatches) (unwatch func()) {
+	i.mu.Lock()
+	closed := i.closed.Load()
+	if !closed {
+		i.detach = append(i.detach, m.stop)
 	}
-	for _, w := range i.watched.Load().bulkheads {
-		if w.b.Name() == name {
-			return
-		}
+	i.mu.Unlock()
+	if closed {
+		// Not under i.mu: the group calls WatchBreaker, which takes i.mu,
+		// under its own lock.
+		m.stop()
+		return func() {}
 	}
-	i.waited(name, wait, acquired)
+	return m.stop
 }
-
-var _ bulkhead.Observer = (*Instrumentation)(nil)
 
 type waitKey struct {
 	name     string
@@ -234,11 +244,6 @@ func (i *Instrumentation) collect(_ context.Context, o metric.Observer) error {
 	for _, b := range w.breakers {
 		o.ObserveInt64(i.m.breakerState, int64(b.b.State()), b.attrs.obs...)
 	}
-	i.hookedMu.Lock()
-	for name, st := range i.hooked {
-		o.ObserveInt64(i.m.breakerState, int64(st), metric.WithAttributes(attrBreaker.String(name)))
-	}
-	i.hookedMu.Unlock()
 	for _, b := range w.bulkheads {
 		s := b.b.Stats()
 		o.ObserveInt64(i.m.bhAccepted, int64(s.Accepted), b.attrs.obs...)

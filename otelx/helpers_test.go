@@ -248,9 +248,9 @@ func newBreaker(t testing.TB, cfg breaker.Config) *breaker.Breaker {
 	return b
 }
 
-func newBulkhead(t testing.TB, name string, max int, opts ...bulkhead.Option) *bulkhead.Bulkhead {
+func newBulkhead(t testing.TB, cfg bulkhead.Config) *bulkhead.Bulkhead {
 	t.Helper()
-	b, err := bulkhead.New(name, max, opts...)
+	b, err := bulkhead.New(cfg)
 	require.NoError(t, err)
 	return b
 }

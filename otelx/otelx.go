@@ -13,7 +13,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
-	"github.com/tierguard/tierguard/breaker"
 	"github.com/tierguard/tierguard/fallback"
 )
 
@@ -86,10 +85,6 @@ type Instrumentation struct {
 	// watched lists the breakers and bulkheads the gauges read;
 	// copy-on-write under mu.
 	watched atomic.Pointer[watchList]
-	// hooked holds the last state of breakers seen only through
-	// OnBreakerTransition, by name.
-	hooked   map[string]breaker.State
-	hookedMu sync.Mutex
 	// waits caches the queue-wait attribute sets per bulkhead name.
 	waits sync.Map
 	// transitions caches transition attribute sets.
@@ -140,7 +135,6 @@ func New(opts Options) (*Instrumentation, error) {
 		logger:      opts.Logger,
 		metricKeys:  append([]attribute.Key(nil), opts.MetricAttributes...),
 		attemptErrs: opts.AttemptErrorStatus,
-		hooked:      make(map[string]breaker.State),
 	}
 	i.reg.Store(&registry{stages: map[stageKey]*stageState{}, ops: map[opKey]*opState{}})
 	i.watched.Store(&watchList{})
@@ -243,9 +237,6 @@ func (i *Instrumentation) Close() error {
 		b.stopped.Store(true)
 		b.remove()
 	}
-	i.hookedMu.Lock()
-	clear(i.hooked)
-	i.hookedMu.Unlock()
 	if err != nil {
 		return fmt.Errorf("otelx: unregistering the gauge callback: %w", err)
 	}

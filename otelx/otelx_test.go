@@ -326,7 +326,7 @@ func TestBreakerOpensHalfOpensCloses(t *testing.T) {
 // behind the rejection rate are exported.
 func TestBulkheadFull(t *testing.T) {
 	h := newHarness(t)
-	bh := newBulkhead(t, "pro", 1)
+	bh := newBulkhead(t, bulkhead.Config{Name: "pro", Max: 1})
 	require.True(t, bh.TryAcquire())
 	defer bh.Release()
 	c := newChain(t, twoTiers(
@@ -374,7 +374,7 @@ func TestBulkheadFull(t *testing.T) {
 func TestBulkheadQueueWait(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t)
-		bh := newBulkhead(t, "pro", 1, bulkhead.WithMaxWait(100*time.Millisecond, 4))
+		bh := newBulkhead(t, bulkhead.Config{Name: "pro", Max: 1, MaxWait: 100 * time.Millisecond, Queue: 4})
 		c := newChain(t, twoTiers(
 			fallback.Stage[string, string]{Tier: newTier("pro", ok("pro")), Bulkhead: bh},
 			fallback.Stage[string, string]{Tier: newTier("flash", ok("flash"))},
@@ -620,30 +620,35 @@ func TestStandaloneGuards(t *testing.T) {
 		}
 		assert.Len(t, ints(t, findMetric(t, rm, otelx.MetricBreakerTransitions)), 1, "the transition after unwatch is not counted")
 
-		bh := newBulkhead(t, "solo", 1, bulkhead.WithMaxWait(time.Second, 1))
+		bh := newBulkhead(t, bulkhead.Config{Name: "solo", Max: 1, MaxWait: time.Second, Queue: 1})
 		inst.WatchBulkhead(bh)
 		require.True(t, bh.TryAcquire())
 		go func() {
 			time.Sleep(250 * time.Millisecond)
 			bh.Release()
 		}()
-		require.NoError(t, bh.Do(context.Background(), func(context.Context) error { return nil }))
+		_, err = bulkhead.Do(context.Background(), bh, func(context.Context) (struct{}, error) { return struct{}{}, nil })
+		require.NoError(t, err)
 		waits := hist(t, findMetric(t, h.collect(t), otelx.MetricBulkheadQueueWait))
 		assert.InDelta(t, 0.25, waits[kv(otelx.AttrBulkhead.String("solo"), otelx.AttrAcquired.Bool(true))].Sum, 1e-9)
 
-		// Group members: the hook and the observer option.
-		group, err := breaker.NewGroup(breaker.Config{Name: "grp", OnStateChange: inst.OnBreakerTransition}, 8, breaker.WithKeysInNames())
+		// Group members, those created before the watch and after it.
+		group, err := breaker.NewGroup(breaker.Config{Name: "grp", KeysInNames: true}, 8)
 		require.NoError(t, err)
+		group.Get("b")
+		unwatchGroup := inst.WatchBreakerGroup(group)
 		group.Get("a").ForceOpen()
-		bhs, err := bulkhead.NewGroup("tenants", 1, 8, bulkhead.WithMaxWait(time.Second, 1), bulkhead.WithObserver(inst), bulkhead.WithKeysInNames())
+		bhs, err := bulkhead.NewGroup(bulkhead.Config{Name: "tenants", Max: 1, MaxWait: time.Second, Queue: 1, KeysInNames: true}, 8)
 		require.NoError(t, err)
+		inst.WatchBulkheadGroup(bhs)
 		member := bhs.Get("acme")
 		require.True(t, member.TryAcquire())
 		go func() {
 			time.Sleep(500 * time.Millisecond)
 			member.Release()
 		}()
-		require.NoError(t, member.Do(context.Background(), func(context.Context) error { return nil }))
+		_, err = bulkhead.Do(context.Background(), member, func(context.Context) (struct{}, error) { return struct{}{}, nil })
+		require.NoError(t, err)
 
 		rm = h.collect(t)
 		assert.Equal(t, int64(2), ints(t, findMetric(t, rm, otelx.MetricBreakerState))[kv(otelx.AttrBreaker.String("grp/a"))])
@@ -651,6 +656,13 @@ func TestStandaloneGuards(t *testing.T) {
 			otelx.AttrBreaker.String("grp/a"), otelx.AttrBreakerFrom.String("closed"), otelx.AttrBreakerTo.String("open"), otelx.AttrBreakerReason.String("forced open"))])
 		waits = hist(t, findMetric(t, rm, otelx.MetricBulkheadQueueWait))
 		assert.InDelta(t, 0.5, waits[kv(otelx.AttrBulkhead.String("tenants/acme"), otelx.AttrAcquired.Bool(true))].Sum, 1e-9)
+		assert.Contains(t, ints(t, findMetric(t, rm, otelx.MetricBreakerState)), kv(otelx.AttrBreaker.String("grp/b")), "a member from before the watch")
+
+		unwatchGroup()
+		group.Get("c").ForceOpen()
+		if m, ok := lookupMetric(h.collect(t), otelx.MetricBreakerState); ok {
+			assert.Empty(t, ints(t, m), "members are unwatched with their group, and later ones are not watched")
+		}
 	})
 }
 
@@ -659,7 +671,7 @@ func TestStandaloneGuards(t *testing.T) {
 func TestClose(t *testing.T) {
 	h := newHarness(t)
 	br := newBreaker(t, breaker.Config{Name: "pro"})
-	bh := newBulkhead(t, "pro", 4)
+	bh := newBulkhead(t, bulkhead.Config{Name: "pro", Max: 4})
 	c := newChain(t, twoTiers(
 		fallback.Stage[string, string]{Tier: newTier("pro", ok("pro")), Breaker: br, Bulkhead: bh},
 		fallback.Stage[string, string]{Tier: newTier("flash", ok("flash"))},

@@ -47,9 +47,9 @@ func TestGroupsAreWatchedAsMembersAppear(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = inst.Close() })
 
-	bg, err := breaker.NewGroup(breaker.Config{Name: "gemini"}, 8, breaker.WithKeysInNames())
+	bg, err := breaker.NewGroup(breaker.Config{Name: "gemini", KeysInNames: true}, 8)
 	require.NoError(t, err)
-	hg, err := bulkhead.NewGroup("tenant", 2, 8)
+	hg, err := bulkhead.NewGroup(bulkhead.Config{Name: "tenant", Max: 2}, 8)
 	require.NoError(t, err)
 	bg.Get("pro")
 	inst.WatchBreakerGroup(bg)

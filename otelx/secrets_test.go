@@ -180,7 +180,7 @@ func TestGroupKeysReachSignalsHashed(t *testing.T) {
 
 	bg, err := breaker.NewGroup(breaker.Config{Name: "pro", ConsecutiveFailures: 1}, 8)
 	require.NoError(t, err)
-	hg, err := bulkhead.NewGroup("pro", 1, 8, bulkhead.WithMaxWait(time.Millisecond, 1))
+	hg, err := bulkhead.NewGroup(bulkhead.Config{Name: "pro", Max: 1, MaxWait: time.Millisecond, Queue: 1}, 8)
 	require.NoError(t, err)
 	inst.WatchBreakerGroup(bg)
 	inst.WatchBulkheadGroup(hg)

@@ -57,7 +57,7 @@ func recordWaits(waits *[]time.Duration) func(retry.Attempt) {
 func TestFailsafeShouldRetryOnFailure(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fn, calls := counting(errTransient, -1)
-		err := retry.Do(context.Background(), retry.Policy{}, fn)
+		err := do(context.Background(), retry.Policy{}, fn)
 		assert.ErrorIs(t, err, errTransient)
 		assert.Equal(t, 3, *calls)
 	})
@@ -66,7 +66,7 @@ func TestFailsafeShouldRetryOnFailure(t *testing.T) {
 // failsafe-go test/retrypolicy_test.go "should not retry on success".
 func TestFailsafeShouldNotRetryOnSuccess(t *testing.T) {
 	fn, calls := counting(errTransient, 0)
-	require.NoError(t, retry.Do(context.Background(), retry.Policy{}, fn))
+	require.NoError(t, do(context.Background(), retry.Policy{}, fn))
 	assert.Equal(t, 1, *calls)
 }
 
@@ -76,7 +76,7 @@ func TestFailsafeShouldReturnExceededError(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		retries := 0
 		fn, _ := counting(errTransient, -1)
-		err := retry.Do(context.Background(), retry.Policy{OnAttempt: func(a retry.Attempt) {
+		err := do(context.Background(), retry.Policy{OnAttempt: func(a retry.Attempt) {
 			if a.Retry {
 				retries++
 			}
@@ -96,7 +96,7 @@ func TestFailsafeShouldReturnExceededError(t *testing.T) {
 func TestFailsafeExceededErrorWrapsTheLastError(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		underlying := classify.Wrap(errors.New("test"), classify.Verdict{Class: classify.Transient})
-		err := retry.Do(context.Background(), retry.Policy{}, func(context.Context) error { return underlying })
+		err := do(context.Background(), retry.Policy{}, func(context.Context) error { return underlying })
 		var se *retry.StoppedError
 		require.ErrorAs(t, err, &se)
 		assert.Same(t, underlying, se.Last)
@@ -107,7 +107,7 @@ func TestFailsafeExceededErrorWrapsTheLastError(t *testing.T) {
 // failure": an error that is not handled is not retried.
 func TestFailsafeShouldNotRetryOnNonRetriableFailure(t *testing.T) {
 	fn, calls := counting(errPermanent, -1)
-	err := retry.Do(context.Background(), retry.Policy{MaxAttempts: -1}, fn)
+	err := do(context.Background(), retry.Policy{MaxAttempts: -1}, fn)
 	assert.Same(t, errPermanent, err)
 	assert.Equal(t, 1, *calls)
 }
@@ -120,7 +120,7 @@ func TestFailsafeShouldFailWhenMaxDurationExceeded(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 		defer cancel()
 		calls := 0
-		err := retry.Do(ctx, retry.Policy{BaseDelay: time.Millisecond}, func(context.Context) error {
+		err := do(ctx, retry.Policy{BaseDelay: time.Millisecond}, func(context.Context) error {
 			calls++
 			if calls == 2 {
 				time.Sleep(120 * time.Millisecond)
@@ -142,7 +142,7 @@ func TestFailsafeShouldFailWhenMaxDurationExceeded(t *testing.T) {
 func TestFailsafeShouldReturnLastFailure(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fn, calls := counting(errTransient, -1)
-		err := retry.Do(context.Background(), retry.Policy{MaxAttempts: 4}, fn)
+		err := do(context.Background(), retry.Policy{MaxAttempts: 4}, fn)
 		assert.ErrorIs(t, err, errTransient)
 		assert.Equal(t, 4, *calls)
 	})
@@ -153,7 +153,7 @@ func TestFailsafeShouldReturnLastFailure(t *testing.T) {
 func TestFailsafeUnlimitedAttempts(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fn, calls := counting(errTransient, 5)
-		require.NoError(t, retry.Do(context.Background(), retry.Policy{MaxAttempts: -1}, fn))
+		require.NoError(t, do(context.Background(), retry.Policy{MaxAttempts: -1}, fn))
 		assert.Equal(t, 6, *calls)
 	})
 }
@@ -164,7 +164,7 @@ func TestFailsafeWithBackoffDelay(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var waits []time.Duration
 		fn, _ := counting(errTransient, -1)
-		_ = retry.Do(context.Background(), retry.Policy{MaxAttempts: 7, BaseDelay: time.Millisecond, MaxDelay: 10 * time.Millisecond,
+		_ = do(context.Background(), retry.Policy{MaxAttempts: 7, BaseDelay: time.Millisecond, MaxDelay: 10 * time.Millisecond,
 			Jitter: retry.NoJitter, OnAttempt: recordWaits(&waits)}, fn)
 		ms := time.Millisecond
 		assert.Equal(t, []time.Duration{ms, 2 * ms, 4 * ms, 8 * ms, 10 * ms, 10 * ms}, waits)
@@ -178,7 +178,7 @@ func TestFailsafeWithBackoffDelay(t *testing.T) {
 func TestFailsafeExceededErrorIsAndAs(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		cause := classify.Wrap(errors.New("connection reset"), classify.Verdict{Class: classify.Transient})
-		err := retry.Do(context.Background(), retry.Policy{MaxAttempts: 2}, func(context.Context) error { return cause })
+		err := do(context.Background(), retry.Policy{MaxAttempts: 2}, func(context.Context) error { return cause })
 		var se *retry.StoppedError
 		assert.True(t, errors.As(err, &se))
 		assert.True(t, errors.Is(err, cause))
@@ -193,7 +193,7 @@ func TestFailsafeExceededErrorIsAndAs(t *testing.T) {
 func TestR4jShouldNotRetry(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		start := time.Now()
-		out, err := retry.Run(context.Background(), retry.Policy{}, func(context.Context) (string, error) { return "Hello world", nil })
+		out, err := retry.Do(context.Background(), retry.Policy{}, func(context.Context) (string, error) { return "Hello world", nil })
 		require.NoError(t, err)
 		assert.Equal(t, "Hello world", out)
 		assert.Zero(t, time.Since(start))
@@ -207,7 +207,7 @@ func TestR4jSuccessAfterSecondAttempt(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		start := time.Now()
 		n := 0
-		out, err := retry.Run(context.Background(), retry.Policy{BaseDelay: 500 * time.Millisecond, Jitter: retry.NoJitter}, func(context.Context) (string, error) {
+		out, err := retry.Do(context.Background(), retry.Policy{BaseDelay: 500 * time.Millisecond, Jitter: retry.NoJitter}, func(context.Context) (string, error) {
 			n++
 			if n == 1 {
 				return "", errTransient
@@ -230,7 +230,7 @@ func TestR4jPolicyIsReusable(t *testing.T) {
 		total := 0
 		for range 2 {
 			fn, calls := counting(errTransient, 1)
-			require.NoError(t, retry.Do(context.Background(), p, fn))
+			require.NoError(t, do(context.Background(), p, fn))
 			total += *calls
 		}
 		assert.Equal(t, 4, total)
@@ -246,7 +246,7 @@ func TestR4jShouldReturnAfterThreeAttempts(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		start := time.Now()
 		fn, calls := counting(errTransient, -1)
-		err := retry.Do(context.Background(), retry.Policy{BaseDelay: 500 * time.Millisecond, Jitter: retry.NoJitter}, fn)
+		err := do(context.Background(), retry.Policy{BaseDelay: 500 * time.Millisecond, Jitter: retry.NoJitter}, fn)
 		assert.ErrorIs(t, err, errTransient)
 		assert.Equal(t, 3, *calls)
 		assert.Equal(t, 1500*time.Millisecond, time.Since(start))
@@ -259,7 +259,7 @@ func TestR4jShouldReturnAfterOneAttempt(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		start := time.Now()
 		fn, calls := counting(errTransient, -1)
-		err := retry.Do(context.Background(), retry.Policy{MaxAttempts: 1}, fn)
+		err := do(context.Background(), retry.Policy{MaxAttempts: 1}, fn)
 		assert.ErrorIs(t, err, errTransient)
 		assert.Equal(t, 1, *calls)
 		assert.Zero(t, time.Since(start))
@@ -272,7 +272,7 @@ func TestR4jIgnoredExceptionIsRethrownAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		start := time.Now()
 		fn, calls := counting(errPermanent, -1)
-		err := retry.Do(context.Background(), retry.Policy{}, fn)
+		err := do(context.Background(), retry.Policy{}, fn)
 		assert.Same(t, errPermanent, err)
 		assert.Equal(t, 1, *calls)
 		assert.Zero(t, time.Since(start))
@@ -290,7 +290,7 @@ func TestR4jInterruptedDuringRetry(t *testing.T) {
 			time.Sleep(100 * time.Millisecond)
 			cancel()
 		}()
-		err := retry.Do(ctx, retry.Policy{BaseDelay: time.Second, Jitter: retry.NoJitter}, fn)
+		err := do(ctx, retry.Policy{BaseDelay: time.Second, Jitter: retry.NoJitter}, fn)
 		var se *retry.StoppedError
 		require.ErrorAs(t, err, &se)
 		assert.Equal(t, retry.ContextCanceled, se.Reason)
@@ -305,7 +305,7 @@ func TestR4jExponentialBackoffFunction(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		start := time.Now()
 		fn, calls := counting(errTransient, -1)
-		_ = retry.Do(context.Background(), retry.Policy{BaseDelay: 500 * time.Millisecond, Jitter: retry.NoJitter}, fn)
+		_ = do(context.Background(), retry.Policy{BaseDelay: 500 * time.Millisecond, Jitter: retry.NoJitter}, fn)
 		assert.Equal(t, 3, *calls)
 		assert.Equal(t, 1500*time.Millisecond, time.Since(start))
 	})
@@ -318,7 +318,7 @@ func TestR4jWaitFromTheFailedAttempt(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		start := time.Now()
 		n := 0
-		out, err := retry.Run(context.Background(), retry.Policy{BaseDelay: time.Millisecond, Jitter: retry.NoJitter}, func(context.Context) (string, error) {
+		out, err := retry.Do(context.Background(), retry.Policy{BaseDelay: time.Millisecond, Jitter: retry.NoJitter}, func(context.Context) (string, error) {
 			n++
 			switch n {
 			case 1:
@@ -339,7 +339,7 @@ func TestR4jWaitFromTheFailedAttempt(t *testing.T) {
 func TestR4jMaxRetriesExceeded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fn, calls := counting(errTransient, -1)
-		err := retry.Do(context.Background(), retry.Policy{MaxAttempts: 3}, fn)
+		err := do(context.Background(), retry.Policy{MaxAttempts: 3}, fn)
 		assert.Contains(t, err.Error(), "retry stopped after 3 attempts (attempts exhausted)")
 		assert.Equal(t, 3, *calls)
 	})
@@ -350,7 +350,7 @@ func TestR4jMaxRetriesExceeded(t *testing.T) {
 // no retry on results).
 func TestR4jNoRetryOnResult(t *testing.T) {
 	n := 0
-	out, err := retry.Run(context.Background(), retry.Policy{MaxAttempts: 2}, func(context.Context) (string, error) { n++; return "Hello world", nil })
+	out, err := retry.Do(context.Background(), retry.Policy{MaxAttempts: 2}, func(context.Context) (string, error) { n++; return "Hello world", nil })
 	require.NoError(t, err)
 	assert.Equal(t, "Hello world", out)
 	assert.Equal(t, 1, n)
@@ -365,7 +365,7 @@ func TestPollyCanceledBeforeExecution(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	calls := 0
-	err := retry.Do(ctx, retry.Policy{}, func(ctx context.Context) error { calls++; return ctx.Err() })
+	err := do(ctx, retry.Policy{}, func(ctx context.Context) error { calls++; return ctx.Err() })
 	var se *retry.StoppedError
 	require.ErrorAs(t, err, &se)
 	assert.Equal(t, retry.ContextCanceled, se.Reason)
@@ -380,7 +380,7 @@ func TestPollyCanceledDuringExecutionResultReturned(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	calls := 0
-	out, err := retry.Run(ctx, retry.Policy{}, func(context.Context) (string, error) { calls++; cancel(); return "result", nil })
+	out, err := retry.Do(ctx, retry.Policy{}, func(context.Context) (string, error) { calls++; cancel(); return "result", nil })
 	require.NoError(t, err)
 	assert.Equal(t, "result", out)
 	assert.Equal(t, 1, calls)
@@ -393,7 +393,7 @@ func TestPollyCanceledDuringExecutionNotExecutedAgain(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	reported := false
 	calls := 0
-	err := retry.Do(ctx, retry.Policy{OnAttempt: func(retry.Attempt) { reported = true }}, func(context.Context) error {
+	err := do(ctx, retry.Policy{OnAttempt: func(retry.Attempt) { reported = true }}, func(context.Context) error {
 		calls++
 		cancel()
 		return errTransient
@@ -409,7 +409,7 @@ func TestPollyCanceledAfterExecution(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		fn, calls := counting(errTransient, -1)
-		err := retry.Do(ctx, retry.Policy{OnAttempt: func(a retry.Attempt) {
+		err := do(ctx, retry.Policy{OnAttempt: func(a retry.Attempt) {
 			if a.Retry {
 				cancel()
 			}
@@ -432,7 +432,7 @@ func TestPollyCanceledDuringDelay(t *testing.T) {
 		defer cancel()
 		start := time.Now()
 		fn, calls := counting(errTransient, -1)
-		err := retry.Do(ctx, retry.Policy{BaseDelay: delay, Jitter: retry.NoJitter}, fn)
+		err := do(ctx, retry.Policy{BaseDelay: delay, Jitter: retry.NoJitter}, fn)
 		var se *retry.StoppedError
 		require.ErrorAs(t, err, &se)
 		assert.Equal(t, retry.DeadlineTooClose, se.Reason)
@@ -449,7 +449,7 @@ func TestPollyRetryCountRespected(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		retries := 0
 		fn, calls := counting(errTransient, -1)
-		_ = retry.Do(context.Background(), retry.Policy{MaxAttempts: 13, BaseDelay: time.Millisecond, MaxDelay: time.Millisecond, OnAttempt: func(a retry.Attempt) {
+		_ = do(context.Background(), retry.Policy{MaxAttempts: 13, BaseDelay: time.Millisecond, MaxDelay: time.Millisecond, OnAttempt: func(a retry.Attempt) {
 			if a.Retry {
 				retries++
 			}
@@ -465,7 +465,7 @@ func TestPollyRetryDelayGeneratorRespected(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var waits []time.Duration
 		fn, _ := counting(failure(classify.RateLimited, 120*time.Millisecond), -1)
-		_ = retry.Do(context.Background(), retry.Policy{MaxAttempts: 4, BaseDelay: time.Millisecond, OnAttempt: recordWaits(&waits)}, fn)
+		_ = do(context.Background(), retry.Policy{MaxAttempts: 4, BaseDelay: time.Millisecond, OnAttempt: recordWaits(&waits)}, fn)
 		assert.Equal(t, []time.Duration{120 * time.Millisecond, 120 * time.Millisecond, 120 * time.Millisecond}, waits)
 	})
 }
@@ -478,7 +478,7 @@ func TestPollyOnRetryArguments(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var seen []retry.Attempt
 		fn, _ := counting(errTransient, -1)
-		_ = retry.Do(context.Background(), retry.Policy{MaxAttempts: 4, BaseDelay: 2 * time.Second, MaxDelay: time.Minute, Jitter: retry.NoJitter,
+		_ = do(context.Background(), retry.Policy{MaxAttempts: 4, BaseDelay: 2 * time.Second, MaxDelay: time.Minute, Jitter: retry.NoJitter,
 			OnAttempt: func(a retry.Attempt) { seen = append(seen, a) }}, fn)
 		require.Len(t, seen, 4)
 		for i, a := range seen[:3] {
@@ -497,7 +497,7 @@ func TestPollyMaxDelayRespected(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var waits []time.Duration
 		fn, _ := counting(errTransient, -1)
-		_ = retry.Do(context.Background(), retry.Policy{MaxAttempts: 4, BaseDelay: 100 * time.Millisecond, MaxDelay: 123 * time.Millisecond,
+		_ = do(context.Background(), retry.Policy{MaxAttempts: 4, BaseDelay: 100 * time.Millisecond, MaxDelay: 123 * time.Millisecond,
 			Jitter: retry.NoJitter, OnAttempt: recordWaits(&waits)}, fn)
 		ms := time.Millisecond
 		assert.Equal(t, []time.Duration{100 * ms, 123 * ms, 123 * ms}, waits)
@@ -574,7 +574,7 @@ func TestPollyInfiniteRetryDelayDoesNotOverflow(t *testing.T) {
 		const succeedAfter = 2049
 		var waits []time.Duration
 		fn, calls := counting(errTransient, succeedAfter-1)
-		require.NoError(t, retry.Do(context.Background(), retry.Policy{MaxAttempts: -1, BaseDelay: 2 * time.Second, MaxDelay: 30 * time.Second,
+		require.NoError(t, do(context.Background(), retry.Policy{MaxAttempts: -1, BaseDelay: 2 * time.Second, MaxDelay: 30 * time.Second,
 			OnAttempt: recordWaits(&waits)}, fn))
 		assert.Equal(t, succeedAfter, *calls)
 		require.Len(t, waits, succeedAfter-1)

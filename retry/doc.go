@@ -19,7 +19,7 @@
 // retries after a burst of failures and lets them back as successes return),
 // so that retries cannot multiply an outage's load.
 //
-// Do and Run are the standalone forms; the fallback chain uses Decide
+// Do is the standalone form; the fallback chain uses the policy's decision
 // directly so that its per-call state stays on the stack. The zero Policy
 // works: every method applies the defaults to zero fields.
 //
@@ -45,11 +45,11 @@
 //   - A server's retry-after wins over the backoff when longer and is not
 //     capped by MaxDelay; Polly and resilience4j need a delay generator or
 //     an interval function for that.
-//   - When retrying stops, Do and Run return a *StoppedError that wraps the
+//   - When retrying stops, Do returns a *StoppedError that wraps the
 //     last error (errors.Is and errors.As reach it), or the error as it was
 //     if its class is not retried. resilience4j rethrows the last exception,
 //     Polly returns the last outcome, failsafe-go returns an ExceededError.
-//   - Run makes the first attempt even on a context that has already ended
+//   - Do makes the first attempt even on a context that has already ended
 //     (the function sees it), then stops with ContextCanceled or
 //     DeadlineExceeded; Polly does not execute at all.
 //   - The Budget is shared by every caller of a tier; resilience4j and Polly

@@ -18,7 +18,7 @@ func Example() {
 	policy := retry.Policy{MaxAttempts: 3, BaseDelay: time.Millisecond, Budget: budget}
 
 	calls := 0
-	answer, err := retry.Run(context.Background(), policy, func(context.Context) (string, error) {
+	answer, err := retry.Do(context.Background(), policy, func(context.Context) (string, error) {
 		calls++
 		if calls < 3 {
 			return "", classify.Wrap(errors.New("503"), classify.Verdict{Class: classify.Transient})
@@ -29,7 +29,7 @@ func Example() {
 
 	// A retired model is not retried.
 	calls = 0
-	_, err = retry.Run(context.Background(), policy, func(context.Context) (string, error) {
+	_, err = retry.Do(context.Background(), policy, func(context.Context) (string, error) {
 		calls++
 		return "", classify.Wrap(errors.New("404"), classify.Verdict{Class: classify.Retired})
 	})

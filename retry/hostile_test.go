@@ -34,7 +34,7 @@ func TestDecideNeverPlansAWaitPastTheDeadline(t *testing.T) {
 		}
 
 		start := time.Now()
-		err := retry.Do(ctx, retry.Policy{}, func(context.Context) error {
+		err := do(ctx, retry.Policy{}, func(context.Context) error {
 			return classify.Wrap(errors.New("429"), classify.Verdict{Class: classify.RateLimited, RetryAfter: math.MaxInt64})
 		})
 		var se *retry.StoppedError

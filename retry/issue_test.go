@@ -52,7 +52,7 @@ func TestContextStopSaysWhich(t *testing.T) {
 		run := func(ctx context.Context, cancel func(), sleepInside bool) (error, []retry.Attempt) {
 			var seen []retry.Attempt
 			p := retry.Policy{BaseDelay: time.Hour, MaxDelay: time.Hour, Jitter: retry.NoJitter, OnAttempt: func(a retry.Attempt) { seen = append(seen, a) }}
-			err := retry.Do(ctx, p, func(ctx context.Context) error {
+			err := do(ctx, p, func(ctx context.Context) error {
 				if cancel != nil {
 					cancel()
 				}
@@ -108,13 +108,13 @@ func TestUnlimitedAttempts(t *testing.T) {
 		fn, at := script(errs...)
 		p := retry.Policy{MaxAttempts: -1, BaseDelay: time.Millisecond, MaxDelay: 10 * time.Millisecond}
 		require.NoError(t, p.Validate())
-		require.NoError(t, retry.Do(context.Background(), p, fn))
+		require.NoError(t, do(context.Background(), p, fn))
 		assert.Len(t, *at, 21)
 
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		calls := 0
-		err := retry.Do(ctx, retry.Policy{MaxAttempts: -1, BaseDelay: 100 * time.Millisecond, MaxDelay: 100 * time.Millisecond, Jitter: retry.NoJitter},
+		err := do(ctx, retry.Policy{MaxAttempts: -1, BaseDelay: 100 * time.Millisecond, MaxDelay: 100 * time.Millisecond, Jitter: retry.NoJitter},
 			func(context.Context) error { calls++; return failure(classify.Transient, 0) })
 		var se *retry.StoppedError
 		require.ErrorAs(t, err, &se)
@@ -123,7 +123,7 @@ func TestUnlimitedAttempts(t *testing.T) {
 
 		permanent := errors.New("400")
 		calls = 0
-		err = retry.Do(context.Background(), retry.Policy{MaxAttempts: -1}, func(context.Context) error {
+		err = do(context.Background(), retry.Policy{MaxAttempts: -1}, func(context.Context) error {
 			calls++
 			return classify.Wrap(permanent, classify.Verdict{Class: classify.InvalidRequest})
 		})

@@ -223,11 +223,10 @@ func upTo(d time.Duration) time.Duration {
 	return rand.N(d + 1)
 }
 
-// Decide chooses what follows failed attempt n (n ≥ 1) with verdict v, under
-// the request budget b and the attempt's share t (its reserve for later
-// tiers and its minimum useful time). It consumes a token of the shared
-// Budget for a retryable failure.
-func (p Policy) Decide(n int, v classify.Verdict, b deadline.Budget, t deadline.Try) Attempt {
+// decide chooses what follows failed attempt n (n ≥ 1) with verdict v,
+// under the budget b and the attempt's share t. It consumes a token of the shared Budget for a
+// retryable failure.
+func (p Policy) decide(n int, v classify.Verdict, b deadline.Budget, t deadline.Try) Attempt {
 	a := Attempt{N: n, Verdict: v}
 	table := p.Table
 	if table == nil {
@@ -265,32 +264,21 @@ func cmpOr[T comparable](v, def T) T {
 	return v
 }
 
-// Succeeded records a success with the shared budget.
-func (p Policy) Succeeded() {
-	if p.Budget != nil {
-		p.Budget.Success()
-	}
-}
-
 // Do calls fn until it succeeds or the policy stops, sleeping between
-// attempts. It never sleeps past ctx's deadline: a wait that would leave no
-// time for an attempt is not started. A non-retryable error is returned as
-// fn returned it; when retrying stops for any other reason the error is a
-// *StoppedError wrapping the last one — when ctx ended (ContextCanceled,
-// DeadlineExceeded), ctx's error too.
-func Do(ctx context.Context, p Policy, fn func(context.Context) error) error {
-	_, err := Run(ctx, p, func(ctx context.Context) (struct{}, error) { return struct{}{}, fn(ctx) })
-	return err
-}
-
-// Run is Do for a function that returns a value.
-func Run[T any](ctx context.Context, p Policy, fn func(context.Context) (T, error)) (T, error) {
+// attempts, and returns fn's last result. It never sleeps past ctx's
+// deadline: a wait that would leave no time for an attempt is not started.
+// A non-retryable error is returned as fn returned it; when retrying stops
+// for any other reason the error is a *StoppedError wrapping the last one —
+// when ctx ended (ContextCanceled, DeadlineExceeded), ctx's error too.
+func Do[T any](ctx context.Context, p Policy, fn func(context.Context) (T, error)) (T, error) {
 	p = p.WithDefaults()
 	b := deadline.New(ctx, 0)
 	for n := 1; ; n++ {
 		out, err := fn(ctx)
 		if err == nil {
-			p.Succeeded()
+			if p.Budget != nil {
+				p.Budget.Success()
+			}
 			if p.OnAttempt != nil {
 				p.OnAttempt(Attempt{N: n})
 			}
@@ -303,7 +291,7 @@ func Run[T any](ctx context.Context, p Policy, fn func(context.Context) (T, erro
 			// no budget token is spent.
 			a = Attempt{N: n, Verdict: v, Stop: contextStop(cerr)}
 		} else {
-			a = p.Decide(n, v, b, deadline.Try{})
+			a = p.decide(n, v, b, deadline.Try{})
 		}
 		if p.OnAttempt != nil {
 			p.OnAttempt(a)
@@ -318,7 +306,7 @@ func Run[T any](ctx context.Context, p Policy, fn func(context.Context) (T, erro
 			}
 			return zero, &StoppedError{Attempts: n, Reason: a.Stop, Verdict: v, Last: err}
 		}
-		if serr := Sleep(ctx, a.Wait); serr != nil {
+		if serr := sleep(ctx, a.Wait); serr != nil {
 			return zero, &StoppedError{Attempts: n, Reason: contextStop(serr), Verdict: v, Last: err, ctxErr: serr}
 		}
 	}
@@ -332,9 +320,9 @@ func contextStop(err error) StopReason {
 	return ContextCanceled
 }
 
-// Sleep waits for d or until ctx ends, whichever comes first, and returns
+// sleep waits for d or until ctx ends, whichever comes first, and returns
 // ctx's error if it ended first.
-func Sleep(ctx context.Context, d time.Duration) error {
+func sleep(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
 		return ctx.Err()
 	}

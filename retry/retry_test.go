@@ -42,7 +42,7 @@ func TestRetriesTransientWithBackoff(t *testing.T) {
 		var seen []retry.Attempt
 		p := retry.Policy{MaxAttempts: 3, BaseDelay: 100 * time.Millisecond, Jitter: retry.NoJitter,
 			OnAttempt: func(a retry.Attempt) { seen = append(seen, a) }}
-		require.NoError(t, retry.Do(context.Background(), p, fn))
+		require.NoError(t, do(context.Background(), p, fn))
 		assert.Equal(t, []time.Duration{0, 100 * time.Millisecond, 300 * time.Millisecond}, *at)
 		require.Len(t, seen, 3)
 		assert.Equal(t, retry.Attempt{N: 1, Verdict: classify.Verdict{Class: classify.Transient}, Retry: true, Wait: 100 * time.Millisecond}, seen[0])
@@ -55,7 +55,7 @@ func TestRetryAfterWinsOverBackoff(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fn, at := script(failure(classify.RateLimited, 3*time.Second))
 		p := retry.Policy{BaseDelay: 100 * time.Millisecond, Jitter: retry.NoJitter}
-		require.NoError(t, retry.Do(context.Background(), p, fn))
+		require.NoError(t, do(context.Background(), p, fn))
 		assert.Equal(t, []time.Duration{0, 3 * time.Second}, *at)
 	})
 }
@@ -65,7 +65,7 @@ func TestPermanentErrorsReturnAfterOneAttempt(t *testing.T) {
 		t.Run(c.String(), func(t *testing.T) {
 			want := failure(c, 0)
 			fn, at := script(want, want)
-			err := retry.Do(context.Background(), retry.Policy{}, fn)
+			err := do(context.Background(), retry.Policy{}, fn)
 			assert.Same(t, want, err, "a permanent error comes back as it was")
 			assert.Len(t, *at, 1)
 		})
@@ -76,7 +76,7 @@ func TestAttemptsExhausted(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		last := failure(classify.Transient, 0)
 		fn, at := script(failure(classify.Transient, 0), failure(classify.Transient, 0), last)
-		err := retry.Do(context.Background(), retry.Policy{MaxAttempts: 3}, fn)
+		err := do(context.Background(), retry.Policy{MaxAttempts: 3}, fn)
 		var se *retry.StoppedError
 		require.ErrorAs(t, err, &se)
 		assert.Equal(t, 3, se.Attempts)
@@ -94,7 +94,7 @@ func TestDecidesBeforeSleepingPastTheDeadline(t *testing.T) {
 		defer cancel()
 		start := time.Now()
 		fn, at := script(failure(classify.RateLimited, 37*time.Second))
-		err := retry.Do(ctx, retry.Policy{}, fn)
+		err := do(ctx, retry.Policy{}, fn)
 		var se *retry.StoppedError
 		require.ErrorAs(t, err, &se)
 		assert.Equal(t, retry.DeadlineTooClose, se.Reason)
@@ -127,7 +127,7 @@ func TestCancelEndsTheSleep(t *testing.T) {
 		}()
 		last := failure(classify.Transient, 0)
 		fn, _ := script(last)
-		err := retry.Do(ctx, retry.Policy{BaseDelay: time.Hour, MaxDelay: time.Hour, Jitter: retry.NoJitter}, fn)
+		err := do(ctx, retry.Policy{BaseDelay: time.Hour, MaxDelay: time.Hour, Jitter: retry.NoJitter}, fn)
 		assert.Equal(t, 50*time.Millisecond, time.Since(start))
 		assert.ErrorIs(t, err, context.Canceled)
 		assert.ErrorIs(t, err, last)
@@ -140,7 +140,7 @@ func TestCancelEndsTheSleep(t *testing.T) {
 func TestPerTryTimeoutIsRetried(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		calls := 0
-		err := retry.Do(context.Background(), retry.Policy{MaxAttempts: 2}, func(ctx context.Context) error {
+		err := do(context.Background(), retry.Policy{MaxAttempts: 2}, func(ctx context.Context) error {
 			calls++
 			if calls == 1 {
 				return context.DeadlineExceeded // the attempt's own timeout
@@ -180,7 +180,7 @@ func TestBudgetThrottlesRetries(t *testing.T) {
 		require.NoError(t, err)
 		p := retry.Policy{MaxAttempts: 10, BaseDelay: time.Millisecond, Budget: budget}
 		fn, at := script(failure(classify.Transient, 0), failure(classify.Transient, 0), failure(classify.Transient, 0), failure(classify.Transient, 0))
-		err = retry.Do(context.Background(), p, fn)
+		err = do(context.Background(), p, fn)
 		var se *retry.StoppedError
 		require.ErrorAs(t, err, &se)
 		assert.Equal(t, retry.BudgetExhausted, se.Reason)
@@ -189,12 +189,12 @@ func TestBudgetThrottlesRetries(t *testing.T) {
 
 		// Non-retryable failures leave the budget alone.
 		permanent, _ := script(failure(classify.InvalidRequest, 0))
-		_ = retry.Do(context.Background(), p, permanent)
+		_ = do(context.Background(), p, permanent)
 		assert.Equal(t, 2.0, budget.Tokens())
 
 		// Successes refill it.
 		ok, _ := script()
-		require.NoError(t, retry.Do(context.Background(), p, ok))
+		require.NoError(t, do(context.Background(), p, ok))
 		assert.Equal(t, 3.0, budget.Tokens())
 		assert.True(t, budget.Allow())
 	})
@@ -209,7 +209,7 @@ func TestBudgetIsShared(t *testing.T) {
 	var wg sync.WaitGroup
 	for range 16 {
 		wg.Go(func() {
-			_ = retry.Do(context.Background(), p, func(context.Context) error {
+			_ = do(context.Background(), p, func(context.Context) error {
 				mu.Lock()
 				calls++
 				mu.Unlock()
@@ -238,7 +238,7 @@ func TestInvalidConfig(t *testing.T) {
 func TestRunReturnsValue(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		n := 0
-		out, err := retry.Run(context.Background(), retry.Policy{}, func(context.Context) (string, error) {
+		out, err := retry.Do(context.Background(), retry.Policy{}, func(context.Context) (string, error) {
 			n++
 			if n == 1 {
 				return "", failure(classify.Transient, 0)
@@ -256,7 +256,7 @@ func BenchmarkRunSuccess(b *testing.B) {
 	fn := func(context.Context) (string, error) { return "ok", nil }
 	b.ReportAllocs()
 	for b.Loop() {
-		_, _ = retry.Run(ctx, p, fn)
+		_, _ = retry.Do(ctx, p, fn)
 	}
 }
 
@@ -264,7 +264,7 @@ func TestRunSuccessAllocatesNothing(t *testing.T) {
 	ctx := context.Background()
 	p := retry.Policy{}
 	fn := func(context.Context) (string, error) { return "ok", nil }
-	assert.Zero(t, testing.AllocsPerRun(100, func() { _, _ = retry.Run(ctx, p, fn) }))
+	assert.Zero(t, testing.AllocsPerRun(100, func() { _, _ = retry.Do(ctx, p, fn) }))
 }
 
 func TestBackoffNeverOverflows(t *testing.T) {
@@ -290,4 +290,10 @@ func FuzzBackoff(f *testing.F) {
 			t.Fatalf("Backoff(%d) = %v with %+v", n, d, p)
 		}
 	})
+}
+
+// do runs fn, which returns only an error, under p.
+func do(ctx context.Context, p retry.Policy, fn func(context.Context) error) error {
+	_, err := retry.Do(ctx, p, func(ctx context.Context) (struct{}, error) { return struct{}{}, fn(ctx) })
+	return err
 }

@@ -1,6 +1,7 @@
 package redisstore_test
 
 import (
+	"context"
 	"errors"
 	"log"
 	"time"
@@ -39,7 +40,7 @@ func Example() {
 		log.Fatal(err)
 	}
 
-	answer, err := breaker.Execute(models.Get("gemini-2.5-pro"), func() (string, error) {
+	answer, err := breaker.Do(context.Background(), models.Get("gemini-2.5-pro"), func(context.Context) (string, error) {
 		return "", errors.New("503 UNAVAILABLE") // the model call
 	})
 	if errors.Is(err, breaker.ErrOpen) {

@@ -189,9 +189,9 @@ func TestStaleProposalAdopts(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(s.cancel)
 	var reasons []string
-	b, err := breaker.New(breaker.Config{Name: "pro", ConsecutiveFailures: 1, Cooldown: time.Minute, Store: s,
-		OnStateChange: func(tr breaker.Transition) { reasons = append(reasons, tr.To.String()+" ("+tr.Reason+")") }})
+	b, err := breaker.New(breaker.Config{Name: "pro", ConsecutiveFailures: 1, Cooldown: time.Minute, Store: s})
 	require.NoError(t, err)
+	b.Observe(func(tr breaker.Transition) { reasons = append(reasons, tr.To.String()+" ("+tr.Reason+")") })
 	m := s.snapshot()[0]
 	trip := func() {
 		tok, err := b.Allow()

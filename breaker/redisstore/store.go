@@ -288,7 +288,7 @@ func (s *Store) Join(name string, local breaker.Local) (breaker.Member, error) {
 	if br := m.br.Value(); br != nil {
 		// Follow every transition, those the store applies included,
 		// before any can happen.
-		br.Subscribe(m.track)
+		br.Observe(m.track)
 		// The store holds the breaker weakly: once nobody else holds it,
 		// it leaves.
 		runtime.AddCleanup(br, s.forget, m)

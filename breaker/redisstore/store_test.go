@@ -54,9 +54,9 @@ func newBreaker(t testing.TB, s *redisstore.Store, cfg breaker.Config) (*breaker
 		cfg.Name = "gemini/pro"
 	}
 	cfg.Store = s
-	cfg.OnStateChange = h.hook
 	b, err := breaker.New(cfg)
 	require.NoError(t, err)
+	b.Observe(h.hook)
 	return b, h
 }
 

@@ -222,7 +222,7 @@ func buildChain(cfg config, srv *fakegemini.Server, catalog *fallback.Catalog, o
 		if err != nil {
 			return nil, nil, err
 		}
-		bh, err := bulkhead.New(s.name, s.slots)
+		bh, err := bulkhead.New(bulkhead.Config{Name: s.name, Max: s.slots})
 		if err != nil {
 			return nil, nil, err
 		}
@@ -240,11 +240,11 @@ func buildChain(cfg config, srv *fakegemini.Server, catalog *fallback.Catalog, o
 			// Half-open: two probes at a time, three successes to close.
 			HalfOpenProbes: 2,
 			ProbeSuccesses: 3,
-			OnStateChange:  onBreaker,
 		})
 		if err != nil {
 			return nil, nil, err
 		}
+		br.Observe(onBreaker)
 		// gRPC-style budget: retries stop after 5 failures in a row and come
 		// back one per 10 successes, so an outage cannot multiply the load.
 		budget, err := retry.NewBudget(10, 0.1)

@@ -78,9 +78,7 @@ func FactsOf(err error) (classify.Facts, bool) {
 		f.HTTPStatus = re.StatusCode
 	}
 	f.RetryAfterHeader = re.RetryAfter
-	if d, ok := classify.ParseRetryAfterMillis(re.RetryAfterMs); ok {
-		f.RetryAfter = d
-	}
+	f.RetryAfterMsHeader = re.RetryAfterMs
 	return f, true
 }
 

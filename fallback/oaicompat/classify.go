@@ -94,11 +94,8 @@ func FactsOf(err error) (classify.Facts, bool) {
 			f.Code = oe.Type
 		}
 	}
-	if d, ok := classify.ParseRetryAfterMillis(header(h, "Retry-After-Ms")); ok {
-		f.RetryAfter = d
-	} else {
-		f.RetryAfterHeader = header(h, "Retry-After")
-	}
+	f.RetryAfterMsHeader = header(h, "Retry-After-Ms")
+	f.RetryAfterHeader = header(h, "Retry-After")
 	return f, true
 }
 

@@ -14,8 +14,10 @@ type Group[T any] struct {
 
 	mu       sync.RWMutex
 	byKey    map[string]T
-	watchers []func(key string, v T)
+	watchers []*watcher[T]
 }
+
+type watcher[T any] struct{ fn func(key string, v T) }
 
 // New returns a group whose values are made by mk; at most maxKeys keys get
 // their own value, the rest share overflow, reported under overflowKey.
@@ -45,22 +47,33 @@ func (g *Group[T]) Get(key string) T {
 	}
 	g.byKey[key] = v
 	for _, w := range g.watchers {
-		w(key, v)
+		w.fn(key, v)
 	}
 	return v
 }
 
 // OnMember calls fn for every value — now, and for each one created later,
 // as it is created (under the group's lock: fn must not call back into the
-// group).
-func (g *Group[T]) OnMember(fn func(key string, v T)) {
+// group) — until the returned function is called.
+func (g *Group[T]) OnMember(fn func(key string, v T)) (remove func()) {
+	w := &watcher[T]{fn}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.watchers = append(g.watchers, fn)
+	g.watchers = append(g.watchers, w)
 	for k, v := range g.byKey {
 		fn(k, v)
 	}
 	fn(g.overflowKey, g.overflow)
+	return func() {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		for i, x := range g.watchers {
+			if x == w {
+				g.watchers = append(g.watchers[:i:i], g.watchers[i+1:]...)
+				return
+			}
+		}
+	}
 }
 
 // Each calls fn for every value, the overflow one included, outside the

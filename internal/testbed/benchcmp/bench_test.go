@@ -68,6 +68,8 @@ func breakerContenders(window bool) []contender {
 	gb2 := GoBreakerTwoStep(window)
 	fsExec := failsafe.With(FailsafeBreaker(window))
 	fsPermit := FailsafeBreaker(window)
+	ctx := context.Background()
+	work := func(context.Context) (string, error) { return Work() }
 	return []contender{
 		{"tierguard", func() bool {
 			tok, err := tg.Allow()
@@ -78,7 +80,7 @@ func breakerContenders(window bool) []contender {
 			tok.Report(err)
 			return ok(v, err)
 		}},
-		{"tierguard-execute", func() bool { return ok(breaker.Execute(tgx, Work)) }},
+		{"tierguard-do", func() bool { return ok(breaker.Do(ctx, tgx, work)) }},
 		{"gobreaker", func() bool { return ok(gb.Execute(Work)) }},
 		{"gobreaker-twostep", func() bool {
 			done, err := gb2.Allow()
@@ -127,9 +129,11 @@ func BenchmarkBreakerOpen(b *testing.B) {
 		fsCB := FailsafeBreaker(false)
 		TripFailsafe(fsCB)
 		fsExec := failsafe.With(fsCB)
+		ctx := context.Background()
+		work := func(context.Context) (string, error) { return Work() }
 		return []contender{
 			{"tierguard", func() bool { _, err := tg.Allow(); return err != nil }},
-			{"tierguard-execute", func() bool { _, err := breaker.Execute(tg, Work); return err != nil }},
+			{"tierguard-do", func() bool { _, err := breaker.Do(ctx, tg, work); return err != nil }},
 			{"gobreaker", func() bool { _, err := gb.Execute(Work); return err != nil }},
 			{"failsafe", func() bool { _, err := fsExec.Get(Work); return err != nil }},
 			{"failsafe-permit", func() bool { return !fsCB.TryAcquirePermit() }},
@@ -155,7 +159,7 @@ func BenchmarkBulkhead(b *testing.B) {
 				tg.Release()
 				return ok(v, err)
 			}},
-			{"tierguard-run", func() bool { return ok(bulkhead.Run(ctx, tgRun, work)) }},
+			{"tierguard-do", func() bool { return ok(bulkhead.Do(ctx, tgRun, work)) }},
 			{"failsafe-permit", func() bool {
 				if !fs.TryAcquirePermit() {
 					return false

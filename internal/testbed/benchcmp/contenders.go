@@ -119,7 +119,7 @@ func FailsafeBreaker(window bool) fscb.CircuitBreaker[string] {
 
 // TierguardBulkhead is a fail-fast tierguard bulkhead of Slots slots.
 func TierguardBulkhead() *bulkhead.Bulkhead {
-	b, err := bulkhead.New("pro", Slots)
+	b, err := bulkhead.New(bulkhead.Config{Name: "pro", Max: Slots})
 	if err != nil {
 		panic(err)
 	}
@@ -163,7 +163,7 @@ type ChainOptions struct {
 // guarded the same way answers with Second.
 func TierguardChain(o ChainOptions) *fallback.Chain[string, string] {
 	stage := func(name string, f func() (string, error)) fallback.Stage[string, string] {
-		bh, err := bulkhead.New(name, Slots)
+		bh, err := bulkhead.New(bulkhead.Config{Name: name, Max: Slots})
 		if err != nil {
 			panic(err)
 		}
@@ -347,7 +347,7 @@ func StreamTier() fallback.StreamTier[string, string] {
 // TierguardStreamChain streams StreamTier behind a bulkhead, a breaker and
 // a retry policy.
 func TierguardStreamChain() *fallback.StreamChain[string, string] {
-	bh, err := bulkhead.New("pro", Slots)
+	bh, err := bulkhead.New(bulkhead.Config{Name: "pro", Max: Slots})
 	if err != nil {
 		panic(err)
 	}

@@ -16,8 +16,8 @@
 //
 //	impl=tierguard          breaker: Allow + Token.Report; bulkhead: Acquire + Release;
 //	                        chain: (*fallback.Chain).Do
-//	impl=tierguard-execute  breaker.Execute(b, fn)
-//	impl=tierguard-run      bulkhead.Run(ctx, b, fn)
+//	impl=tierguard-do       breaker.Do(ctx, b, fn)
+//	impl=tierguard-do       bulkhead.Do(ctx, b, fn)
 //	impl=gobreaker          (*gobreaker.CircuitBreaker).Execute(fn)
 //	impl=gobreaker-twostep  (*gobreaker.TwoStepCircuitBreaker).Allow, then done(err)
 //	impl=failsafe           policy objects driven through failsafe.With(...).Get(fn)

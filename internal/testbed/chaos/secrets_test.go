@@ -100,7 +100,7 @@ func TestNoSecretInAnyLibrarySignal(t *testing.T) {
 	text := func(r gemrest.Response) string { return r.Text }
 	br, err := breaker.New(breaker.Config{Name: "pro", ConsecutiveFailures: 1, Cooldown: time.Hour})
 	require.NoError(t, err)
-	bh, err := bulkhead.New("pro", 4)
+	bh, err := bulkhead.New(bulkhead.Config{Name: "pro", Max: 4})
 	require.NoError(t, err)
 	once := retry.Policy{MaxAttempts: 1}
 	type chainT = fallback.Chain[gemrest.Request, gemrest.Response]

@@ -216,11 +216,7 @@ func Run(cfg Config) (*Report, error) {
 		if st.budget, err = retry.NewBudget(st.p.budgetTokens, st.p.budgetRatio); err != nil {
 			return nil, err
 		}
-		var opts []bulkhead.Option
-		if st.p.bulkWait > 0 {
-			opts = append(opts, bulkhead.WithMaxWait(st.p.bulkWait, st.p.bulkQueue))
-		}
-		if st.bh, err = bulkhead.New(st.p.name, st.p.bulkhead, opts...); err != nil {
+		if st.bh, err = bulkhead.New(bulkhead.Config{Name: st.p.name, Max: st.p.bulkhead, MaxWait: st.p.bulkWait, Queue: st.p.bulkQueue}); err != nil {
 			return nil, err
 		}
 		if st.p.breaker != nil {
@@ -236,7 +232,7 @@ func Run(cfg Config) (*Report, error) {
 			if st.br, err = breaker.New(bc); err != nil {
 				return nil, err
 			}
-			unsubscribe = append(unsubscribe, st.br.Subscribe(func(tr breaker.Transition) {
+			unsubscribe = append(unsubscribe, st.br.Observe(func(tr breaker.Transition) {
 				st.tmu.Lock()
 				st.transitions = append(st.transitions, tr)
 				st.tmu.Unlock()

@@ -47,24 +47,38 @@ func logReport(t *testing.T, rep *chaos.Report, wall time.Duration) {
 }
 
 // requireHealthy fails the test on any broken invariant, and checks that the
-// run was hostile enough to mean something: every breaker opened, probed
-// and recovered, calls were abandoned and stuck, panics reached callers,
-// executions were shared, and every required fault was drawn.
-func requireHealthy(t *testing.T, rep *chaos.Report, required ...chaos.Fault) {
+// run was hostile enough to mean something: breakers opened, probed and
+// recovered (every one of them when everyBreaker is set, else at least
+// one), calls were abandoned and stuck, panics reached callers, executions
+// were shared, and every required fault was drawn.
+//
+// On the real clock a short run cannot promise every breaker trips: the
+// quota and budget skips in front of a later tier depend on how the
+// scheduler interleaves the outage with the calls, and some runs never send
+// flash enough failures in a row. The fake-clock soak is exact and checks
+// every breaker.
+func requireHealthy(t *testing.T, rep *chaos.Report, everyBreaker bool, required ...chaos.Fault) {
 	t.Helper()
 	assert.Zero(t, rep.ViolationCount, "invariants broken")
 	var faults [chaos.NumFaults]int64
+	tripped := 0
 	for _, s := range rep.Stages {
 		for f, n := range s.Faults {
 			faults[f] += n
 		}
 		assert.Positive(t, s.Retries, "%s never retried", s.Name)
-		if s.HalfOpenProbes > 0 {
+		if s.HalfOpenProbes == 0 {
+			continue
+		}
+		assert.NotEmpty(t, s.Liveness, "%s: no complete cycle to check the breaker's recovery on", s.Name)
+		if s.Opens > 0 && s.ProbeCalls > 0 {
+			tripped++
+		} else if everyBreaker {
 			assert.Positive(t, s.Opens, "%s's breaker never opened", s.Name)
 			assert.Positive(t, s.ProbeCalls, "%s's breaker never probed", s.Name)
-			assert.NotEmpty(t, s.Liveness, "%s: no complete cycle to check the breaker's recovery on", s.Name)
 		}
 	}
+	assert.Positive(t, tripped, "no breaker opened and probed")
 	for _, f := range required {
 		assert.Positive(t, faults[f], "no tier ever drew %v", f)
 	}
@@ -97,7 +111,7 @@ func soak(t *testing.T, short bool) {
 		rep, err := chaos.Run(cfg)
 		require.NoError(t, err)
 		logReport(t, rep, time.Since(start))
-		requireHealthy(t, rep, allFaults()...)
+		requireHealthy(t, rep, false, allFaults()...)
 		return
 	}
 	require.Equal(t, "fake", *soakClock, "-soak.clock must be fake or real")
@@ -110,7 +124,7 @@ func soak(t *testing.T, short bool) {
 		require.NoError(t, err)
 	})
 	logReport(t, rep, time.Since(start))
-	requireHealthy(t, rep, allFaults()...)
+	requireHealthy(t, rep, true, allFaults()...)
 }
 
 func allFaults() []chaos.Fault {
@@ -132,5 +146,5 @@ func TestSoakRealClock(t *testing.T) {
 	rep, err := chaos.Run(cfg)
 	require.NoError(t, err)
 	logReport(t, rep, time.Since(start))
-	requireHealthy(t, rep, chaos.OK, chaos.Transient, chaos.RateLimited, chaos.Stall, chaos.Stuck, chaos.Panic, chaos.InvalidOutput, chaos.ZeroValue)
+	requireHealthy(t, rep, false, chaos.OK, chaos.Transient, chaos.RateLimited, chaos.Stall, chaos.Stuck, chaos.Panic, chaos.InvalidOutput, chaos.ZeroValue)
 }

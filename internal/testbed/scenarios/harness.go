@@ -207,13 +207,14 @@ func newRig(srv *fakegemini.Server, o chainOpts) *rig {
 	r.log = newCallLog(r.clock)
 	r.trs = &transitions{clock: r.clock}
 	stage := func(name, model string, t tierOpts) fallback.Stage[string, gemrest.Response] {
-		bh, err := bulkhead.New(name, o.clients)
+		bh, err := bulkhead.New(bulkhead.Config{Name: name, Max: o.clients})
 		must(err)
 		br, err := breaker.New(breaker.Config{
 			Name: name, ConsecutiveFailures: 5, FailureRatio: 0.5, MinCalls: 20, Window: 2 * time.Second,
-			Cooldown: o.cooldown, OnStateChange: r.trs.record,
+			Cooldown: o.cooldown,
 		})
 		must(err)
+		br.Observe(r.trs.record)
 		pol := retry.Policy{MaxAttempts: t.attempts, BaseDelay: 50 * time.Millisecond, MaxDelay: 250 * time.Millisecond}
 		if t.budget {
 			pol.Budget, err = retry.NewBudget(10, 0.1)
@@ -384,7 +385,7 @@ func plainTwoTier(ctx context.Context, log *callLog, tiers []*gemrest.Client, at
 			if d, ok := ctx.Deadline(); ok && time.Until(d) < wait+10*time.Millisecond {
 				break
 			}
-			if retry.Sleep(ctx, wait) != nil {
+			if sleep(ctx, wait) != nil {
 				return "", calls, ctx.Err()
 			}
 		}
@@ -465,4 +466,16 @@ func (s *stalls) excess(os []outcome) time.Duration {
 		worst = max(worst, o.overrun()-s.during(o.start, o.end))
 	}
 	return worst
+}
+
+// sleep waits d or until ctx ends, whichever comes first.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }

@@ -256,7 +256,7 @@ func chains(pol retry.Policy, withCatalog, successor bool) func(e *retiredEnv) r
 		// that calls it.
 		stage := map[string]fallback.Stage[job, gemrest.Response]{}
 		for _, m := range append(slices.Clone(liveModels), retiredModels...) {
-			bh, err := bulkhead.New(m, e.cfg.Workers)
+			bh, err := bulkhead.New(bulkhead.Config{Name: m, Max: e.cfg.Workers})
 			must(err)
 			br, err := breaker.New(breaker.Config{Name: m})
 			must(err)

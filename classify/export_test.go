@@ -1,0 +1,8 @@
+package classify
+
+// The delay parsers, for the tests.
+var (
+	ParseRetryAfter       = parseRetryAfter
+	ParseRetryDelay       = parseRetryDelay
+	ParseRetryAfterMillis = parseRetryAfterMillis
+)
