@@ -5,10 +5,12 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
+	"weak"
 
 	"github.com/tierguard/tierguard/classify"
 )
@@ -183,11 +185,15 @@ func newNamed(cfg Config, name string) (*Breaker, error) {
 	b := &Breaker{cfg: cfg, name: name, epoch: time.Now(), probes: newProbeSlots(cfg.HalfOpenProbes)}
 	b.cur.Store(b.closedPhase(0, false))
 	if cfg.Store != nil {
-		m, err := cfg.Store.Join(cfg.Name, b)
+		m, err := cfg.Store.Join(cfg.Name, local{weak.Make(b)})
 		if err != nil {
 			return nil, err
 		}
+		if m == nil {
+			return nil, errors.New("breaker: Store.Join returned no Member and no error")
+		}
 		b.member = m
+		runtime.AddCleanup(b, Member.Leave, m)
 	}
 	return b, nil
 }
@@ -200,8 +206,8 @@ func (b *Breaker) Name() string { return b.name }
 // State returns the current state.
 func (b *Breaker) State() State { return b.cur.Load().state }
 
-// Generation returns the current state's generation number.
-func (b *Breaker) Generation() uint64 { return b.cur.Load().gen }
+// generation returns the current state's generation number.
+func (b *Breaker) generation() uint64 { return b.cur.Load().gen }
 
 // Config returns the breaker's configuration with defaults filled in.
 func (b *Breaker) Config() Config { return b.cfg }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -133,7 +134,7 @@ func TestFullCycle(t *testing.T) {
 			"open->half_open (cooldown elapsed)",
 			"half_open->closed (probe succeeded)",
 		}, rec.steps())
-		assert.Equal(t, uint64(3), b.Generation())
+		assert.Equal(t, uint64(3), breaker.Generation(b))
 	})
 }
 
@@ -616,14 +617,14 @@ func TestRepeatedForcingIsNoTransition(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b, rec := newBreaker(t, breaker.Config{ConsecutiveFailures: 1, Cooldown: time.Second})
 		b.ForceOpen()
-		gen := b.Generation()
+		gen := breaker.Generation(b)
 		b.ForceOpen()
 		b.ForceOpen()
-		assert.Equal(t, gen, b.Generation())
+		assert.Equal(t, gen, breaker.Generation(b))
 		b.ForceClosed()
-		gen = b.Generation()
+		gen = breaker.Generation(b)
 		b.ForceClosed()
-		assert.Equal(t, gen, b.Generation())
+		assert.Equal(t, gen, breaker.Generation(b))
 		assert.Equal(t, []string{"closed->open (forced open)", "open->closed (forced closed)"}, rec.steps())
 
 		b.Reset()
@@ -969,6 +970,75 @@ func (nopMember) Record(breaker.Outcome)          {}
 func (nopMember) Transitioned(breaker.Transition) {}
 func (nopMember) TryProbe() bool                  { return true }
 func (nopMember) ReleaseProbe()                   {}
+func (nopMember) Leave()                          {}
+
+// leaveMember is a Member that remembers its Local and says when it left.
+type leaveMember struct {
+	nopMember
+	left chan struct{}
+}
+
+func (m leaveMember) Leave() { close(m.left) }
+
+type localStore struct {
+	local  breaker.Local
+	member leaveMember
+}
+
+func (s *localStore) Join(_ string, local breaker.Local) (breaker.Member, error) {
+	s.local = local
+	s.member = leaveMember{left: make(chan struct{})}
+	return s.member, nil
+}
+
+// The Store seam: the Local a store gets reads and drives the breaker
+// without a *Breaker, holds it weakly, and the member leaves once the
+// breaker is garbage collected.
+func TestStoreLocal(t *testing.T) {
+	store := &localStore{}
+	b, err := breaker.New(breaker.Config{Name: "pro", Cooldown: time.Minute, Store: store})
+	require.NoError(t, err)
+	local := store.local
+	assert.Equal(t, time.Minute, local.Config().Cooldown)
+	assert.Equal(t, breaker.Closed, local.State())
+
+	var seen []string
+	remove := local.Observe(func(tr breaker.Transition) { seen = append(seen, tr.To.String()+" ("+tr.Reason+")") })
+	gen := local.Generation()
+	local.ApplyShared(breaker.Shared{State: breaker.Open, OpenUntil: time.Now().Add(time.Minute)})
+	assert.Equal(t, breaker.Open, b.State())
+	assert.Equal(t, breaker.Open, local.State())
+	assert.Greater(t, local.Generation(), gen)
+	assert.Equal(t, []string{"open (shared)"}, seen)
+	remove()
+	b.ForceClosed()
+	assert.Len(t, seen, 1, "removed")
+
+	b = nil
+	require.Eventually(t, func() bool {
+		runtime.GC()
+		select {
+		case <-store.member.left:
+			return true
+		default:
+			return false
+		}
+	}, 10*time.Second, time.Millisecond, "a breaker nobody holds leaves its store: the Local does not keep it alive")
+	assert.Equal(t, breaker.Closed, local.State(), "a collected breaker's Local reads as closed")
+	assert.Zero(t, local.Generation())
+	assert.Zero(t, local.Config())
+	local.ApplyShared(breaker.Shared{State: breaker.Open, OpenUntil: time.Now().Add(time.Minute)})
+	local.Observe(func(breaker.Transition) {})()
+}
+
+type nilStore struct{}
+
+func (nilStore) Join(string, breaker.Local) (breaker.Member, error) { return nil, nil }
+
+func TestStoreJoinWithoutMember(t *testing.T) {
+	_, err := breaker.New(breaker.Config{Name: "pro", Store: nilStore{}})
+	assert.ErrorContains(t, err, "no Member")
+}
 
 func sha256Prefix(s string) string {
 	sum := sha256.Sum256([]byte(s))

@@ -334,7 +334,7 @@ func TestR4jIgnoredExceptionsInHalfOpen(t *testing.T) {
 // become half-open (here, when another process says so).
 func TestR4jNoTransitionFromClosedToHalfOpen(t *testing.T) {
 	b, rec := newBreaker(t, r4jConfig())
-	b.ApplyShared(breaker.Shared{State: breaker.HalfOpen})
+	breaker.ApplyShared(b, breaker.Shared{State: breaker.HalfOpen})
 	assert.Equal(t, breaker.Closed, b.State())
 	assert.Empty(t, rec.steps())
 }

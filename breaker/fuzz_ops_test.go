@@ -56,14 +56,14 @@ func FuzzBreakerOps(f *testing.F) {
 				probe bool
 			}
 			var tokens []held
-			gen, state := b.Generation(), b.State()
+			gen, state := breaker.Generation(b), b.State()
 			consec, probeOK := 0, 0
 			openedAt := time.Now()
 			// expect checks the breaker moved to want (or stayed, for
 			// stay) and updates the model.
 			expect := func(want breaker.State, moved bool, what string) {
 				t.Helper()
-				switch g := b.Generation(); {
+				switch g := breaker.Generation(b); {
 				case moved && (g != gen+1 || b.State() != want):
 					t.Fatalf("%s: want %v in generation %d, got %v in %d", what, want, gen+1, b.State(), g)
 				case !moved && g != gen:

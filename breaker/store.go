@@ -1,6 +1,9 @@
 package breaker
 
-import "time"
+import (
+	"time"
+	"weak"
+)
 
 // Store shares breaker state across processes, so that when one pod trips a
 // breaker the others stop calling the dead model too. The default (a nil
@@ -13,15 +16,32 @@ import "time"
 // behave as if it were absent, so that no request waits on or fails because
 // of the store.
 type Store interface {
-	// Join connects the breaker named name to the store. The store calls
-	// local.ApplyShared when another process changes the shared state.
+	// Join connects the breaker named name to the store, from New. The
+	// store calls local.ApplyShared when another process changes the
+	// shared state.
 	Join(name string, local Local) (Member, error)
 }
 
-// Local is the side of a breaker a Store drives. *Breaker implements it.
+// Local is the side of a breaker a Store drives. It holds the breaker
+// weakly, so a store that keeps it does not keep the breaker alive; once
+// the breaker is garbage collected its methods do nothing, State reports
+// Closed and Generation 0, and the Member is told to Leave.
 type Local interface {
-	// ApplyShared adopts a state decided by another process.
+	// Config returns the breaker's configuration with defaults filled in.
+	Config() Config
+	// State returns the breaker's current state.
+	State() State
+	// Generation returns the current state's generation number: it grows
+	// with every transition, so a store can tell whether the state it saw
+	// is still the current one.
+	Generation() uint64
+	// ApplyShared adopts a state another process published. A forced
+	// breaker ignores it. The change is announced to observers with reason
+	// "shared" but not passed to Member.Transitioned.
 	ApplyShared(s Shared)
+	// Observe calls fn after every transition, those ApplyShared makes
+	// included, until remove is called; see Breaker.Observe.
+	Observe(fn func(Transition)) (remove func())
 }
 
 // Shared is a breaker state as another process published it.
@@ -46,12 +66,50 @@ type Member interface {
 	TryProbe() bool
 	// ReleaseProbe returns a permit obtained from TryProbe.
 	ReleaseProbe()
+	// Leave is called once, after the breaker was garbage collected, so
+	// the store can forget it. It must not block.
+	Leave()
 }
 
-// ApplyShared adopts a state another process published. A forced breaker
-// ignores it. The change is announced to observers with reason "shared"
-// but not published back to the store.
-func (b *Breaker) ApplyShared(s Shared) {
+// local is the Local a breaker hands its Store.
+type local struct{ b weak.Pointer[Breaker] }
+
+func (l local) Config() Config {
+	if b := l.b.Value(); b != nil {
+		return b.cfg
+	}
+	return Config{}
+}
+
+func (l local) State() State {
+	if b := l.b.Value(); b != nil {
+		return b.State()
+	}
+	return Closed
+}
+
+func (l local) Generation() uint64 {
+	if b := l.b.Value(); b != nil {
+		return b.generation()
+	}
+	return 0
+}
+
+func (l local) ApplyShared(s Shared) {
+	if b := l.b.Value(); b != nil {
+		b.applyShared(s)
+	}
+}
+
+func (l local) Observe(fn func(Transition)) (remove func()) {
+	if b := l.b.Value(); b != nil {
+		return b.Observe(fn)
+	}
+	return func() {}
+}
+
+// applyShared adopts a state another process published (Local.ApplyShared).
+func (b *Breaker) applyShared(s Shared) {
 	b.mu.Lock()
 	cur := b.cur.Load()
 	if cur.forced || cur.state == s.State && (s.State != Open || !s.OpenUntil.After(cur.until)) {

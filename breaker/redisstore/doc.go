@@ -169,7 +169,6 @@
 //
 // The store holds its breakers weakly: a breaker nobody holds any more (one
 // made per request or per tenant and then dropped) leaves the store when it
-// is garbage collected, and its keys expire with StateTTL. A breaker.Group
-// holds its breakers for good; so does the store for a breaker.Local that
-// is not a *breaker.Breaker.
+// is garbage collected (breaker.Member.Leave), and its keys expire with
+// StateTTL. A breaker.Group holds its breakers for good.
 package redisstore

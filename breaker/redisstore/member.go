@@ -6,7 +6,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"weak"
 
 	"github.com/tierguard/tierguard/breaker"
 )
@@ -55,13 +54,11 @@ type member struct {
 	id     string
 	origin string
 	keys   [3]string
-	// br is the joined breaker, held weakly: a breaker nobody uses any
-	// more is garbage collected, and then leaves the store. local is any
-	// other implementation of breaker.Local, held for good.
-	br        weak.Pointer[breaker.Breaker]
-	isBreaker bool
-	local     breaker.Local
-	clock     *offset
+	// local is the joined breaker's side; it holds the breaker weakly, so
+	// a breaker nobody uses any more is garbage collected and then leaves
+	// the store (Leave).
+	local breaker.Local
+	clock *offset
 
 	probes     int
 	counting   bool // fleet thresholds enabled: Record counts
@@ -111,19 +108,9 @@ type member struct {
 func newMember(s *Store, name string, local breaker.Local, origin string) *member {
 	m := &member{s: s, id: ID(name), origin: origin, clock: newOffset()}
 	m.keys = s.keys(m.id)
-	cfg := breaker.Config{
-		Window:         breaker.DefaultWindow,
-		MinCalls:       breaker.DefaultMinCalls,
-		Cooldown:       breaker.DefaultCooldown,
-		HalfOpenProbes: breaker.DefaultHalfOpenProbes,
-	}
-	if br, ok := local.(*breaker.Breaker); ok {
-		m.br, m.isBreaker = weak.Make(br), true
-		cfg = br.Config()
-		m.state, m.localGen = br.State(), br.Generation()
-	} else {
-		m.local = local
-	}
+	m.local = local
+	cfg := local.Config()
+	m.state, m.localGen = local.State(), local.Generation()
 	m.probes = cfg.HalfOpenProbes
 	if s.opts.FleetProbes > 0 {
 		m.probes = s.opts.FleetProbes
@@ -161,9 +148,6 @@ func (m *member) Record(o breaker.Outcome) {
 // Forced states are drills of one process and stay local; a reset is
 // published to the fleet.
 func (m *member) Transitioned(t breaker.Transition) {
-	if !m.isBreaker {
-		m.track(t)
-	}
 	var kind byte
 	switch {
 	case t.Forced:
@@ -216,7 +200,7 @@ func (m *member) propose(ev event) {
 	m.applyMu.Lock()
 	m.mu.Lock()
 	// A shared state adopted after this transition replaced it.
-	superseded := m.isBreaker && m.appliedGen > ev.local
+	superseded := m.appliedGen > ev.local
 	base := m.gen
 	m.mu.Unlock()
 	m.applyMu.Unlock()
@@ -383,12 +367,7 @@ func (m *member) apply(sh shared) {
 	m.mu.Lock()
 	m.adopting = sh.decided
 	m.mu.Unlock()
-	if !m.isBreaker {
-		m.local.ApplyShared(breaker.Shared{State: sh.state, OpenUntil: until})
-		m.s.stats.applied.Add(1)
-	} else if br := m.br.Value(); br != nil {
-		br.ApplyShared(breaker.Shared{State: sh.state, OpenUntil: until})
-	}
+	m.local.ApplyShared(breaker.Shared{State: sh.state, OpenUntil: until})
 }
 
 // republish queues the breaker's trip again when the fleet, whose state is
@@ -398,8 +377,7 @@ func (m *member) apply(sh shared) {
 // does nothing while a proposal of this breaker is pending: that proposal
 // carries the breaker's latest state.
 func (m *member) republish(sh shared) {
-	br := m.br.Value()
-	if br == nil || m.s.closed.Load() {
+	if m.s.closed.Load() {
 		return
 	}
 	now := time.Now()
@@ -407,7 +385,7 @@ func (m *member) republish(sh shared) {
 	// The tracked state must be the breaker's current one: between a
 	// transition and its listener, it is not.
 	current := m.state == breaker.Open && !m.forced &&
-		br.Generation() == m.localGen && br.State() == breaker.Open
+		m.local.Generation() == m.localGen && m.local.State() == breaker.Open
 	missing := sh.state != breaker.Open || !sh.active(now) && m.heardGen < m.localGen
 	do := current && missing && m.until.Sub(now) > slack && m.pending.Load() == 0
 	ev := event{m: m, kind: 'o', local: m.localGen, until: m.until, at: m.decided}
@@ -552,6 +530,9 @@ func (m *member) ReleaseProbe() {
 	m.mu.Unlock()
 	m.s.enqueue(event{m: m, kind: 'x', lease: lease})
 }
+
+// Leave forgets the member: its breaker was garbage collected.
+func (m *member) Leave() { m.s.forget(m) }
 
 // stripedCounter is a counter spread over cache lines, so that parallel
 // requests do not contend on one. The padding covers two 64-byte lines

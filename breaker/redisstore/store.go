@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -285,14 +284,9 @@ func (s *Store) Join(name string, local breaker.Local) (breaker.Member, error) {
 	origin := s.token + "-" + strconv.FormatUint(s.seq, 36)
 	s.mu.Unlock()
 	m := newMember(s, name, local, origin)
-	if br := m.br.Value(); br != nil {
-		// Follow every transition, those the store applies included,
-		// before any can happen.
-		br.Observe(m.track)
-		// The store holds the breaker weakly: once nobody else holds it,
-		// it leaves.
-		runtime.AddCleanup(br, s.forget, m)
-	}
+	// Follow every transition, those the store applies included, before
+	// any can happen.
+	local.Observe(m.track)
 	s.mu.Lock()
 	s.byID[m.id] = append(s.byID[m.id], m)
 	s.members = append(s.members, m)
@@ -301,8 +295,8 @@ func (s *Store) Join(name string, local breaker.Local) (breaker.Member, error) {
 	return m, nil
 }
 
-// forget removes a member whose breaker was garbage collected. The lists
-// are rebuilt, never changed in place: handle and snapshot read them
+// forget removes a member whose breaker was garbage collected (Leave). The
+// lists are rebuilt, never changed in place: handle and snapshot read them
 // outside the lock.
 func (s *Store) forget(m *member) {
 	s.mu.Lock()
