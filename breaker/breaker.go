@@ -110,6 +110,16 @@ type Transition struct {
 	Forced bool
 }
 
+// String renders the transition for logs and test failures, e.g.
+// "pro: closed -> open (consecutive failures), until 15:04:05.000".
+func (t Transition) String() string {
+	s := t.Name + ": " + t.From.String() + " -> " + t.To.String() + " (" + t.Reason + ")"
+	if !t.OpenUntil.IsZero() {
+		s += ", until " + t.OpenUntil.Format("15:04:05.000")
+	}
+	return s
+}
+
 // phase is one state of a breaker, from one transition to the next. It is
 // immutable but for its counters and its timer (set under the breaker's
 // lock), and it is the generation: a call reports

@@ -229,7 +229,7 @@ func TestReportUsesClassTable(t *testing.T) {
 
 	assert.Equal(t, breaker.Success, breaker.OutcomeOf(nil))
 	assert.Equal(t, breaker.Failure, breaker.OutcomeOf(errors.New("boom")), "unknown errors count")
-	assert.Equal(t, breaker.Ignored, breaker.OutcomeFor(classify.DefaultTable(), classify.Retired))
+	assert.Equal(t, breaker.Ignored, breaker.OutcomeOf(classify.Wrap(errors.New("404 model gone"), classify.Verdict{Class: classify.Retired})))
 }
 
 // TestStaleResultsAreIgnored: a call admitted in an earlier state cannot
@@ -1043,4 +1043,12 @@ func TestStoreJoinWithoutMember(t *testing.T) {
 func sha256Prefix(s string) string {
 	sum := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(sum[:6])
+}
+
+func TestTransitionString(t *testing.T) {
+	until := time.Date(2026, 12, 1, 9, 30, 5, 250e6, time.UTC)
+	assert.Equal(t, "pro: closed -> open (consecutive failures), until 09:30:05.250",
+		breaker.Transition{Name: "pro", From: breaker.Closed, To: breaker.Open, Reason: "consecutive failures", OpenUntil: until}.String())
+	assert.Equal(t, "pro: half_open -> closed (probe succeeded)",
+		breaker.Transition{Name: "pro", From: breaker.HalfOpen, To: breaker.Closed, Reason: "probe succeeded"}.String())
 }

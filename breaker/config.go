@@ -11,29 +11,30 @@ import (
 
 // Defaults applied to zero fields of Config.
 const (
-	DefaultConsecutiveFailures = 5
-	DefaultCooldown            = 30 * time.Second
-	DefaultWindow              = 60 * time.Second
-	DefaultMinCalls            = 20
-	DefaultSlowCallRatio       = 0.5
-	DefaultHalfOpenProbes      = 1
-	DefaultProbeSuccesses      = 1
-	// DefaultMaxHalfOpenWait is long enough for any model call with its
+	defaultConsecutiveFailures = 5
+	defaultCooldown            = 30 * time.Second
+	defaultWindow              = 60 * time.Second
+	defaultMinCalls            = 20
+	defaultSlowCallRatio       = 0.5
+	defaultHalfOpenProbes      = 1
+	defaultProbeSuccesses      = 1
+	// defaultMaxHalfOpenWait is long enough for any model call with its
 	// retries (a fallback chain reports a probe when the stage ends), and
 	// short enough that a lost probe does not keep a breaker half-open,
 	// rejecting everything, for long.
-	DefaultMaxHalfOpenWait = 5 * time.Minute
+	defaultMaxHalfOpenWait = 5 * time.Minute
 )
 
 // Config configures a Breaker. The zero value is a working breaker: it trips
-// after DefaultConsecutiveFailures counted failures in a row, stays open for
-// DefaultCooldown, then lets one probe through and closes when it succeeds.
+// after 5 counted failures in a row, stays open for 30s, then lets one probe
+// through and closes when it succeeds. Breaker.Config returns the
+// configuration with these defaults filled in.
 type Config struct {
 	// Name identifies the breaker in errors, hooks and metrics.
 	Name string
 
 	// ConsecutiveFailures trips the breaker after this many counted failures
-	// in a row. 0 means DefaultConsecutiveFailures; negative disables it.
+	// in a row. 0 means 5; negative disables it.
 	ConsecutiveFailures int
 
 	// FailureRatio trips the breaker when counted failures over the rolling
@@ -46,20 +47,20 @@ type Config struct {
 	// disables slow-call tracking. It costs a second clock read per call.
 	SlowCallDuration time.Duration
 	// SlowCallRatio trips the breaker when slow calls reach this share of at
-	// least MinCalls calls over the Window. 0 means DefaultSlowCallRatio
+	// least MinCalls calls over the Window. 0 means 0.5
 	// (used only when SlowCallDuration is set). Half-open, it applies to the
 	// probes: when ProbeSuccesses probes have succeeded, the breaker closes
 	// only if the slow ones are below this share, and reopens otherwise.
 	SlowCallRatio float64
 	// Window is the rolling time window for the ratios, kept in ten
-	// buckets. 0 means DefaultWindow.
+	// buckets. 0 means 60s.
 	Window time.Duration
 	// MinCalls is the least number of calls in the window before a ratio
-	// may trip the breaker. 0 means DefaultMinCalls.
+	// may trip the breaker. 0 means 20.
 	MinCalls int
 
 	// Cooldown is how long the breaker stays open before it lets probes
-	// through. 0 means DefaultCooldown.
+	// through. 0 means 30s.
 	Cooldown time.Duration
 	// MaxCooldown, when above Cooldown, doubles the cooldown on every trip
 	// that follows a failed probe, up to this cap; a close resets it.
@@ -70,19 +71,19 @@ type Config struct {
 	CooldownJitter float64
 
 	// HalfOpenProbes is how many probes may be in flight at once while half
-	// open, at most 1024. 0 means DefaultHalfOpenProbes. The limit holds
+	// open, at most 1024. 0 means 1. The limit holds
 	// across half-open periods: a probe admitted in an earlier period that
 	// has not reported yet still holds its slot (see MaxHalfOpenWait).
 	HalfOpenProbes int
 	// ProbeSuccesses is how many probe successes in a row close the
-	// breaker. 0 means DefaultProbeSuccesses.
+	// breaker. 0 means 1.
 	ProbeSuccesses int
 	// MaxHalfOpenWait is how long a probe may go without reporting. A
 	// probe that has not reported that long after it was admitted is
 	// written off: its slot is freed (its report, if it ever comes, decides
 	// nothing) and, if it was admitted in the current half-open period, the
 	// breaker reopens as for a failed probe. It must exceed the longest a
-	// probe's call may take. 0 means DefaultMaxHalfOpenWait; negative waits
+	// probe's call may take. 0 means 5m; negative waits
 	// for ever.
 	MaxHalfOpenWait time.Duration
 
@@ -135,11 +136,11 @@ func OutcomeOf(err error) Outcome {
 	if err == nil {
 		return Success
 	}
-	return OutcomeFor(classify.DefaultTable(), classify.Classify(err).Class)
+	return outcomeFor(classify.DefaultTable(), classify.Classify(err).Class)
 }
 
-// OutcomeFor maps a class to an Outcome with table t.
-func OutcomeFor(t classify.Table, c classify.Class) Outcome {
+// outcomeFor maps a class to an Outcome with table t.
+func outcomeFor(t classify.Table, c classify.Class) Outcome {
 	if c == classify.OK {
 		return Success
 	}
@@ -172,31 +173,31 @@ func (c Config) normalize() (Config, error) {
 		return c, fmt.Errorf("breaker %q: invalid config: %w", c.Name, err)
 	}
 	if c.ConsecutiveFailures == 0 {
-		c.ConsecutiveFailures = DefaultConsecutiveFailures
+		c.ConsecutiveFailures = defaultConsecutiveFailures
 	}
 	if c.SlowCallDuration > 0 && c.SlowCallRatio == 0 {
-		c.SlowCallRatio = DefaultSlowCallRatio
+		c.SlowCallRatio = defaultSlowCallRatio
 	}
 	if c.Window == 0 {
-		c.Window = DefaultWindow
+		c.Window = defaultWindow
 	}
 	if c.MinCalls == 0 {
-		c.MinCalls = DefaultMinCalls
+		c.MinCalls = defaultMinCalls
 	}
 	if c.Cooldown == 0 {
-		c.Cooldown = DefaultCooldown
+		c.Cooldown = defaultCooldown
 	}
 	if c.MaxCooldown < c.Cooldown {
 		c.MaxCooldown = c.Cooldown
 	}
 	if c.HalfOpenProbes == 0 {
-		c.HalfOpenProbes = DefaultHalfOpenProbes
+		c.HalfOpenProbes = defaultHalfOpenProbes
 	}
 	if c.ProbeSuccesses == 0 {
-		c.ProbeSuccesses = DefaultProbeSuccesses
+		c.ProbeSuccesses = defaultProbeSuccesses
 	}
 	if c.MaxHalfOpenWait == 0 {
-		c.MaxHalfOpenWait = DefaultMaxHalfOpenWait
+		c.MaxHalfOpenWait = defaultMaxHalfOpenWait
 	}
 	if c.Outcome == nil {
 		c.Outcome = OutcomeOf

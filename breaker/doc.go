@@ -46,7 +46,7 @@
 //     periods: a probe of an earlier period that has not reported keeps its
 //     slot. The peers give each half-open period fresh permits, and Polly
 //     lets another probe through after each break duration.
-//   - MaxHalfOpenWait is on by default (DefaultMaxHalfOpenWait) and runs
+//   - MaxHalfOpenWait is on by default (5m) and runs
 //     per probe: a probe that has not reported by then is written off and,
 //     if it belongs to the current period, reopens the breaker. An idle
 //     half-open breaker stays half-open. resilience4j's

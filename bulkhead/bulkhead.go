@@ -177,9 +177,6 @@ func (b *Bulkhead) Config() Config { return b.cfg }
 // Name returns the bulkhead's name.
 func (b *Bulkhead) Name() string { return b.name }
 
-// Max returns the number of slots.
-func (b *Bulkhead) Max() int { return int(b.max) }
-
 // TryAcquire takes a slot if one is free and nobody is queued for one. A
 // refusal counts in Stats.Rejected, as a granted slot counts in Accepted.
 func (b *Bulkhead) TryAcquire() bool {
@@ -380,10 +377,6 @@ func (b *Bulkhead) publishObserversLocked() {
 	}
 	b.observers.Store(&os)
 }
-
-// MaxWait returns the longest an acquisition may wait for a slot; 0 when
-// the bulkhead fails fast.
-func (b *Bulkhead) MaxWait() time.Duration { return b.maxWait }
 
 // Release returns a slot taken by Acquire or TryAcquire, handing it to the
 // longest waiter if any. Releasing more slots than were taken panics: it

@@ -231,12 +231,12 @@ func TestR4jEntryTimeout(t *testing.T) {
 // new bulkhead.
 func TestR4jChangeConfig(t *testing.T) {
 	b := newBulkhead(t, 3, maxWait(5*time.Second, 1))
-	assert.Equal(t, 3, b.Max())
-	assert.Equal(t, 5*time.Second, b.MaxWait())
+	assert.Equal(t, 3, b.Config().Max)
+	assert.Equal(t, 5*time.Second, b.Config().MaxWait)
 	bigger := newBulkhead(t, 5, maxWait(3*time.Second, 1))
-	assert.Equal(t, 5, bigger.Max())
-	assert.Equal(t, 3*time.Second, bigger.MaxWait())
-	assert.Equal(t, 3, b.Max())
+	assert.Equal(t, 5, bigger.Config().Max)
+	assert.Equal(t, 3*time.Second, bigger.Config().MaxWait)
+	assert.Equal(t, 3, b.Config().Max)
 }
 
 // --- resilience4j, resilience4j-bulkhead/.../bulkhead/BulkheadTest.java -------

@@ -98,8 +98,3 @@ func (b Budget) Attempt(ctx context.Context, t Try) (context.Context, context.Ca
 	}
 	return actx, c.Cancel, nil
 }
-
-// Fits reports whether, after waiting wait, an attempt of at least
-// t.MinUseful still fits before the deadline minus t.Reserve. A retry is
-// decided with it before sleeping, never after.
-func (b Budget) Fits(wait time.Duration, t Try) bool { return b.b.Fits(wait, t.internal()) }

@@ -132,18 +132,6 @@ func TestAttemptRefusesBelowMinUseful(t *testing.T) {
 	})
 }
 
-func TestFits(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		b := deadline.New(ctx, 0)
-		try := deadline.Try{Reserve: 3 * time.Second, MinUseful: time.Second}
-		assert.True(t, b.Fits(6*time.Second, try))
-		assert.False(t, b.Fits(6*time.Second+1, try))
-		assert.True(t, deadline.New(context.Background(), 0).Fits(time.Hour, try))
-	})
-}
-
 func TestExhaustedWrapsCause(t *testing.T) {
 	cause := errors.New("503 from pro")
 	err := &deadline.ExhaustedError{Cause: cause}

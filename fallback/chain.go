@@ -2,6 +2,7 @@ package fallback
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -114,7 +115,7 @@ func (c *Chain[In, Out]) attempt(st *stage, b budget.Budget, base context.Contex
 	if end.err == nil {
 		if v := c.validators[st.index]; v != nil {
 			if verr := v.Validate(out); verr != nil {
-				end.err = validate.AsInvalidOutput(verr)
+				end.err = asInvalidOutput(verr)
 			}
 		}
 	}
@@ -178,4 +179,16 @@ func (c *Chain[In, Out]) fail(r *request, res *Result[Out], cause classify.Verdi
 	c.end(r, err, cause, 0)
 	res.Summary = r.sum
 	return *res, err
+}
+
+// asInvalidOutput makes sure a validator's err classifies as InvalidOutput:
+// a *validate.Error is returned as is, anything else is wrapped in one of
+// rule "custom" whose text does not repeat err's (a custom validator may
+// quote the answer).
+func asInvalidOutput(err error) error {
+	var ve *validate.Error
+	if errors.As(err, &ve) {
+		return err
+	}
+	return &validate.Error{Rule: "custom", Reason: "rejected by a custom validator", Err: err}
 }

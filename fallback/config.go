@@ -16,10 +16,10 @@ import (
 
 // Defaults applied to zero fields of Config and StreamConfig.
 const (
-	DefaultMinAttempt       = 100 * time.Millisecond
-	DefaultQuotaCooldown    = time.Minute
-	DefaultMaxQuotaCooldown = time.Hour
-	DefaultRetiredRecheck   = 10 * time.Minute
+	defaultMinAttempt       = 100 * time.Millisecond
+	defaultQuotaCooldown    = time.Minute
+	defaultMaxQuotaCooldown = time.Hour
+	defaultRetiredRecheck   = 10 * time.Minute
 )
 
 // Stage attaches guards to a tier. The chain wraps every stage as
@@ -84,7 +84,7 @@ type Config[In, Out any] struct {
 	// context's deadline only.
 	Total time.Duration
 	// MinAttempt is the default Stage.MinAttempt. 0 means
-	// DefaultMinAttempt.
+	// 100ms.
 	MinAttempt time.Duration
 
 	// Table overrides the class table — each class's whole behaviour:
@@ -105,16 +105,16 @@ type Config[In, Out any] struct {
 	Catalog *Catalog
 	// QuotaCooldown is how long a tier whose quota is exhausted is parked
 	// at least. The server's retry-after, when longer, extends it, up to
-	// MaxQuotaCooldown. 0 means DefaultQuotaCooldown.
+	// MaxQuotaCooldown. 0 means 1m.
 	QuotaCooldown time.Duration
 	// MaxQuotaCooldown caps a quota's parking however long the server
 	// asked to wait ("try again in 114h"): a parked tier costs at most one
 	// upstream call per MaxQuotaCooldown, and notices a raised quota
-	// within it. 0 means DefaultMaxQuotaCooldown.
+	// within it. 0 means 1h.
 	MaxQuotaCooldown time.Duration
 	// RetiredRecheck is how long a model that answered 404 is skipped when
 	// there is no Catalog to say when it is back. 0 means
-	// DefaultRetiredRecheck.
+	// 10m.
 	RetiredRecheck time.Duration
 
 	// Key, when set, returns an idempotency key for a request; requests

@@ -57,8 +57,8 @@ func newEngine(kind string, sh shared, specs []stageSpec) (*engine, error) {
 	e := &engine{
 		op: cmpOr(sh.op, "generate_content"), stages: make([]stage, len(specs)), total: sh.total,
 		table: classify.DefaultTable(), catalog: sh.catalog,
-		quotaPark: cmpOr(sh.quotaPark, DefaultQuotaCooldown), maxQuotaPark: cmpOr(sh.maxQuotaPark, DefaultMaxQuotaCooldown),
-		retirePark: cmpOr(sh.retirePark, DefaultRetiredRecheck), abandonAfter: sh.abandonAfter, measure: sh.measure,
+		quotaPark: cmpOr(sh.quotaPark, defaultQuotaCooldown), maxQuotaPark: cmpOr(sh.maxQuotaPark, defaultMaxQuotaCooldown),
+		retirePark: cmpOr(sh.retirePark, defaultRetiredRecheck), abandonAfter: sh.abandonAfter, measure: sh.measure,
 		epoch: time.Now(),
 	}
 	e.maxQuotaPark = max(e.maxQuotaPark, e.quotaPark)
@@ -69,7 +69,7 @@ func newEngine(kind string, sh shared, specs []stageSpec) (*engine, error) {
 	if classifier == nil {
 		classifier = classify.Func(classify.Classify)
 	}
-	minAttempt := cmpOr(sh.minAttempt, DefaultMinAttempt)
+	minAttempt := cmpOr(sh.minAttempt, defaultMinAttempt)
 	for i, s := range specs {
 		st := &e.stages[i]
 		*st = stage{
@@ -314,7 +314,7 @@ func (e *engine) enter(r *request, st *stage) (held, budget.Try, Skip, error) {
 	h.fresh = true
 	if st.bulkhead != nil {
 		var err error
-		if st.bulkhead.MaxWait() > 0 {
+		if st.bulkhead.Config().MaxWait > 0 {
 			err = e.acquireWaiting(r, st, try, h.remaining)
 			h.fresh = false
 		} else {

@@ -51,7 +51,7 @@ func FuzzChainConfig(f *testing.F) {
 			}
 			maxCalls += max(attempts%5, 0)
 			if attempts%5 == 0 {
-				maxCalls += retry.DefaultMaxAttempts
+				maxCalls += retry.Policy{}.WithDefaults().MaxAttempts
 			}
 		}
 		cfg := fallback.Config[string, string]{

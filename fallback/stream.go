@@ -530,7 +530,7 @@ func (p *pump[In, Chunk]) run(in In) (ie *IncompleteError, done bool) {
 		// server that sends one more event) cannot take it back.
 		if validator != nil {
 			if verr := validator.Validate(text.String()); verr != nil {
-				verr = validate.AsInvalidOutput(verr)
+				verr = asInvalidOutput(verr)
 				v = classify.Classify(verr)
 				p.ended(chunks, v, verr, false, u, hasUsage)
 				var zero Chunk

@@ -24,8 +24,8 @@ func WithRequestID(ctx context.Context, id string) context.Context {
 	return context.WithValue(ctx, requestIDKey, id)
 }
 
-// RequestID returns the request id set by WithRequestID, or "".
-func RequestID(ctx context.Context) string {
+// requestID returns the request id set by WithRequestID, or "".
+func requestID(ctx context.Context) string {
 	s, _ := ctx.Value(requestIDKey).(string)
 	return s
 }
@@ -37,8 +37,8 @@ func WithTenant(ctx context.Context, tenant string) context.Context {
 	return context.WithValue(ctx, tenantKey, tenant)
 }
 
-// Tenant returns the tenant set by WithTenant, or "".
-func Tenant(ctx context.Context) string {
+// tenant returns the tenant set by WithTenant, or "".
+func tenant(ctx context.Context) string {
 	s, _ := ctx.Value(tenantKey).(string)
 	return s
 }
@@ -49,8 +49,8 @@ func WithScenario(ctx context.Context, scenario string) context.Context {
 	return context.WithValue(ctx, scenarioKey, scenario)
 }
 
-// Scenario returns the scenario set by WithScenario, or "".
-func Scenario(ctx context.Context) string {
+// scenario returns the scenario set by WithScenario, or "".
+func scenario(ctx context.Context) string {
 	s, _ := ctx.Value(scenarioKey).(string)
 	return s
 }
@@ -63,15 +63,15 @@ func WithAttributes(ctx context.Context, kvs ...attribute.KeyValue) context.Cont
 	if len(kvs) == 0 {
 		return ctx
 	}
-	prev := Attributes(ctx)
+	prev := attributes(ctx)
 	next := make([]attribute.KeyValue, 0, len(prev)+len(kvs))
 	next = append(append(next, prev...), kvs...)
 	return context.WithValue(ctx, labelsKey, next)
 }
 
-// Attributes returns the labels set by WithAttributes, oldest first. The
+// attributes returns the labels set by WithAttributes, oldest first. The
 // slice is shared: do not modify it.
-func Attributes(ctx context.Context) []attribute.KeyValue {
+func attributes(ctx context.Context) []attribute.KeyValue {
 	kvs, _ := ctx.Value(labelsKey).([]attribute.KeyValue)
 	return kvs
 }

@@ -56,3 +56,11 @@ var (
 	MetricTimeToFirstChunk   = metricTimeToFirstChunk
 	MetricTokenUsage         = metricTokenUsage
 )
+
+// The context getters, for the tests.
+var (
+	RequestID  = requestID
+	Tenant     = tenant
+	Scenario   = scenario
+	Attributes = attributes
+)

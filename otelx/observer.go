@@ -116,8 +116,8 @@ func (i *Instrumentation) Observe(ctx context.Context, e fallback.Event) context
 
 // readLabels reads the request labels from ctx.
 func (i *Instrumentation) readLabels(r *reqState, ctx context.Context) {
-	r.id, r.tenant, r.scenario = RequestID(ctx), Tenant(ctx), Scenario(ctx)
-	r.labels = Attributes(ctx)
+	r.id, r.tenant, r.scenario = requestID(ctx), tenant(ctx), scenario(ctx)
+	r.labels = attributes(ctx)
 	if len(i.metricKeys) == 0 {
 		return
 	}

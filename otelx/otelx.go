@@ -184,7 +184,7 @@ func (i *Instrumentation) Watch(c Chain) {
 	op := c.Operation()
 	waits := false
 	for _, s := range stages {
-		if s.Bulkhead != nil && s.Bulkhead.MaxWait() > 0 {
+		if s.Bulkhead != nil && s.Bulkhead.Config().MaxWait > 0 {
 			waits = true
 		}
 	}
@@ -196,7 +196,7 @@ func (i *Instrumentation) Watch(c Chain) {
 	}
 	for _, s := range stages {
 		st := reg.stageLocked(stageKey{op: op, tier: s.Tier, model: s.Model, provider: s.Provider, index: s.TierIndex})
-		if s.Bulkhead != nil && s.Bulkhead.MaxWait() > 0 {
+		if s.Bulkhead != nil && s.Bulkhead.Config().MaxWait > 0 {
 			st.waits.Store(true)
 		}
 	}

@@ -10,14 +10,14 @@ import (
 	"time"
 
 	"github.com/tierguard/tierguard/classify"
-	"github.com/tierguard/tierguard/deadline"
+	"github.com/tierguard/tierguard/internal/budget"
 )
 
 // Defaults applied to zero fields of Policy.
 const (
-	DefaultMaxAttempts = 3
-	DefaultBaseDelay   = 200 * time.Millisecond
-	DefaultMaxDelay    = 10 * time.Second
+	defaultMaxAttempts = 3
+	defaultBaseDelay   = 200 * time.Millisecond
+	defaultMaxDelay    = 10 * time.Second
 )
 
 // Jitter chooses how a backoff delay is randomised.
@@ -45,17 +45,17 @@ const (
 // defaults to zero fields itself; WithDefaults shows them.
 type Policy struct {
 	// MaxAttempts counts every attempt, the first included. 0 means
-	// DefaultMaxAttempts; 1 disables retrying; a negative value sets no
+	// 3; 1 disables retrying; a negative value sets no
 	// limit: attempts go on until one succeeds or fails in a way that is
 	// not retried, the Budget runs out, or the next wait would not fit
 	// before the context's deadline (without a deadline or a Budget, a
 	// tier that keeps failing is retried for ever).
 	MaxAttempts int
 	// BaseDelay is the backoff before the second attempt; it doubles for
-	// every further attempt. 0 means DefaultBaseDelay.
+	// every further attempt. 0 means 200ms.
 	BaseDelay time.Duration
 	// MaxDelay caps the backoff (not a server's Retry-After). 0 means
-	// DefaultMaxDelay.
+	// 10s.
 	MaxDelay time.Duration
 	// Jitter randomises the backoff; the zero value is FullJitter.
 	Jitter Jitter
@@ -166,13 +166,13 @@ func (p Policy) Validate() error {
 // WithDefaults returns p with its zero fields set to the defaults.
 func (p Policy) WithDefaults() Policy {
 	if p.MaxAttempts == 0 {
-		p.MaxAttempts = DefaultMaxAttempts
+		p.MaxAttempts = defaultMaxAttempts
 	}
 	if p.BaseDelay == 0 {
-		p.BaseDelay = DefaultBaseDelay
+		p.BaseDelay = defaultBaseDelay
 	}
 	if p.MaxDelay == 0 {
-		p.MaxDelay = DefaultMaxDelay
+		p.MaxDelay = defaultMaxDelay
 	}
 	if p.Table == nil {
 		p.Table = &defaultTable
@@ -191,7 +191,7 @@ var defaultTable = classify.DefaultTable()
 // attempt n+1: min(MaxDelay, BaseDelay·2ⁿ⁻¹), randomised by the policy's
 // Jitter. n below 1 counts as 1.
 func (p Policy) Backoff(n int) time.Duration {
-	base, maxDelay := cmpOr(p.BaseDelay, DefaultBaseDelay), cmpOr(p.MaxDelay, DefaultMaxDelay)
+	base, maxDelay := cmpOr(p.BaseDelay, defaultBaseDelay), cmpOr(p.MaxDelay, defaultMaxDelay)
 	ceiling := base
 	for i := 1; i < n && ceiling < maxDelay; i++ {
 		if ceiling > maxDelay/2 {
@@ -226,7 +226,7 @@ func upTo(d time.Duration) time.Duration {
 // decide chooses what follows failed attempt n (n ≥ 1) with verdict v,
 // under the budget b and the attempt's share t. It consumes a token of the shared Budget for a
 // retryable failure.
-func (p Policy) decide(n int, v classify.Verdict, b deadline.Budget, t deadline.Try) Attempt {
+func (p Policy) decide(n int, v classify.Verdict, b budget.Budget, t budget.Try) Attempt {
 	a := Attempt{N: n, Verdict: v}
 	table := p.Table
 	if table == nil {
@@ -239,7 +239,7 @@ func (p Policy) decide(n int, v classify.Verdict, b deadline.Budget, t deadline.
 	if p.Budget != nil {
 		p.Budget.Failure()
 	}
-	switch maxAttempts := cmpOr(p.MaxAttempts, DefaultMaxAttempts); {
+	switch maxAttempts := cmpOr(p.MaxAttempts, defaultMaxAttempts); {
 	case maxAttempts > 0 && n >= maxAttempts:
 		a.Stop = AttemptsExhausted
 	case p.Budget != nil && !p.Budget.Allow():
@@ -272,7 +272,7 @@ func cmpOr[T comparable](v, def T) T {
 // when ctx ended (ContextCanceled, DeadlineExceeded), ctx's error too.
 func Do[T any](ctx context.Context, p Policy, fn func(context.Context) (T, error)) (T, error) {
 	p = p.WithDefaults()
-	b := deadline.New(ctx, 0)
+	b := budget.New(ctx, 0)
 	for n := 1; ; n++ {
 		out, err := fn(ctx)
 		if err == nil {
@@ -291,7 +291,7 @@ func Do[T any](ctx context.Context, p Policy, fn func(context.Context) (T, error
 			// no budget token is spent.
 			a = Attempt{N: n, Verdict: v, Stop: contextStop(cerr)}
 		} else {
-			a = p.decide(n, v, b, deadline.Try{})
+			a = p.decide(n, v, b, budget.Try{})
 		}
 		if p.OnAttempt != nil {
 			p.OnAttempt(a)

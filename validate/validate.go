@@ -65,20 +65,6 @@ func (e *Error) Verdict() classify.Verdict {
 	return classify.Verdict{Class: classify.InvalidOutput, Reason: "output rejected by " + e.Rule}
 }
 
-// AsInvalidOutput makes sure err classifies as InvalidOutput: an *Error is
-// returned as is, anything else is wrapped in an *Error of rule "custom"
-// whose text does not repeat err's.
-func AsInvalidOutput(err error) error {
-	if err == nil {
-		return nil
-	}
-	var ve *Error
-	if errors.As(err, &ve) {
-		return err
-	}
-	return &Error{Rule: "custom", Reason: "rejected by a custom validator", Err: err}
-}
-
 // All runs validators in order and returns the first rejection.
 func All[Out any](vs ...Validator[Out]) Validator[Out] {
 	vs = append([]Validator[Out](nil), vs...)

@@ -142,17 +142,6 @@ func TestCompose(t *testing.T) {
 	assert.Error(t, field.Validate(response{}))
 }
 
-func TestAsInvalidOutput(t *testing.T) {
-	assert.NoError(t, validate.AsInvalidOutput(nil))
-	custom := errors.New("bad " + secret)
-	err := validate.AsInvalidOutput(custom)
-	assert.ErrorIs(t, err, custom)
-	assert.Equal(t, classify.InvalidOutput, classify.Classify(err).Class)
-	assert.NotContains(t, err.Error(), secret)
-	ve := validate.Errorf("x", "y")
-	assert.Same(t, error(ve), validate.AsInvalidOutput(ve))
-}
-
 func TestHugeInputsAreHandled(t *testing.T) {
 	big := `{"id":"` + strings.Repeat("a", 10<<20) + `","amount":1}`
 	assert.NoError(t, validate.JSON().Validate(big))

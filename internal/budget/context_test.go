@@ -162,3 +162,17 @@ func TestBudgetWindowAndContext(t *testing.T) {
 		assert.False(t, none.Over())
 	})
 }
+
+// Fits: after the wait, an attempt of at least MinUseful must fit before
+// the deadline minus the reserve; without a deadline everything fits.
+func TestFits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		b := budget.New(ctx, 0)
+		try := budget.Try{Reserve: 3 * time.Second, MinUseful: time.Second}
+		assert.True(t, b.Fits(6*time.Second, try))
+		assert.False(t, b.Fits(6*time.Second+1, try))
+		assert.True(t, budget.New(context.Background(), 0).Fits(time.Hour, try))
+	})
+}

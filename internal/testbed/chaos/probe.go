@@ -44,6 +44,9 @@ func (m *probeMember) TryProbe() bool {
 	return true
 }
 
+// Leave does nothing: the soak holds its breakers to the end.
+func (m *probeMember) Leave() {}
+
 func (m *probeMember) ReleaseProbe() {
 	g := goid()
 	m.mu.Lock()
