@@ -35,6 +35,39 @@ func ExampleNew() {
 	// tierguard: circuit "gemini-pro" open true
 }
 
+// One breaker per model, created on first use: a failing model trips only
+// its own. Keys that are tenant ids would be hashed in names; model names
+// are public, so KeysInNames shows them.
+func ExampleGroup() {
+	models, err := breaker.NewGroup(breaker.Config{Name: "gemini", ConsecutiveFailures: 1, KeysInNames: true}, 16)
+	if err != nil {
+		panic(err)
+	}
+	call := func(model string, fail bool) error {
+		_, err := breaker.Do(context.Background(), models.Get(model), func(context.Context) (string, error) {
+			if fail {
+				return "", &statusError{code: 503, err: errors.New("503 UNAVAILABLE")}
+			}
+			return "ok", nil
+		})
+		return err
+	}
+	fmt.Println(call("gemini-2.5-pro", true))
+	fmt.Println(call("gemini-2.5-pro", false))
+	fmt.Println(call("gemini-2.5-flash", false))
+	models.Each(func(key string, b *breaker.Breaker) {
+		if key == "gemini-2.5-pro" || key == "gemini-2.5-flash" {
+			fmt.Println(b.Name(), b.State())
+		}
+	})
+	// Unordered output:
+	// 503 UNAVAILABLE
+	// tierguard: circuit "gemini/gemini-2.5-pro" open
+	// <nil>
+	// gemini/gemini-2.5-pro open
+	// gemini/gemini-2.5-flash closed
+}
+
 // statusError stands for an HTTP error from a model API.
 type statusError struct {
 	code int

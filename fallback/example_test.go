@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"time"
 
 	"github.com/tierguard/tierguard/breaker"
@@ -16,7 +17,7 @@ import (
 // errOverloaded stands for a 503 from the primary model.
 var errOverloaded = classify.Wrap(errors.New("503 UNAVAILABLE"), classify.Verdict{Class: classify.Transient, HTTPStatus: 503})
 
-func Example() {
+func ExampleNew() {
 	pro := fallback.Tier("pro", func(ctx context.Context, q string) (string, error) {
 		return "", errOverloaded // the primary is down
 	})
@@ -53,4 +54,89 @@ func Example() {
 	//   pro 1 transient
 	//   pro 2 transient
 	//   flash 1 ok
+}
+
+// A streaming chain: pro fails before its first chunk, so flash streams the
+// answer; once a chunk has reached the caller the stream is committed to
+// its tier.
+func ExampleNewStream() {
+	type chunk struct {
+		text, finish string
+	}
+	inspect := func(c chunk) fallback.ChunkInfo { return fallback.ChunkInfo{Text: c.text, FinishReason: c.finish} }
+	pro := fallback.StreamTierFunc("pro", func(ctx context.Context, q string) iter.Seq2[chunk, error] {
+		return func(yield func(chunk, error) bool) { yield(chunk{}, errOverloaded) }
+	}, inspect)
+	flash := fallback.StreamTierFunc("flash", func(ctx context.Context, q string) iter.Seq2[chunk, error] {
+		return func(yield func(chunk, error) bool) {
+			for _, c := range []chunk{{text: "Rayleigh "}, {text: "scattering.", finish: "STOP"}} {
+				if !yield(c, nil) {
+					return
+				}
+			}
+		}
+	}, inspect)
+
+	chain, err := fallback.NewStream(fallback.StreamConfig[string, chunk]{
+		Stages: []fallback.StreamStage[string, chunk]{
+			{Tier: pro, Retry: retry.Policy{MaxAttempts: 1}},
+			{Tier: flash},
+		},
+		Total: 10 * time.Second,
+	})
+	if err != nil {
+		panic(err)
+	}
+
+	stream := chain.Stream(context.Background(), "why is the sky blue?")
+	for c, err := range stream.Chunks() {
+		if err != nil {
+			fmt.Println("\nerror:", err)
+			break
+		}
+		fmt.Print(c.text)
+	}
+	res := stream.Result()
+	fmt.Println()
+	fmt.Println("tier:", res.Tier, "complete:", res.Complete, "chunks:", res.Chunks, "finish:", res.FinishReason)
+	// Output:
+	// Rayleigh scattering.
+	// tier: flash complete: true chunks: 2 finish: STOP
+}
+
+// A catalog of the models an API serves: a chain skips a tier whose model
+// is gone without calling it.
+func ExampleNewCatalog() {
+	catalog, err := fallback.NewCatalog(func(context.Context) ([]string, error) {
+		return []string{"models/gemini-2.5-flash"}, nil // for Gemini: models.list
+	}, fallback.CatalogOptions{})
+	if err != nil {
+		panic(err)
+	}
+	if err := catalog.Refresh(context.Background()); err != nil {
+		panic(err)
+	}
+	fmt.Println(catalog.Available("gemini-2.5-pro"), catalog.Available("gemini-2.5-flash"))
+
+	chain, err := fallback.New(fallback.Config[string, string]{
+		Stages: []fallback.Stage[string, string]{
+			{Tier: fallback.Tier("pro", func(context.Context, string) (string, error) { panic("never called") }), Model: "gemini-2.5-pro"},
+			{Tier: fallback.Tier("flash", func(context.Context, string) (string, error) { return "ok", nil }), Model: "gemini-2.5-flash"},
+		},
+		Total:   5 * time.Second,
+		Catalog: catalog,
+	})
+	if err != nil {
+		panic(err)
+	}
+	res, err := chain.Do(context.Background(), "q")
+	fmt.Println(res.Value, res.Tier, err)
+	for _, a := range res.Attempts() {
+		fmt.Println(" ", a.Tier, a.Skip)
+	}
+	// Output:
+	// false true
+	// ok flash <nil>
+	//   pro retired
+	//   flash not_skipped
 }

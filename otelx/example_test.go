@@ -20,7 +20,7 @@ import (
 // The primary model is down; the fallback answers. One Instrument call
 // makes the decision visible: the metrics count a degraded answer, the log
 // explains it.
-func Example() {
+func ExampleInstrument() {
 	// A manual reader stands in for your exporter (Prometheus, OTLP).
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
@@ -68,7 +68,7 @@ func Example() {
 	}
 	var lines []string
 	for _, m := range rm.ScopeMetrics[0].Metrics {
-		if sum, ok := m.Data.(metricdata.Sum[int64]); ok && (m.Name == otelx.MetricAttempts || m.Name == otelx.MetricRequests) {
+		if sum, ok := m.Data.(metricdata.Sum[int64]); ok && (m.Name == "tierguard.attempts" || m.Name == "tierguard.requests") {
 			for _, p := range sum.DataPoints {
 				lines = append(lines, fmt.Sprintf("%s{%s} %d", m.Name, p.Attributes.Encoded(attribute.DefaultEncoder()), p.Value))
 			}

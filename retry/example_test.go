@@ -10,7 +10,7 @@ import (
 	"github.com/tierguard/tierguard/retry"
 )
 
-func Example() {
+func ExampleDo() {
 	budget, err := retry.NewBudget(10, 0.1) // gRPC's defaults, shared by the tier
 	if err != nil {
 		panic(err)

@@ -16,7 +16,7 @@ import (
 // and the breakers (here a group keyed by model) joined to it. When one pod
 // trips the breaker of a model, the others stop calling that model within
 // milliseconds; when Redis is away, each pod keeps its own breaker.
-func Example() {
+func ExampleNew() {
 	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
 	defer rdb.Close()
 
