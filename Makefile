@@ -11,8 +11,16 @@ BENCHSTAT := golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da
 BENCHCMP_OUT ?= $(or $(TMPDIR),/tmp)/tierguard-benchcmp.txt
 SCENARIO_FLAGS ?= -runs 3
 SOAKCALLS ?= 1000000
+GOVULNCHECK := golang.org/x/vuln/cmd/govulncheck@v1.9.0
+# The vulnerability database, as the module proxy serves it (bump it with
+# the date of the newest pseudo-version: go list -m golang.org/x/vulndb@latest).
+VULNDB_VERSION ?= v0.0.0-20261105234957-e22db6528018
+VULNDB_DIR ?= $(or $(TMPDIR),/tmp)/tierguard-vulndb-$(VULNDB_VERSION)
+# The toolchain whose standard library is checked: the newest patch release
+# of the Go the modules are developed with (go.work's toolchain line).
+VULN_TOOLCHAIN ?= $(shell sed -n 's/^toolchain //p' go.work)
 
-.PHONY: test fmt-check vet race bench bench-lib bench-compare fuzz cover demo lint scenarios soak soak-race
+.PHONY: test fmt-check vet race vuln vulndb tidy bench bench-lib bench-compare fuzz cover demo lint scenarios soak soak-race
 
 ## test: gofmt check, go vet and race tests over every module (what CI runs)
 test: fmt-check vet race
@@ -81,3 +89,19 @@ demo:
 ## lint: staticcheck over every module
 lint:
 	@set -e; for m in $(MODULES); do echo "staticcheck $$m"; (cd $$m && $(GO) run $(STATICCHECK) ./...); done
+
+## vuln: govulncheck over every module, offline, against the database the module proxy serves as golang.org/x/vulndb (indexed locally), with the standard library of $(VULN_TOOLCHAIN)
+vuln: vulndb
+	@set -e; for m in $(MODULES); do echo "govulncheck $$m"; (cd $$m && GOTOOLCHAIN=$(VULN_TOOLCHAIN) $(GO) run $(GOVULNCHECK) -db file://$(VULNDB_DIR) ./...); done
+
+vulndb:
+	@if [ ! -f $(VULNDB_DIR)/index/db.json ]; then \
+	  src=$$($(GO) mod download -json golang.org/x/vulndb@$(VULNDB_VERSION) | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$$/\1/p'); \
+	  test -d "$$src/data/osv" || { echo "no data/osv in golang.org/x/vulndb@$(VULNDB_VERSION)"; exit 1; }; \
+	  echo "indexing $$(ls $$src/data/osv | wc -l) OSV entries of golang.org/x/vulndb@$(VULNDB_VERSION) into $(VULNDB_DIR)"; \
+	  rm -rf $(VULNDB_DIR).tmp && GOFLAGS=-mod=mod $(GO) run golang.org/x/vulndb/cmd/indexdb@$(VULNDB_VERSION) -vulns $$src/data/osv -out $(VULNDB_DIR).tmp && mv $(VULNDB_DIR).tmp $(VULNDB_DIR); \
+	fi
+
+## tidy: go mod tidy in every module (nested ones see their tierguard requirements in the working tree: .ci/local-replace)
+tidy:
+	@set -e; for m in $(MODULES); do echo "go mod tidy $$m"; if [ "$$m" = . ]; then GOWORK=off $(GO) mod tidy; else .ci/local-replace $$m $(GO) mod tidy; fi; done

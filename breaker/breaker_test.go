@@ -725,7 +725,7 @@ func TestUnreportedProbeIsWrittenOff(t *testing.T) {
 		_, err = b.Allow()
 		require.ErrorIs(t, err, breaker.ErrOpen)
 
-		time.Sleep(1)
+		time.Sleep(time.Nanosecond)
 		synctest.Wait()
 		require.Equal(t, breaker.Open, b.State(), "written off after MaxHalfOpenWait")
 		assert.Equal(t, "half_open->open (probe timed out)", rec.steps()[len(rec.steps())-1])

@@ -153,19 +153,21 @@ type waiter struct {
 // New returns a bulkhead, or an error naming every invalid field.
 func New(cfg Config) (*Bulkhead, error) {
 	var errs []error
+	// Each message starts with the field it is about, as in breaker.Config.
+	invalid := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	if cfg.Max <= 0 {
-		errs = append(errs, fmt.Errorf("Max must be positive, got %d", cfg.Max))
+		invalid("Max must be positive, got %d", cfg.Max)
 	}
 	switch {
 	case cfg.MaxWait < 0:
-		errs = append(errs, fmt.Errorf("MaxWait must not be negative, got %v", cfg.MaxWait))
+		invalid("MaxWait must not be negative, got %v", cfg.MaxWait)
 	case cfg.MaxWait > 0 && cfg.Queue <= 0:
-		errs = append(errs, fmt.Errorf("Queue must be positive with a MaxWait, got %d", cfg.Queue))
+		invalid("Queue must be positive with a MaxWait, got %d", cfg.Queue)
 	case cfg.MaxWait == 0 && cfg.Queue != 0:
-		errs = append(errs, fmt.Errorf("Queue %d without a MaxWait", cfg.Queue))
+		invalid("Queue %d without a MaxWait", cfg.Queue)
 	}
 	if err := errors.Join(errs...); err != nil {
-		return nil, fmt.Errorf("bulkhead %q: %w", cfg.Name, err)
+		return nil, fmt.Errorf("bulkhead %q: invalid config: %w", cfg.Name, err)
 	}
 	return &Bulkhead{name: cfg.Name, max: int64(cfg.Max), full: &FullError{Name: cfg.Name, Max: cfg.Max},
 		maxWait: cfg.MaxWait, queueMax: cfg.Queue, cfg: cfg}, nil

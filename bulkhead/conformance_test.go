@@ -24,7 +24,7 @@ import (
 	"github.com/tierguard/tierguard/classify"
 )
 
-var errBAM = errors.New("BAM!")
+var errBAM = errors.New("BAM")
 
 // --- failsafe-go/failsafe-go, bulkhead/bulkhead_test.go ----------------------
 

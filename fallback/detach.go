@@ -78,12 +78,12 @@ func (p pulled[T]) stop() bool             { p.end(); return false }
 type detached[T any] struct{ r *detach.Reader[T] }
 
 func (d detached[T]) next() (T, error, bool) {
-	v, err, ok, end, gaveUp := d.r.Next()
-	reraise(end)
-	if gaveUp {
-		return v, errAbandoned, true
+	s, ok := d.r.Next()
+	reraise(s.End)
+	if s.Abandoned {
+		return s.Value, errAbandoned, true
 	}
-	return v, err, ok
+	return s.Value, s.Err, ok
 }
 
 func (d detached[T]) stop() bool { return d.r.Stop() }

@@ -49,7 +49,7 @@ func TestBackoffFormula(t *testing.T) {
 // and the last attempt's.
 func TestContextStopSaysWhich(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		run := func(ctx context.Context, cancel func(), sleepInside bool) (error, []retry.Attempt) {
+		run := func(ctx context.Context, cancel func(), sleepInside bool) ([]retry.Attempt, error) {
 			var seen []retry.Attempt
 			p := retry.Policy{BaseDelay: time.Hour, MaxDelay: time.Hour, Jitter: retry.NoJitter, OnAttempt: func(a retry.Attempt) { seen = append(seen, a) }}
 			err := do(ctx, p, func(ctx context.Context) error {
@@ -61,11 +61,11 @@ func TestContextStopSaysWhich(t *testing.T) {
 				}
 				return failure(classify.Transient, 0)
 			})
-			return err, seen
+			return seen, err
 		}
 
 		ctx, cancel := context.WithCancel(context.Background())
-		err, seen := run(ctx, cancel, false)
+		seen, err := run(ctx, cancel, false)
 		var se *retry.StoppedError
 		require.ErrorAs(t, err, &se)
 		assert.Equal(t, retry.ContextCanceled, se.Reason)
@@ -78,7 +78,7 @@ func TestContextStopSaysWhich(t *testing.T) {
 
 		dctx, dcancel := context.WithTimeout(context.Background(), time.Second)
 		defer dcancel()
-		err, seen = run(dctx, nil, true)
+		seen, err = run(dctx, nil, true)
 		require.ErrorAs(t, err, &se)
 		assert.Equal(t, retry.DeadlineExceeded, se.Reason)
 		assert.ErrorIs(t, err, context.DeadlineExceeded)
@@ -90,7 +90,7 @@ func TestContextStopSaysWhich(t *testing.T) {
 			time.Sleep(time.Minute)
 			wcancel()
 		}()
-		err, _ = run(wctx, nil, false)
+		_, err = run(wctx, nil, false)
 		require.ErrorAs(t, err, &se)
 		assert.Equal(t, retry.ContextCanceled, se.Reason)
 		assert.ErrorIs(t, err, context.Canceled)

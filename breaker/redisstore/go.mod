@@ -2,6 +2,8 @@ module github.com/tierguard/tierguard/breaker/redisstore
 
 go 1.26.0
 
+toolchain go1.26.11
+
 require (
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/stretchr/testify v1.12.1

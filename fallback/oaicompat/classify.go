@@ -82,8 +82,8 @@ func FactsOf(err error) (classify.Facts, bool) {
 		if !parsed {
 			if raw := oe.RawJSON(); raw != "" && len(raw) < classify.MaxErrorBody-16 {
 				// RawJSON is the "error" member: wrap it back into a body.
-				g, ok := classify.ParseErrorBody([]byte(`{"error":` + raw + `}`))
-				f.Status, f.Details, f.Code, parsed = g.Status, g.Details, g.Code, ok
+				g, _ := classify.ParseErrorBody([]byte(`{"error":` + raw + `}`))
+				f.Status, f.Details, f.Code = g.Status, g.Details, g.Code
 			}
 			f.Message = oe.Message
 		}

@@ -2,6 +2,8 @@ module github.com/tierguard/tierguard/fallback/oaicompat
 
 go 1.26.0
 
+toolchain go1.26.11
+
 require (
 	github.com/openai/openai-go/v3 v3.99.0
 	github.com/stretchr/testify v1.12.1
@@ -17,5 +19,5 @@ require (
 	github.com/tidwall/pretty v1.2.1 // indirect
 	github.com/tidwall/sjson v1.2.5 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
-	golang.org/x/text v0.42.0 // indirect
+	golang.org/x/text v0.44.0 // indirect
 )

@@ -68,6 +68,7 @@ func (t *Tier[In]) Stream(ctx context.Context, in In) iter.Seq2[Answer, error] {
 			if len(ch.Choices) > 0 {
 				c := ch.Choices[0]
 				a.Text = c.Delta.Content
+				//lint:ignore SA1019 older OpenAI-compatible servers still stream function_call
 				a.toolCall = len(c.Delta.ToolCalls) > 0 || c.Delta.FunctionCall.Name != ""
 				content = content || strings.TrimSpace(a.Text) != "" || a.toolCall
 				if c.FinishReason != "" {

@@ -160,6 +160,7 @@ func answer(resp *oai.ChatCompletion) (Answer, error) {
 	if ch.Message.Refusal != "" && ch.Message.Content == "" {
 		return Answer{}, classify.Wrap(ErrRefusal, classify.Verdict{Class: classify.Safety, Reason: "model refused"})
 	}
+	//lint:ignore SA1019 older OpenAI-compatible servers still answer with function_call
 	content := strings.TrimSpace(ch.Message.Content) != "" || len(ch.Message.ToolCalls) > 0 || ch.Message.FunctionCall.Name != ""
 	switch v := classify.FinishReason(ch.FinishReason, content); {
 	case v.Class == classify.OK:

@@ -124,12 +124,23 @@ func (r *Reader[T]) finished(o Outcome) {
 	r.counters.Stuck.Add(-1)
 }
 
-// Next returns the next item; ok is false at the end. end is set when the
-// sequence ended by a panic or Goexit, for the caller to re-raise.
-// abandonedNow is set when this wait gave up on the work.
-func (r *Reader[T]) Next() (v T, err error, ok bool, end *Outcome, abandonedNow bool) {
+// Step is what one Next returns.
+type Step[T any] struct {
+	// Value and Err are the sequence's next pair, when Next's ok is true.
+	Value T
+	Err   error
+	// End is set when the sequence ended by a panic or Goexit, for the
+	// caller to re-raise.
+	End *Outcome
+	// Abandoned is set when this wait gave up on the work.
+	Abandoned bool
+}
+
+// Next returns the next item; ok is false at the end, when the step may
+// carry End or Abandoned.
+func (r *Reader[T]) Next() (s Step[T], ok bool) {
 	if r.ended || r.abandoned {
-		return v, nil, false, nil, false
+		return s, false
 	}
 	var it item[T]
 	select {
@@ -144,7 +155,7 @@ func (r *Reader[T]) Next() (v T, err error, ok bool, end *Outcome, abandonedNow 
 				r.counters.Stuck.Add(1)
 				r.counters.Abandoned.Add(1)
 				r.abandoned = true
-				return v, nil, false, nil, true
+				return Step[T]{Abandoned: true}, false
 			}
 			it = <-r.items
 		}
@@ -152,11 +163,11 @@ func (r *Reader[T]) Next() (v T, err error, ok bool, end *Outcome, abandonedNow 
 	if it.last != nil {
 		r.ended = true
 		if it.last.Ended() {
-			return v, nil, false, it.last, false
+			return Step[T]{End: it.last}, false
 		}
-		return v, nil, false, nil, false
+		return s, false
 	}
-	return it.v, it.err, true, nil, false
+	return Step[T]{Value: it.v, Err: it.err}, true
 }
 
 // Stop ends the reading and reports whether the work was abandoned. It may

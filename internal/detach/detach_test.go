@@ -60,14 +60,14 @@ func TestReaderReadsInOrder(t *testing.T) {
 	r := detach.Read(context.Background(), time.Second, &c, seqOf("a", "b"), nil)
 	var got []string
 	for {
-		v, err, ok, end, gaveUp := r.Next()
-		require.NoError(t, err)
-		require.Nil(t, end)
-		require.False(t, gaveUp)
+		s, ok := r.Next()
+		require.NoError(t, s.Err)
+		require.Nil(t, s.End)
+		require.False(t, s.Abandoned)
 		if !ok {
 			break
 		}
-		got = append(got, v)
+		got = append(got, s.Value)
 	}
 	assert.Equal(t, []string{"a", "b"}, got)
 	assert.False(t, r.Stop())
@@ -86,9 +86,9 @@ func TestReaderAbandonsWorkThatIgnoresItsContext(t *testing.T) {
 		defer cancel()
 		r := detach.Read(ctx, 100*time.Millisecond, &c, stuck, func() { released = true })
 		start := time.Now()
-		_, _, ok, _, gaveUp := r.Next()
+		s, ok := r.Next()
 		assert.False(t, ok)
-		assert.True(t, gaveUp)
+		assert.True(t, s.Abandoned)
 		assert.Equal(t, 1100*time.Millisecond, time.Since(start), "the context's end plus the grace")
 		assert.Equal(t, uint64(1), c.Abandoned.Load())
 		assert.Equal(t, int64(1), c.Stuck.Load())
@@ -109,12 +109,12 @@ func TestReaderHandsOverPanicsAndErrors(t *testing.T) {
 		yield("", boom)
 		panic("sequence exploded")
 	}, nil)
-	_, err, ok, _, _ := r.Next()
+	s, ok := r.Next()
 	assert.True(t, ok)
-	assert.ErrorIs(t, err, boom)
-	_, _, ok, end, _ := r.Next()
+	assert.ErrorIs(t, s.Err, boom)
+	s, ok = r.Next()
 	assert.False(t, ok)
-	require.NotNil(t, end)
-	assert.Equal(t, "sequence exploded", end.Panic)
+	require.NotNil(t, s.End)
+	assert.Equal(t, "sequence exploded", s.End.Panic)
 	r.Stop()
 }

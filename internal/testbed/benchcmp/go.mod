@@ -1,6 +1,8 @@
 module github.com/tierguard/tierguard/internal/testbed/benchcmp
 
-go 1.25.0
+go 1.26.0
+
+toolchain go1.26.11
 
 require (
 	github.com/failsafe-go/failsafe-go v0.9.8
@@ -12,5 +14,5 @@ require (
 require (
 	github.com/bits-and-blooms/bitset v1.24.4 // indirect
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3 // indirect
-	golang.org/x/text v0.17.0 // indirect
+	golang.org/x/text v0.44.0 // indirect
 )

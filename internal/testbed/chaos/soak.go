@@ -171,8 +171,8 @@ func (h *harness) probeLag(stop <-chan struct{}) {
 		select {
 		case <-stop:
 			return
-		case now := <-tick.C:
-			now = time.Now()
+		case <-tick.C:
+			now := time.Now()
 			raise(&h.schedLag, int64(now.Sub(prev)-time.Millisecond))
 			prev = now
 		}
