@@ -50,11 +50,12 @@ bench-compare:
 	  echo "benchcmp pass $$i/$(BENCHCOUNT), load $$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)"; \
 	  (cd internal/testbed/benchcmp && $(BENCHCMP_OUT).test -test.run '^$$' -test.bench . -test.benchmem -test.count 1 -test.timeout 0) >> $(BENCHCMP_OUT) || exit 1; \
 	done
-	$(GO) run $(BENCHSTAT) -filter '.name:(BreakerSuccess OR BreakerWindow OR BreakerOpen)' -col '/impl@(gobreaker tierguard tierguard-execute gobreaker-twostep failsafe failsafe-permit)' $(BENCHCMP_OUT)
-	$(GO) run $(BENCHSTAT) -filter '.name:Bulkhead' -col '/impl@(failsafe-permit tierguard tierguard-run failsafe)' $(BENCHCMP_OUT)
-	$(GO) run $(BENCHSTAT) -filter '.name:(ChainSuccess OR ChainFallback)' -col '/impl@(failsafe tierguard failsafe-plainfallback)' $(BENCHCMP_OUT)
+	$(GO) run $(BENCHSTAT) -filter '.name:(BreakerSuccess OR BreakerWindow OR BreakerOpen)' -col '/impl@(gobreaker tierguard tierguard-do gobreaker-twostep failsafe failsafe-permit)' $(BENCHCMP_OUT)
+	$(GO) run $(BENCHSTAT) -filter '.name:Bulkhead' -col '/impl@(failsafe-permit tierguard tierguard-do failsafe)' $(BENCHCMP_OUT)
+	$(GO) run $(BENCHSTAT) -filter '.name:(ChainSuccess OR ChainFallback)' -col '/impl@(failsafe tierguard handrolled failsafe-plainfallback)' $(BENCHCMP_OUT)
+	$(GO) run $(BENCHSTAT) -filter '.name:StreamFirstChunk' -col '/impl@(direct tierguard)' $(BENCHCMP_OUT)
 
-## scenarios: DESIGN.md scenarios 1–6 against the in-process fake Gemini server (~2.5 min); SCENARIO_FLAGS='-s 1 -runs 5 -strict'
+## scenarios: the outage scenarios against the in-process fake Gemini server (~2.5 min); SCENARIO_FLAGS='-s 1 -runs 5 -strict'
 scenarios:
 	$(GO) run ./internal/testbed/scenarios $(SCENARIO_FLAGS)
 
