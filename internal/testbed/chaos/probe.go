@@ -11,10 +11,13 @@ import (
 // probeStore is a breaker.Store that shares nothing: its Member only
 // watches the breaker's half-open probe permits. A breaker asks its Member
 // for a permit (TryProbe) on the goroutine that calls Allow, right after
-// taking a local probe slot, and returns it (ReleaseProbe) from Token.Done.
-// The chain calls Allow, then starts the attempt (telling its observer) on
-// that same goroutine, so the observer can tell exactly which attempts are
-// probes by asking which goroutine holds a permit.
+// taking a local probe slot. The chain calls Allow, then starts the
+// stage's first attempt (telling its observer) on that same goroutine, so
+// the observer binds the permit to the request's stage there (bind), and
+// every attempt of that stage is a probe. Binding matters because the
+// permit's release may come from another goroutine: an abandoned probe's
+// detached call returns it when it ends, while the request's goroutine has
+// moved on to other requests.
 type probeStore struct{ m *probeMember }
 
 func (s probeStore) Join(string, breaker.Local) (breaker.Member, error) { return s.m, nil }
@@ -25,7 +28,9 @@ type probeMember struct {
 	// taken counts permits ever taken.
 	taken atomic.Int64
 
-	mu   sync.Mutex
+	mu sync.Mutex
+	// byGo counts, per goroutine, the permits taken and not yet bound to
+	// an attempt.
 	byGo map[uint64]int
 }
 
@@ -47,27 +52,40 @@ func (m *probeMember) TryProbe() bool {
 // Leave does nothing: the soak holds its breakers to the end.
 func (m *probeMember) Leave() {}
 
+// ReleaseProbe returns a permit. One taken by this goroutine and never
+// bound (the stage ended before its first attempt) is unbound here; a
+// bound one needs nothing, whichever goroutine returns it.
 func (m *probeMember) ReleaseProbe() {
 	g := goid()
 	m.mu.Lock()
-	if m.byGo[g] > 1 {
-		m.byGo[g]--
-	} else {
-		delete(m.byGo, g)
-	}
+	m.unbindLocked(g)
 	m.mu.Unlock()
 	m.held.Add(-1)
 }
 
-// holdsProbe reports whether the calling goroutine holds a probe permit.
-func (m *probeMember) holdsProbe() bool {
+func (m *probeMember) unbindLocked(g uint64) bool {
+	switch n := m.byGo[g]; {
+	case n == 0:
+		return false
+	case n == 1:
+		delete(m.byGo, g)
+	default:
+		m.byGo[g] = n - 1
+	}
+	return true
+}
+
+// bind reports whether the calling goroutine took a permit that no attempt
+// has claimed yet, and claims it: the stage about to make its first
+// attempt is a probe.
+func (m *probeMember) bind() bool {
 	if m.held.Load() == 0 {
 		return false
 	}
 	g := goid()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.byGo[g] > 0
+	return m.unbindLocked(g)
 }
 
 // goid returns the calling goroutine's id, read from its stack header

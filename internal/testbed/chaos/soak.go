@@ -96,6 +96,9 @@ type callState struct {
 	// ignoredCtx is set when one of the request's calls ignored its
 	// context: the chain may then wait up to AbandonAfter for it.
 	ignoredCtx atomic.Bool
+	// probe is set for the stages the request entered as a half-open
+	// probe: all their attempts are probe calls.
+	probe [numStages]atomic.Bool
 }
 
 type stageState struct {
@@ -366,7 +369,18 @@ func (h *harness) Observe(ctx context.Context, e fallback.Event) context.Context
 		if e.Attempt > 1 {
 			st.retries.Add(1)
 		}
-		if st.member != nil && st.member.holdsProbe() {
+		if st.member == nil {
+			break
+		}
+		id, ok := ctx.Value(callKey{}).(int)
+		if !ok {
+			break
+		}
+		pc := &h.calls[id]
+		if e.Attempt == 1 && st.member.bind() {
+			pc.probe[e.TierIndex].Store(true)
+		}
+		if pc.probe[e.TierIndex].Load() {
 			return context.WithValue(ctx, probeKey{}, true)
 		}
 	case fallback.AttemptEnded:
