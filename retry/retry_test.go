@@ -250,7 +250,7 @@ func TestRunReturnsValue(t *testing.T) {
 	})
 }
 
-func BenchmarkRunSuccess(b *testing.B) {
+func BenchmarkDoSuccess(b *testing.B) {
 	ctx := context.Background()
 	p := retry.Policy{}
 	fn := func(context.Context) (string, error) { return "ok", nil }
