@@ -16,7 +16,7 @@
 //  2. context.Canceled and context.DeadlineExceeded (see InContext to tell
 //     a per-try timeout from the end of the budget);
 //  3. the Rules it was built with (SDK adapters add theirs with New);
-//  4. *HTTPError (see ResponseError and ParseGoogleError) and any error with
+//  4. *HTTPError (see ReadResponse and ParseErrorBody) and any error with
 //     a StatusCode() int method (and optionally RetryAfter() time.Duration);
 //  5. connection failures: resets, refusals, unexpected EOF, net.Error.
 //

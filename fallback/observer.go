@@ -99,7 +99,7 @@ type Event struct {
 	Remaining time.Duration
 
 	// QueueWait is how long the request waited for the tier's bulkhead
-	// (a bulkhead with WithMaxWait), on the tier's first AttemptStarted or
+	// (a bulkhead with Config.MaxWait), on the tier's first AttemptStarted or
 	// on its StageSkipped for a full bulkhead; 0 otherwise.
 	QueueWait time.Duration
 

@@ -172,7 +172,7 @@ func (m *member) queue(ev event) {
 	}
 }
 
-// track follows the local breaker's transitions (a Subscribe listener).
+// track follows the local breaker's transitions (an Observe listener).
 func (m *member) track(t breaker.Transition) {
 	m.mu.Lock()
 	m.state, m.until = t.To, t.OpenUntil

@@ -78,7 +78,7 @@
 // scheduling slack a loaded machine adds. The tests run both at CI size;
 // the long run is
 //
-//	go test ./internal/chaos -run 'TestSoak$' -soak.calls=1000000 -timeout 60m
+//	go test ./internal/testbed/chaos -run 'TestSoak$' -soak.calls=1000000 -timeout 60m
 //
 // which runs it with the profile's cooldowns and with short ones.
 //

@@ -3,7 +3,7 @@
 //
 // The root module must not depend on a vendor SDK, yet the demo,
 // the scenario benchmarks and the tests need tiers that make real HTTP calls
-// against internal/fakegemini. A [Client] is such a tier: one model, one
+// against internal/testbed/fakegemini. A [Client] is such a tier: one model, one
 // POST {BaseURL}/{APIVersion}/models/{model}:generateContent per Call, the
 // API key in the x-goog-api-key header; and a streaming tier, one
 // streamGenerateContent request per stream (see Streaming).

@@ -1,10 +1,10 @@
 // Command scenarios runs the scenarios that measure the library,
-// in-process, against internal/fakegemini over real loopback HTTP with
-// keep-alive, through real fallback chains of internal/gemrest tiers, and
+// in-process, against internal/testbed/fakegemini over real loopback HTTP with
+// keep-alive, through real fallback chains of internal/testbed/gemrest tiers, and
 // prints one Markdown table per scenario:
 //
-//	go run ./internal/scenarios                 # every scenario, 3 runs each
-//	go run ./internal/scenarios -s 1 -runs 5    # scenario 1 only, 5 runs
+//	go run ./internal/testbed/scenarios                 # every scenario, 3 runs each
+//	go run ./internal/testbed/scenarios -s 1 -runs 5    # scenario 1 only, 5 runs
 //
 // The scenarios:
 //
