@@ -83,8 +83,7 @@ type Config[In, Out any] struct {
 	// the context's deadline applies too, and the earlier wins. 0 means the
 	// context's deadline only.
 	Total time.Duration
-	// MinAttempt is the default Stage.MinAttempt. 0 means
-	// 100ms.
+	// MinAttempt is the default Stage.MinAttempt. 0 means 100ms.
 	MinAttempt time.Duration
 
 	// Table overrides the class table — each class's whole behaviour:
@@ -113,8 +112,7 @@ type Config[In, Out any] struct {
 	// within it. 0 means 1h.
 	MaxQuotaCooldown time.Duration
 	// RetiredRecheck is how long a model that answered 404 is skipped when
-	// there is no Catalog to say when it is back. 0 means
-	// 10m.
+	// there is no Catalog to say when it is back. 0 means 10m.
 	RetiredRecheck time.Duration
 
 	// Key, when set, returns an idempotency key for a request; requests

@@ -44,18 +44,16 @@ const (
 // budget, following the default class table. Every method applies the
 // defaults to zero fields itself; WithDefaults shows them.
 type Policy struct {
-	// MaxAttempts counts every attempt, the first included. 0 means
-	// 3; 1 disables retrying; a negative value sets no
-	// limit: attempts go on until one succeeds or fails in a way that is
-	// not retried, the Budget runs out, or the next wait would not fit
+	// MaxAttempts counts every attempt, the first included. 0 means 3; 1
+	// disables retrying; a negative value sets no limit: attempts go on
+	// until one succeeds or fails in a way that is not retried, the Budget runs out, or the next wait would not fit
 	// before the context's deadline (without a deadline or a Budget, a
 	// tier that keeps failing is retried for ever).
 	MaxAttempts int
 	// BaseDelay is the backoff before the second attempt; it doubles for
 	// every further attempt. 0 means 200ms.
 	BaseDelay time.Duration
-	// MaxDelay caps the backoff (not a server's Retry-After). 0 means
-	// 10s.
+	// MaxDelay caps the backoff (not a server's Retry-After). 0 means 10s.
 	MaxDelay time.Duration
 	// Jitter randomises the backoff; the zero value is FullJitter.
 	Jitter Jitter
