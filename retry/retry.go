@@ -46,9 +46,10 @@ const (
 type Policy struct {
 	// MaxAttempts counts every attempt, the first included. 0 means 3; 1
 	// disables retrying; a negative value sets no limit: attempts go on
-	// until one succeeds or fails in a way that is not retried, the Budget runs out, or the next wait would not fit
-	// before the context's deadline (without a deadline or a Budget, a
-	// tier that keeps failing is retried for ever).
+	// until one succeeds or fails in a way that is not retried, the
+	// Budget runs out, or the next wait would not fit before the context's
+	// deadline (without a deadline or a Budget, a tier that keeps failing
+	// is retried for ever).
 	MaxAttempts int
 	// BaseDelay is the backoff before the second attempt; it doubles for
 	// every further attempt. 0 means 200ms.
