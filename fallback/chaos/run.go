@@ -188,6 +188,9 @@ func send[In, Out any](ctx context.Context, chain Target[In, Out], cfg *RunConfi
 		if err := sleep(ctx, time.Until(due)); err != nil {
 			return err
 		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		select {
 		case slots <- struct{}{}:
 		default:
