@@ -187,7 +187,7 @@ func (r *Report) judge(checks []Check) {
 }
 
 // Check is a requirement on a drill's report; build it with MinSuccess,
-// MaxFallbackRate, MaxCacheHitRatio, MaxBulkheadRejectionRate,
+// MaxFallbackRate, MaxCacheHitRatio, MaxDefaultRatio, MaxBulkheadRejectionRate,
 // MaxBreakerTrips, MinBreakerTrips, MaxLatency or MaxOverrun.
 type Check struct {
 	name string
@@ -208,6 +208,13 @@ func MaxFallbackRate(share float64) Check {
 // MaxCacheHitRatio requires a cache-hit ratio of at most share.
 func MaxCacheHitRatio(share float64) Check {
 	return Check{"cache-hit ratio ≤ " + pct(share), func(r *Report) (string, bool) { return pct(r.CacheHitRatio), r.CacheHitRatio <= share }}
+}
+
+// MaxDefaultRatio requires the default answer to answer at most share of
+// the requests: it keeps end-to-end success up whatever happens, so a
+// drill bounds it too.
+func MaxDefaultRatio(share float64) Check {
+	return Check{"default ratio ≤ " + pct(share), func(r *Report) (string, bool) { return pct(r.DefaultRatio), r.DefaultRatio <= share }}
 }
 
 // MaxBulkheadRejectionRate requires a bulkhead rejection rate of at most

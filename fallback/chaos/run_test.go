@@ -245,7 +245,7 @@ func TestRunReport(t *testing.T) {
 			Switch: &sw,
 			Drill:  chaos.Drill{Rules: []chaos.Rule{{Rate: 0.25, Fault: chaos.Stall()}}},
 			Checks: []chaos.Check{chaos.MinSuccess(0.9), chaos.MaxLatency(0.5, time.Second), chaos.MaxOverrun(0),
-				chaos.MaxFallbackRate(0), chaos.MaxCacheHitRatio(0), chaos.MaxBulkheadRejectionRate(0), chaos.MinBreakerTrips(1)},
+				chaos.MaxFallbackRate(0), chaos.MaxCacheHitRatio(0), chaos.MaxDefaultRatio(0), chaos.MaxBulkheadRejectionRate(0), chaos.MinBreakerTrips(1)},
 		})
 		require.NoError(t, err)
 		t.Log(rep)
@@ -262,7 +262,7 @@ func TestRunReport(t *testing.T) {
 		assert.ErrorContains(t, err, "breaker trips ≥ 1: got 0")
 		assert.NotContains(t, err.Error(), "p50 latency")
 		assert.Contains(t, rep.String(), "FAIL")
-		assert.Equal(t, 7, len(rep.Checks))
+		assert.Equal(t, 8, len(rep.Checks))
 	})
 }
 
