@@ -153,7 +153,7 @@ func (cfg *RunConfig[In]) check() error {
 		errs = append(errs, errors.New("Load.Concurrency must be at least 1 with a positive RPS"))
 	}
 	if l.RPS > 0 && cfg.Input == nil {
-		errs = append(errs, errors.New("Input is required with a positive Load.RPS"))
+		errs = append(errs, errors.New("an Input function is required with a positive Load.RPS"))
 	}
 	if l.Timeout < 0 {
 		errs = append(errs, errors.New("Load.Timeout must not be negative"))

@@ -181,7 +181,7 @@ func TestRunChecksItsConfig(t *testing.T) {
 	}
 	_, err = chaos.Run(context.Background(), chain, chaos.RunConfig[string]{Load: chaos.Load{RPS: 1, Duration: time.Second}})
 	assert.ErrorContains(t, err, "Load.Concurrency")
-	assert.ErrorContains(t, err, "Input is required")
+	assert.ErrorContains(t, err, "an Input function is required")
 	_, err = chaos.Run(context.Background(), chain, chaos.RunConfig[string]{Load: chaos.Load{Duration: 25 * time.Hour}})
 	assert.ErrorContains(t, err, "exceeds MaxDrill")
 	_, err = chaos.Run(context.Background(), chain, chaos.RunConfig[string]{Load: chaos.Load{Duration: time.Second},
