@@ -122,7 +122,8 @@ type running struct {
 type runningRule struct {
 	Rule
 	from, until time.Time
-	// rate is Rate in 32.32 fixed point.
+	// rate is Rate in 32.32 fixed point, rounded up so that ⌊n·rate⌋
+	// is not one short for a rate like 0.2 that has no exact binary form.
 	rate      uint64
 	key       uint64
 	labels    bool
@@ -228,7 +229,7 @@ func compile(d Drill, now time.Time) (*running, error) {
 		rr := &r.rules[i]
 		rr.Rule = rule
 		rr.from, rr.until = window(start, end, rule.After, rule.For)
-		rr.rate = uint64(math.Round(rule.Rate * (1 << 32)))
+		rr.rate = uint64(math.Ceil(rule.Rate * (1 << 32)))
 		rr.key = mix(d.Seed ^ (uint64(i)+1)*0x9e3779b97f4a7c15)
 		rr.labels = rule.Tenant != "" || rule.Scenario != "" || rule.Enrolled
 	}
@@ -366,6 +367,10 @@ type opening struct {
 func (o *opening) schedule(now time.Time) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	if o.released {
+		// Stopped before it was scheduled.
+		return
+	}
 	if !now.Before(o.until) {
 		o.released = true
 		return

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"math"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -327,4 +329,51 @@ func TestOpenBreakers(t *testing.T) {
 		time.Sleep(2 * time.Minute)
 		assert.Equal(t, breaker.Closed, flash.State(), "the scheduled opening was cancelled")
 	})
+}
+
+// Under concurrent calls the rate is still exact — each matched call takes
+// a rank atomically — and flipping the switch while calls run is safe.
+func TestConcurrentCalls(t *testing.T) {
+	var sw chaos.Switch
+	tier := chaos.Tier(&upstream{name: "pro"}, &sw)
+	require.NoError(t, sw.Start(chaos.Drill{For: time.Hour, Seed: 9, Rules: []chaos.Rule{{Fault: boom, Rate: 0.2}}}))
+	var wg sync.WaitGroup
+	var injected atomic.Int64
+	for range 8 {
+		wg.Go(func() {
+			for range 1280 {
+				if _, err := tier.Call(context.Background(), "q"); errors.Is(err, chaos.ErrInjected) {
+					injected.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	assert.Equal(t, int64(2048), injected.Load(), "⌊0.2 × 10240⌋")
+	sw.Stop()
+
+	stop := make(chan struct{})
+	wg.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if sw.Start(chaos.Drill{For: time.Hour, Rules: []chaos.Rule{{Fault: boom, Rate: 0.5}}}) == nil {
+				_ = sw.Status()
+				sw.Stop()
+			}
+		}
+	})
+	for range 4 {
+		wg.Go(func() {
+			for range 2000 {
+				_, _ = tier.Call(context.Background(), "q")
+			}
+		})
+	}
+	time.Sleep(10 * time.Millisecond)
+	close(stop)
+	wg.Wait()
 }
