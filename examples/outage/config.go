@@ -22,8 +22,11 @@ type config struct {
 	FlashErrors            float64
 
 	Cooldown time.Duration
-	Catalog  bool
-	Seed     uint64
+	// DrillStart and DrillLen place a chaos drill that forces pro's
+	// breaker open (DrillLen 0: none).
+	DrillStart, DrillLen time.Duration
+	Catalog              bool
+	Seed                 uint64
 
 	// Streaming clients and their faults.
 	StreamClients int
@@ -82,6 +85,8 @@ func (c *config) register(fs *flag.FlagSet) {
 	fs.Float64Var(&c.Stall, "stall", c.Stall, "share of pro's calls that stall until the per-try timeout")
 	fs.Float64Var(&c.FlashErrors, "flash-errors", c.FlashErrors, "share of flash's calls that answer 503")
 	fs.DurationVar(&c.Cooldown, "cooldown", c.Cooldown, "breaker cooldown before half-open probes (doubles on a failed probe)")
+	fs.DurationVar(&c.DrillStart, "drill-start", c.DrillStart, "when a chaos drill (fallback/chaos) forces pro's breaker open, as a Chaos Week feature flag would")
+	fs.DurationVar(&c.DrillLen, "drill-len", c.DrillLen, "how long the drill keeps pro's breaker open (0: no drill); it gives the breaker back when it ends")
 	fs.BoolVar(&c.Catalog, "catalog", c.Catalog, "preflight tiers against models.list; false: the retired tier is parked after its first 404")
 	fs.Uint64Var(&c.Seed, "seed", c.Seed, "seed of the fake server's and the clients' random draws")
 	fs.IntVar(&c.StreamClients, "stream-clients", c.StreamClients, "concurrent streaming clients (0: none), through a stream chain pro → flash → default")
@@ -110,6 +115,7 @@ func (c *config) validate() error {
 	check(c.Think >= 0, "-think must not be negative")
 	check(c.OutageStart >= 0 && c.OutageLen >= 0, "-outage-start and -outage-len must not be negative")
 	check(c.StormStart >= 0 && c.StormLen >= 0, "-storm-start and -storm-len must not be negative")
+	check(c.DrillStart >= 0 && c.DrillLen >= 0, "-drill-start and -drill-len must not be negative")
 	check(c.StormRetry >= 0, "-storm-retry must not be negative")
 	for _, p := range []struct {
 		name string

@@ -48,6 +48,10 @@
 //   - 12s–15s: a 429 storm on pro, with google.rpc.RetryInfo asking for 1s.
 //     A retry that fits the deadline waits that long; the retry budget and
 //     the breaker soon stop the chain from asking at all.
+//   - with -drill-len: a chaos drill (package fallback/chaos) forces pro's
+//     breaker open at -drill-start for -drill-len, as a Chaos Week feature
+//     flag would; flash carries the load, and the drill gives the breaker
+//     back when it ends.
 //   - always: legacy names a model the server has retired. The chain's
 //     catalog (models.list) does not list it, so legacy is skipped without
 //     a single upstream call. With -catalog=false it answers 404 once and

@@ -221,3 +221,38 @@ func TestConfig(t *testing.T) {
 		assert.Contains(t, err.Error(), s)
 	}
 }
+
+// A chaos drill forces pro's breaker open for its window: the transitions
+// show it forced open and given back on time, flash answers meanwhile, and
+// the run keeps its invariants.
+func TestChaosDrill(t *testing.T) {
+	cfg := shortConfig()
+	cfg.Duration = 900 * time.Millisecond
+	cfg.StreamClients = 0
+	cfg.OutageLen, cfg.StormLen = 0, 0
+	cfg.Malformed, cfg.Stall, cfg.NoFinish, cfg.StreamCuts = 0, 0, 0, 0
+	cfg.DrillStart, cfg.DrillLen = 200*time.Millisecond, 400*time.Millisecond
+	require.NoError(t, cfg.validate())
+	sum, err := run(context.Background(), cfg, nil)
+	require.NoError(t, err)
+	assert.Empty(t, sum.violations())
+	var forced, back *transition
+	for i, tr := range sum.transitions {
+		if tr.name == "pro" && tr.reason == "forced open" && forced == nil {
+			forced = &sum.transitions[i]
+		}
+		if tr.name == "pro" && tr.reason == "reset" && back == nil {
+			back = &sum.transitions[i]
+		}
+	}
+	require.NotNil(t, forced, "%+v", sum.transitions)
+	require.NotNil(t, back, "%+v", sum.transitions)
+	assert.GreaterOrEqual(t, forced.at, cfg.DrillStart)
+	assert.GreaterOrEqual(t, back.at, cfg.DrillStart+cfg.DrillLen)
+	assert.Positive(t, sum.bySource[sourceIndex("pro")])
+	assert.Positive(t, sum.bySource[sourceIndex("flash")], "flash answers while pro is forced open")
+
+	bad := shortConfig()
+	bad.DrillLen = -time.Second
+	assert.ErrorContains(t, bad.validate(), "-drill-len")
+}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/tierguard/tierguard/breaker"
 	"github.com/tierguard/tierguard/fallback"
+	"github.com/tierguard/tierguard/fallback/chaos"
 	"github.com/tierguard/tierguard/internal/testbed/fakegemini"
 	"github.com/tierguard/tierguard/internal/testbed/gemrest"
 	"github.com/tierguard/tierguard/otelx"
@@ -118,6 +119,15 @@ func run(ctx context.Context, cfg config, progress io.Writer) (*summary, error) 
 	// relative to it.
 	rec.start(time.Now())
 	script(srv, cfg, rec.t0)
+	// The drill, if any: pro's breaker forced open for its window, given
+	// back when it ends (or when the run does).
+	var drills chaos.Switch
+	if cfg.DrillLen > 0 {
+		if err := drills.Start(chaos.Drill{Name: "pro forced open", Start: rec.t0.Add(cfg.DrillStart), For: cfg.DrillLen,
+			Open: []chaos.Open{{Breaker: g.breaker("pro")}}}); err != nil {
+			return nil, err
+		}
+	}
 
 	stopProgress := con.run(rec, g)
 	var wg sync.WaitGroup
@@ -130,6 +140,7 @@ func run(ctx context.Context, cfg config, progress io.Writer) (*summary, error) 
 	wg.Wait()
 	stopProgress()
 
+	drills.Stop()
 	// Read the metrics while the breakers still hold their last state.
 	var report *metricsReport
 	if m != nil {

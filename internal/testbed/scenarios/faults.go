@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tierguard/tierguard/breaker"
+	"github.com/tierguard/tierguard/fallback/chaos"
 	"github.com/tierguard/tierguard/internal/testbed/fakegemini"
 	"github.com/tierguard/tierguard/internal/testbed/gemrest"
 )
@@ -163,18 +164,31 @@ type flakyConfig struct {
 
 func defaultFlaky() flakyConfig { return flakyConfig{loadConfig: defaultLoad(), Unavailable: 0.2} }
 
-func runFlaky(c flakyConfig, proOnly bool, seed uint64) sample {
+// runFlaky runs scenario 3. With viaChaos the 503s are not the fake
+// server's but Gemini's real 503 body injected by chaos.Tier in front of
+// pro's client, 2ms after the call as the fake's are: the same scenario
+// through the users' fault-injection API.
+func runFlaky(c flakyConfig, proOnly, viaChaos bool, seed uint64) sample {
 	srv := newLoadServer(c.loadConfig, seed)
 	defer srv.Close()
 	o := c.defaultChain()
 	if proOnly {
 		o.proOnly, o.pro.budget = true, false
 	}
+	var rules []fakegemini.Rule
+	if viaChaos {
+		o.proFaults = &chaos.Switch{}
+		must(o.proFaults.Start(chaos.Drill{Name: "scenario 3", Seed: seed, For: c.Duration + c.Deadline + time.Second, Rules: []chaos.Rule{{
+			Tier: "pro", Rate: c.Unavailable, Fault: chaos.Fail(chaos.GeminiOverloaded).Delayed(2*time.Millisecond, 2*time.Millisecond),
+		}}}))
+		defer o.proFaults.Stop()
+	} else {
+		rules = []fakegemini.Rule{{Kind: fakegemini.Unavailable, P: c.Unavailable}}
+	}
 	r := newRig(srv, o)
 	defer r.close()
 	srv.SetScript(proModel, fakegemini.Script{
-		Latency: latency(c.ProLatency), FaultLatency: fakegemini.Latency{Fixed: 2 * time.Millisecond},
-		Rules: []fakegemini.Rule{{Kind: fakegemini.Unavailable, P: c.Unavailable}},
+		Latency: latency(c.ProLatency), FaultLatency: fakegemini.Latency{Fixed: 2 * time.Millisecond}, Rules: rules,
 	})
 	st := watchStalls(r.clock)
 	os := closedLoop(r.clock, c.Clients, c.Duration, func(n int) outcome { return r.doChain(n, c.Deadline) })
@@ -196,14 +210,20 @@ func scenarioFlaky(c flakyConfig, runs int, seed uint64) *result {
 		ratioCol("proPerReq", "pro calls/request"), countCol("opens", "pro breaker opened"))
 	for run := range runs {
 		for _, v := range []struct {
-			name    string
-			proOnly bool
-		}{{"tierguard pro → flash (retry budget)", false}, {"tierguard pro only (3 attempts, no budget)", true}} {
-			res.row(v.name).runs = append(res.row(v.name).runs, runFlaky(c, v.proOnly, seed+uint64(run)))
+			name              string
+			proOnly, viaChaos bool
+		}{
+			{"tierguard pro → flash (retry budget)", false, false},
+			{"tierguard pro only (3 attempts, no budget)", true, false},
+			{"tierguard pro → flash, 503s from chaos.Tier", false, true},
+		} {
+			res.row(v.name).runs = append(res.row(v.name).runs, runFlaky(c, v.proOnly, v.viaChaos, seed+uint64(run)))
 		}
 	}
 	r := res.find("tierguard pro → flash (retry budget)")
 	res.expect("pro → flash: end-to-end success ≥ 99.9%", r.median("success") >= 0.999, fmtPct(r.median("success")))
+	rc := res.find("tierguard pro → flash, 503s from chaos.Tier")
+	res.expect("the same with chaos.Tier's 503s: end-to-end success ≥ 99.9%", rc.median("success") >= 0.999, fmtPct(rc.median("success")))
 	inTime(res, c.loadConfig)
 	return res
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/tierguard/tierguard/bulkhead"
 	"github.com/tierguard/tierguard/classify"
 	"github.com/tierguard/tierguard/fallback"
+	"github.com/tierguard/tierguard/fallback/chaos"
 	"github.com/tierguard/tierguard/internal/testbed/fakegemini"
 	"github.com/tierguard/tierguard/internal/testbed/gemrest"
 	"github.com/tierguard/tierguard/retry"
@@ -182,6 +183,10 @@ type chainOpts struct {
 	cooldown time.Duration
 	pro      tierOpts
 	flash    tierOpts
+	// proFaults, when set, wraps pro's tier with chaos.Tier on this
+	// switch, inside the call log: injected calls count as pro calls, as
+	// the fake's faults do.
+	proFaults *chaos.Switch
 	// proOnly leaves the fallback tier out.
 	proOnly bool
 }
@@ -220,9 +225,12 @@ func newRig(srv *fakegemini.Server, o chainOpts) *rig {
 			pol.Budget, err = retry.NewBudget(10, 0.1)
 			must(err)
 		}
-		tier := gemrest.NewTier(client(srv, model, name), func(q string) gemrest.Request {
+		var tier fallback.ModelTier[string, gemrest.Response] = gemrest.NewTier(client(srv, model, name), func(q string) gemrest.Request {
 			return gemrest.Request{Prompt: q, JSON: true}
 		})
+		if o.proFaults != nil && name == "pro" {
+			tier = chaos.Tier(tier, o.proFaults)
+		}
 		return fallback.Stage[string, gemrest.Response]{
 			Tier: loggedTier[string]{inner: tier, log: r.log}, Model: model, Provider: "gcp.gemini",
 			Bulkhead: bh, Breaker: br, Retry: pol, TryTimeout: t.tryTimeout, Validate: validAnswer,

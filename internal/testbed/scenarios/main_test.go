@@ -110,8 +110,14 @@ func TestOutage(t *testing.T) {
 
 func TestFlaky(t *testing.T) {
 	res := scenarioFlaky(tiny().flaky, 1, 1)
-	if s := res.find("tierguard pro → flash (retry budget)").median("success"); s < 0.8 {
-		t.Errorf("success %v", s)
+	for _, name := range []string{"tierguard pro → flash (retry budget)", "tierguard pro → flash, 503s from chaos.Tier"} {
+		if s := res.find(name).median("success"); s < 0.8 {
+			t.Errorf("%s: success %v", name, s)
+		}
+	}
+	// chaos.Tier's 503s reach the call log, not the server.
+	if p := res.find("tierguard pro → flash, 503s from chaos.Tier").median("proPerReq"); !(p > 1) {
+		t.Errorf("chaos.Tier: %v pro calls per request, want retries above 1", p)
 	}
 	assertInTime(t, res, 100)
 }

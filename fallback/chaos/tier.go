@@ -1,0 +1,229 @@
+package chaos
+
+import (
+	"context"
+	"iter"
+
+	"github.com/tierguard/tierguard/fallback"
+)
+
+// Tier wraps t so that drills on sw inject faults into its calls. While sw
+// is off, a call costs one atomic load more than t's and allocates
+// nothing. The wrapper keeps t's name, and the usage and model selection t
+// reports (fallback.UsageReporter, fallback.ModelSelector).
+//
+// Answer faults (MalformedJSON, EmptyText, Answer) apply when Out is
+// string; for other answer types use TierWithAnswers.
+func Tier[In, Out any](t fallback.ModelTier[In, Out], sw *Switch) fallback.ModelTier[In, Out] {
+	var answer func(string) Out
+	if f, ok := any(func(s string) string { return s }).(func(string) Out); ok {
+		answer = f
+	}
+	return newTier(t, sw, answer)
+}
+
+// TierWithAnswers is Tier for answers that are not strings: answer makes
+// one from the text of an answer fault (for genai answers, an Answer whose
+// Text is text), so that a validator can reject it as it would a real one.
+func TierWithAnswers[In, Out any](t fallback.ModelTier[In, Out], sw *Switch, answer func(text string) Out) fallback.ModelTier[In, Out] {
+	return newTier(t, sw, answer)
+}
+
+func newTier[In, Out any](t fallback.ModelTier[In, Out], sw *Switch, answer func(string) Out) fallback.ModelTier[In, Out] {
+	if sw == nil {
+		panic("chaos: Tier with a nil *Switch")
+	}
+	w := &tier[In, Out]{t: t, sw: sw, name: t.Name(), answer: answer, at: atTier}
+	if answer != nil {
+		w.at |= atTierAnswers
+	}
+	w.usage, _ = t.(fallback.UsageReporter[Out])
+	w.sel, _ = t.(fallback.ModelSelector[In])
+	return w
+}
+
+type tier[In, Out any] struct {
+	t      fallback.ModelTier[In, Out]
+	sw     *Switch
+	name   string
+	answer func(string) Out
+	at     where
+	usage  fallback.UsageReporter[Out]
+	sel    fallback.ModelSelector[In]
+}
+
+func (w *tier[In, Out]) Name() string { return w.name }
+
+func (w *tier[In, Out]) Call(ctx context.Context, in In) (Out, error) {
+	r := w.sw.cur.Load()
+	if r == nil {
+		return w.t.Call(ctx, in)
+	}
+	return w.inject(ctx, r, in)
+}
+
+func (w *tier[In, Out]) inject(ctx context.Context, r *running, in In) (Out, error) {
+	f, u, ok := w.sw.pick(ctx, r, w.name, w.at)
+	if !ok {
+		return w.t.Call(ctx, in)
+	}
+	var zero Out
+	if err := sleep(ctx, f.delay(u)); err != nil {
+		return zero, ctxErr(f, err)
+	}
+	switch f.kind {
+	case kindLatency:
+	case kindGap:
+		if err := sleep(ctx, f.gap); err != nil {
+			return zero, ctxErr(f, err)
+		}
+	case kindStall:
+		<-ctx.Done()
+		return zero, ctxErr(f, ctx.Err())
+	case kindAnswer:
+		return w.answer(f.text), nil
+	default:
+		return zero, f.err()
+	}
+	return w.t.Call(ctx, in)
+}
+
+// Usage reports the wrapped tier's usage, if it reports any.
+func (w *tier[In, Out]) Usage(out Out) (fallback.Usage, bool) {
+	if w.usage == nil {
+		return fallback.Usage{}, false
+	}
+	return w.usage.Usage(out)
+}
+
+// ModelFor reports the wrapped tier's model for in, if it selects one.
+func (w *tier[In, Out]) ModelFor(in In) string {
+	if w.sel == nil {
+		return ""
+	}
+	return w.sel.ModelFor(in)
+}
+
+// StreamTier wraps t so that drills on sw inject faults into its streams:
+// latency before the first chunk, stalls, error responses before the
+// stream starts, cuts and idle gaps after some chunks, a missing or bad
+// finish reason, an empty stream. While sw is off, a stream costs one
+// atomic load more than t's and allocates nothing more. The wrapper keeps
+// t's name, Inspect, chunk usage and model selection.
+func StreamTier[In, Chunk any](t fallback.StreamTier[In, Chunk], sw *Switch) fallback.StreamTier[In, Chunk] {
+	if sw == nil {
+		panic("chaos: StreamTier with a nil *Switch")
+	}
+	w := &streamTier[In, Chunk]{t: t, sw: sw, name: t.Name()}
+	w.usage, _ = t.(fallback.ChunkUsageReporter[Chunk])
+	w.sel, _ = t.(fallback.ModelSelector[In])
+	return w
+}
+
+type streamTier[In, Chunk any] struct {
+	t     fallback.StreamTier[In, Chunk]
+	sw    *Switch
+	name  string
+	usage fallback.ChunkUsageReporter[Chunk]
+	sel   fallback.ModelSelector[In]
+}
+
+func (w *streamTier[In, Chunk]) Name() string { return w.name }
+
+func (w *streamTier[In, Chunk]) Inspect(c Chunk) fallback.ChunkInfo { return w.t.Inspect(c) }
+
+func (w *streamTier[In, Chunk]) Stream(ctx context.Context, in In) iter.Seq2[Chunk, error] {
+	r := w.sw.cur.Load()
+	if r == nil {
+		return w.t.Stream(ctx, in)
+	}
+	f, u, ok := w.sw.pick(ctx, r, w.name, atStream)
+	if !ok {
+		return w.t.Stream(ctx, in)
+	}
+	return func(yield func(Chunk, error) bool) {
+		var zero Chunk
+		if err := sleep(ctx, f.delay(u)); err != nil {
+			yield(zero, ctxErr(f, err))
+			return
+		}
+		switch f.kind {
+		case kindStall:
+			<-ctx.Done()
+			yield(zero, ctxErr(f, ctx.Err()))
+			return
+		case kindFail:
+			yield(zero, f.err())
+			return
+		case kindAnswer:
+			// EmptyText: a stream that ends cleanly with nothing in it.
+			return
+		case kindCut:
+			if f.chunks == 0 {
+				yield(zero, f.err())
+				return
+			}
+		case kindGap:
+			if f.chunks == 0 {
+				if err := sleep(ctx, f.gap); err != nil {
+					yield(zero, ctxErr(f, err))
+					return
+				}
+			}
+		}
+		w.pass(ctx, f, in, yield)
+	}
+}
+
+// pass relays the upstream's stream with f applied to it.
+func (w *streamTier[In, Chunk]) pass(ctx context.Context, f Fault, in In, yield func(Chunk, error) bool) {
+	var zero Chunk
+	n := 0
+	for c, err := range w.t.Stream(ctx, in) {
+		if err != nil {
+			yield(c, err)
+			return
+		}
+		info := w.t.Inspect(c)
+		if info.FinishReason != "" {
+			switch f.kind {
+			case kindNoFinish:
+				// The finishing chunk never arrives; the stream ends cleanly.
+				return
+			case kindFinish:
+				yield(zero, f.err())
+				return
+			}
+		}
+		if !yield(c, nil) {
+			return
+		}
+		n++
+		switch {
+		case f.kind == kindCut && n == f.chunks:
+			yield(zero, f.err())
+			return
+		case f.kind == kindGap && n == f.chunks:
+			if err := sleep(ctx, f.gap); err != nil {
+				yield(zero, ctxErr(f, err))
+				return
+			}
+		}
+	}
+}
+
+// ChunkUsage reports the wrapped tier's chunk usage, if it reports any.
+func (w *streamTier[In, Chunk]) ChunkUsage(c Chunk) (fallback.Usage, bool) {
+	if w.usage == nil {
+		return fallback.Usage{}, false
+	}
+	return w.usage.ChunkUsage(c)
+}
+
+// ModelFor reports the wrapped tier's model for in, if it selects one.
+func (w *streamTier[In, Chunk]) ModelFor(in In) string {
+	if w.sel == nil {
+		return ""
+	}
+	return w.sel.ModelFor(in)
+}
