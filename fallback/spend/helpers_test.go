@@ -107,3 +107,31 @@ func do(t testing.TB, l *spend.Ledger, c *fallback.Chain[string, reply], req spe
 	defer tk.End()
 	return c.Do(tk, "q")
 }
+
+// blockingTier signals when it is called and answers when released.
+type blockingTier struct {
+	started chan struct{}
+	release chan struct{}
+	out     reply
+}
+
+func (b *blockingTier) Name() string { return "slow" }
+
+func (b *blockingTier) Call(ctx context.Context, _ string) (reply, error) {
+	close(b.started)
+	<-b.release
+	return b.out, nil
+}
+
+func (b *blockingTier) Usage(r reply) (fallback.Usage, bool) { return r.Usage, true }
+
+func newSlowChain(t testing.TB, l *spend.Ledger, b *blockingTier) *fallback.Chain[string, reply] {
+	t.Helper()
+	c, err := fallback.New(fallback.Config[string, reply]{Stages: []fallback.Stage[string, reply]{{Tier: b, Model: "pro"}}})
+	require.NoError(t, err)
+	_, err = l.Attach(c)
+	require.NoError(t, err)
+	return c
+}
+
+type chainT = *fallback.Chain[string, reply]

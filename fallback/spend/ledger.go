@@ -96,7 +96,7 @@ type Ledger struct {
 	levels        []float64 // thresholds, then 1
 	shedAt        float64
 	showTenant    bool
-	clock         clock
+	clock         *clock
 
 	others   sync.Map // tenant -> *account, for tenants not in Config.Tenants
 	nothers  atomic.Int64
@@ -153,10 +153,11 @@ func New(cfg Config) (*Ledger, error) {
 		refuseUnknown: cfg.RefuseUnknown, maxTenants: int64(cmpOr(cfg.MaxTenants, defaultMaxTenants)),
 		levels: levels, shedAt: cmpOr(cfg.ShedAt, defaultShedAt), showTenant: cfg.TenantInErrors,
 	}
-	l.clock.loc = cfg.Location
-	if l.clock.loc == nil {
-		l.clock.loc = time.UTC
+	loc := cfg.Location
+	if loc == nil {
+		loc = time.UTC
 	}
+	l.clock = newClock(loc)
 	for name, a := range cfg.Tenants {
 		l.tenants[name] = l.newAccount(name, a)
 	}
@@ -176,12 +177,15 @@ func cmpOr[T comparable](v, def T) T {
 	return v
 }
 
-// Close stops exchanging figures with the Store, after one last exchange
-// bounded by SyncTimeout, and returns its error. Requests are still
-// admitted and recorded afterwards, on this process's figures alone.
-// Close is idempotent; without a Store it does nothing.
+// Close stops the ledger's timer (it moves the periods on at midnight) and
+// the exchanges with the Store, after one last exchange bounded by
+// SyncTimeout, whose error it returns. Requests are still admitted and
+// recorded afterwards, on this process's figures alone, with periods that
+// move on only when something reads the time (Use, Totals). Close is
+// idempotent.
 func (l *Ledger) Close() error {
 	l.closeOnce.Do(func() {
+		l.clock.stop()
 		if l.store != nil {
 			l.closeError = l.store.stop()
 		}
@@ -274,13 +278,12 @@ func (l *Ledger) AdmitInto(t *Ticket, ctx context.Context, req Request, est Esti
 		l.emitRefusal(req, err)
 		return err
 	}
-	now := time.Now()
-	cal := l.clock.now(now)
+	cal := l.clock.calendar()
 	var lerr *LimitError
 	a.mu.Lock()
 	a.roll(cal)
 	if a.allow.limited() {
-		if a.allow.FailClosed && l.store != nil && l.store.stale(now) {
+		if a.allow.FailClosed && l.store != nil && l.store.stale(time.Now()) {
 			lerr = &LimitError{Refusal: Unavailable}
 		} else {
 			lerr = l.check(a, cal, req.Priority, est)
@@ -333,7 +336,7 @@ func (l *Ledger) Begin(ctx context.Context, req Request) *Ticket {
 		a = l.overflow
 	}
 	t := new(Ticket)
-	t.init(ctx, l, a, req, Estimate{}, l.clock.now(time.Now()))
+	t.init(ctx, l, a, req, Estimate{}, l.clock.calendar())
 	return t
 }
 

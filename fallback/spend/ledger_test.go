@@ -19,7 +19,9 @@ var (
 	flashIn, flashOut = amt("0.3"), amt("2.5")
 )
 
-func perM(tokens int64, rate spend.Amount) spend.Amount { return spend.Amount(tokens * int64(rate) / 1_000_000) }
+func perM(tokens int64, rate spend.Amount) spend.Amount {
+	return spend.Amount(tokens * int64(rate) / 1_000_000)
+}
 
 // Cost per valid result counts every attempt, the rejected ones included,
 // over the requests a tier answered: not over calls.

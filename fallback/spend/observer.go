@@ -70,18 +70,20 @@ func (b *binding) Observe(ctx context.Context, e fallback.Event) context.Context
 		}
 		return ctx
 	}
-	t.mu.Lock()
-	if !t.done {
-		switch e.Kind {
-		case fallback.AttemptEnded:
-			t.attempt(b, &e)
-		case fallback.StageSkipped:
-			t.skipped(b, &e)
-		case fallback.RequestEnded:
-			t.ended(&e)
-		}
+	// The chain's goroutine takes the ticket with its first event; End
+	// cannot close it after that.
+	if s := t.state.Load(); s != ticketRunning && (s != ticketOpen || !t.state.CompareAndSwap(ticketOpen, ticketRunning)) {
+		t.late(b, &e)
+		return ctx
 	}
-	t.mu.Unlock()
+	switch e.Kind {
+	case fallback.AttemptEnded:
+		t.attempt(b, &e)
+	case fallback.StageSkipped:
+		t.skipped(b, &e)
+	case fallback.RequestEnded:
+		t.ended(&e)
+	}
 	return ctx
 }
 

@@ -2,8 +2,7 @@ package spend
 
 import (
 	"context"
-	"sync"
-	"time"
+	"sync/atomic"
 
 	"github.com/tierguard/tierguard/classify"
 	"github.com/tierguard/tierguard/fallback"
@@ -16,8 +15,12 @@ const inlineAttempts = 3
 // Ticket is one admitted request. It is also the request's context: pass
 // it to the chain's Do (or derive contexts from it), so that the ledger
 // finds the request in every event. The chain's end (its RequestEnded
-// event) closes the ticket; call End when the request ends without
-// reaching an attached chain, or to be sure: End is idempotent.
+// event) closes the ticket; call End when the request ends, in case it
+// never reached an attached chain: End is idempotent, and does nothing to
+// a request its chain is still running.
+//
+// Attach the ledger to the outermost chain only: a chain called from a
+// tier of another with the same context would close the ticket early.
 type Ticket struct {
 	context.Context
 	l    *Ledger
@@ -27,11 +30,16 @@ type Ticket struct {
 	// day and month are the periods the estimate was booked in.
 	day, month int64
 
-	mu   sync.Mutex
-	done bool
-	rec  Record
-	// spill holds the attempts past inlineAttempts.
-	spill []AttemptCost
+	// state is ticketOpen until the chain's first event, ticketRunning
+	// while the chain reports to it (only the chain's goroutine touches
+	// the fields below then), ticketDone once finished.
+	state atomic.Uint32
+	rec   Record
+	// n counts the attempts; the first inlineAttempts are in inline, and
+	// all of them in spill once there are more.
+	n      int
+	inline [inlineAttempts]AttemptCost
+	spill  []AttemptCost
 	// primary is the price of the first tier's model, for the extra cost
 	// of a fallback; -1 when unknown or unpriced. answer is the attempt
 	// that answered, -1 for none.
@@ -51,56 +59,64 @@ func (t *Ticket) Value(key any) any {
 // Request returns the request's identity.
 func (t *Ticket) Request() Request { return t.req }
 
+const (
+	ticketOpen uint32 = iota
+	ticketRunning
+	ticketDone
+)
+
 func (t *Ticket) init(ctx context.Context, l *Ledger, a *account, req Request, est Estimate, cal *calendar) {
-	spill := t.spill[:0]
-	*t = Ticket{Context: ctx, l: l, acct: a, req: req, est: est, day: cal.day, month: cal.month, primary: -1, answer: -1, spill: spill}
-	t.rec.Request, t.rec.Estimate = req, est
-	t.rec.TierIndex, t.rec.Cause = -1, classify.OK
+	t.Context, t.l, t.acct, t.req, t.est, t.day, t.month = ctx, l, a, req, est, cal.day, cal.month
+	t.rec = Record{Request: req, Estimate: est, TierIndex: -1}
+	t.n, t.spill, t.primary, t.answer, t.causeSet = 0, t.spill[:0], -1, -1, false
+	t.state.Store(ticketOpen)
 }
 
-// End closes the request if its chain did not: its estimate is released
-// and what its attempts used so far is committed. A request that never
-// reached a chain counts as failed. End is idempotent.
+// End closes a request that no attached chain ran: its estimate is
+// released, and it counts as a failed request. After the chain's end it
+// does nothing; while a chain runs the request (a shared execution the
+// caller stopped waiting for), the chain's end closes it.
 func (t *Ticket) End() {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if !t.done {
+	if t.state.CompareAndSwap(ticketOpen, ticketDone) {
 		t.finish()
 	}
 }
 
-// Record returns the request's record so far (complete once the request
-// ended). Its Attempts are a copy.
+// Closed reports whether the request was closed.
+func (t *Ticket) Closed() bool { return t.state.Load() == ticketDone }
+
+// Record returns the request's record, complete once Closed; before that
+// it is the zero Record. Its Attempts are a copy.
 func (t *Ticket) Record() Record {
-	t.mu.Lock()
-	defer t.mu.Unlock()
+	if t.state.Load() != ticketDone {
+		return Record{}
+	}
 	r := t.rec
-	r.spill = append([]AttemptCost(nil), t.attempts()...)
+	r.attempts = append([]AttemptCost(nil), t.attempts()...)
 	return r
 }
 
 func (t *Ticket) attempts() []AttemptCost {
-	if t.spill != nil && len(t.spill) > 0 {
+	if len(t.spill) > 0 {
 		return t.spill
 	}
-	return t.rec.inline[:t.rec.n]
+	return t.inline[:t.n]
 }
 
 func (t *Ticket) record(a AttemptCost) {
-	r := &t.rec
-	if len(t.spill) == 0 && r.n < inlineAttempts {
-		r.inline[r.n] = a
-		r.n++
+	if len(t.spill) == 0 && t.n < inlineAttempts {
+		t.inline[t.n] = a
+		t.n++
 		return
 	}
 	if len(t.spill) == 0 {
-		t.spill = append(t.spill, r.inline[:r.n]...)
+		t.spill = append(t.spill, t.inline[:t.n]...)
 	}
 	t.spill = append(t.spill, a)
-	r.n++
+	t.n++
 }
 
-// attempt records an upstream attempt; t.mu is held.
+// attempt records an upstream attempt.
 func (t *Ticket) attempt(b *binding, e *fallback.Event) {
 	idx := b.price(e.TierIndex, e.Model)
 	ac := AttemptCost{Tier: e.Tier, TierIndex: e.TierIndex, Model: e.Model, CostGroup: b.group(e.TierIndex), N: e.Attempt, Class: e.Verdict.Class, Retried: e.Retry, price: idx}
@@ -124,7 +140,7 @@ func (t *Ticket) attempt(b *binding, e *fallback.Event) {
 		t.primary = idx
 	}
 	if ok {
-		t.answer = r.n
+		t.answer = t.n
 	} else {
 		r.FailedCost = addSat(r.FailedCost, ac.Cost)
 		if e.Retry {
@@ -137,7 +153,7 @@ func (t *Ticket) attempt(b *binding, e *fallback.Event) {
 	t.record(ac)
 }
 
-// skipped records a tier passed over; t.mu is held.
+// skipped records a tier passed over.
 func (t *Ticket) skipped(b *binding, e *fallback.Event) {
 	if e.TierIndex != 0 {
 		return
@@ -166,7 +182,7 @@ func skipCause(e *fallback.Event) classify.Class {
 	return classify.Rejected
 }
 
-// ended records the chain's end and closes the ticket; t.mu is held.
+// ended records the chain's end and closes the ticket.
 func (t *Ticket) ended(e *fallback.Event) {
 	r := &t.rec
 	r.Ended, r.Answered, r.Source, r.Degraded = true, e.Answered, e.Source, e.Degraded
@@ -176,9 +192,9 @@ func (t *Ticket) ended(e *fallback.Event) {
 
 // finish commits the request: its totals, the reconciliation of its
 // estimate with what it used, the thresholds it made a meter cross, and
-// its Record for subscribers. t.mu is held.
+// its Record for subscribers. The caller owns the ticket: it won the
+// state it is in.
 func (t *Ticket) finish() {
-	t.done = true
 	l, a, r := t.l, t.acct, &t.rec
 	r.Valid = r.Answered && r.Source == fallback.SourceTier
 	fallbackAnswer := r.Answered && (r.Source != fallback.SourceTier || r.TierIndex > 0)
@@ -194,7 +210,7 @@ func (t *Ticket) finish() {
 	}
 	tokens, cost := tokensOf(r.Usage), int64(r.Cost)
 
-	cal := l.clock.now(time.Now())
+	cal := l.clock.calendar()
 	var cross crossings
 	a.mu.Lock()
 	a.roll(cal)
@@ -216,16 +232,55 @@ func (t *Ticket) finish() {
 	}
 	t.commit(a, fallbackAnswer)
 	a.mu.Unlock()
+	t.state.Store(ticketDone)
 	l.emit(&cross)
 	if fns := l.records.load(); len(fns) > 0 {
-		if len(t.spill) > 0 {
-			r.spill = t.spill
-		}
+		rec := *r
+		rec.attempts = t.attempts()
 		for _, fn := range fns {
-			fn(r)
+			fn(&rec)
 		}
-		r.spill = nil
 	}
+}
+
+// late records an attempt that arrived after End closed the ticket (a
+// shared execution that outlived the request that started it): its
+// tokens and cost still count, against the tenant's limits and in its
+// totals.
+func (t *Ticket) late(b *binding, e *fallback.Event) {
+	if e.Kind != fallback.AttemptEnded || !e.HasUsage {
+		return
+	}
+	l, a := t.l, t.acct
+	idx := b.price(e.TierIndex, e.Model)
+	var cost Amount
+	if idx >= 0 {
+		cost = l.prices.entries[idx].cost(e.Usage)
+	}
+	tokens := tokensOf(e.Usage)
+	var cross crossings
+	a.mu.Lock()
+	a.roll(l.clock.calendar())
+	for m := range numMeters {
+		if m.Cost() {
+			a.mine[m] += int64(cost)
+		} else {
+			a.mine[m] += tokens
+		}
+	}
+	a.dirty = true
+	s := &a.totals
+	s.Calls++
+	addUsage(&s.Usage, e.Usage)
+	s.Cost = addSat(s.Cost, cost)
+	if idx < 0 {
+		s.Unpriced++
+	}
+	if a.allow.limited() {
+		a.levels(l, l.clock.calendar(), &cross)
+	}
+	a.mu.Unlock()
+	l.emit(&cross)
 }
 
 func (t *Ticket) periodOf(m Meter) int64 {
@@ -351,15 +406,9 @@ type Record struct {
 	// failure there, or of its skip; OK when it did not leave it.
 	Cause classify.Class
 
-	n      int
-	inline [inlineAttempts]AttemptCost
-	spill  []AttemptCost
+	attempts []AttemptCost
 }
 
-// Attempts returns the request's attempts, in order.
-func (r Record) Attempts() []AttemptCost {
-	if len(r.spill) > 0 {
-		return r.spill
-	}
-	return r.inline[:r.n]
-}
+// Attempts returns the request's attempts, in order. In a Record passed to
+// an ObserveRecords function they are the Ticket's: copy them to keep them.
+func (r Record) Attempts() []AttemptCost { return r.attempts }

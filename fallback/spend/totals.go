@@ -34,7 +34,7 @@ type Totals struct {
 	// FallbackCost is what their answers cost, FallbackExtra that cost less
 	// what the same tokens would have cost on the first tier (negative
 	// when the fallback is cheaper).
-	Fallbacks               int64
+	Fallbacks                   int64
 	FallbackCost, FallbackExtra Amount
 	// Shed and Refused count the requests Admit turned away: shed at the
 	// soft threshold, refused at a limit (or for an unavailable store or
