@@ -3,7 +3,6 @@ package spend
 import (
 	"context"
 	"errors"
-	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -69,8 +68,6 @@ type syncer struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	done   chan struct{}
-	errMu  sync.Mutex
-	last   error
 
 	shares []Share
 	accts  []*account
@@ -104,16 +101,27 @@ func (s *syncer) run() {
 	}
 }
 
-// stop ends the loop and makes one last exchange, so that the fleet sees
-// this process's final figures.
+// stop ends the loop and makes a last exchange, so that the fleet sees
+// this process's final figures: tried again until it succeeds or the sync
+// timeout has passed.
 func (s *syncer) stop() error {
 	s.cancel()
 	<-s.done
-	err := s.once(context.Background())
-	if err == nil {
-		return nil
+	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
+	defer cancel()
+	for {
+		err := s.once(ctx)
+		if err == nil || ctx.Err() != nil {
+			return err
+		}
+		t := time.NewTimer(min(s.interval, 10*time.Millisecond))
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		}
 	}
-	return err
 }
 
 // once exchanges the figures of every account with a limit or with new
