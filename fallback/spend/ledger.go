@@ -456,8 +456,9 @@ func (u Usage) Utilization() float64 {
 	return float64(u.Used) / float64(u.Limit)
 }
 
-// Use returns the tenant's four meters in the current period.
-func (l *Ledger) Use(tenant string) [numMeters]Usage {
+// Use returns the tenant's four meters in the current period, indexed by
+// Meter.
+func (l *Ledger) Use(tenant string) [4]Usage {
 	a, ok := l.tenants[tenant]
 	if !ok {
 		v, found := l.others.Load(tenant)
@@ -470,9 +471,9 @@ func (l *Ledger) Use(tenant string) [numMeters]Usage {
 	return l.use(a)
 }
 
-func (l *Ledger) use(a *account) [numMeters]Usage {
+func (l *Ledger) use(a *account) [4]Usage {
 	cal := l.clock.now(time.Now())
-	var out [numMeters]Usage
+	var out [4]Usage
 	a.mu.Lock()
 	a.roll(cal)
 	for m := range numMeters {
@@ -484,7 +485,7 @@ func (l *Ledger) use(a *account) [numMeters]Usage {
 
 // EachUse calls f with every tracked tenant's meters in the current
 // period (the overflow account as tenant ""), for gauges.
-func (l *Ledger) EachUse(f func(tenant string, use [numMeters]Usage)) {
+func (l *Ledger) EachUse(f func(tenant string, use [4]Usage)) {
 	l.each(func(a *account) { f(a.tenant, l.use(a)) })
 }
 

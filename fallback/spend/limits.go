@@ -332,3 +332,6 @@ func (k *clock) now(now time.Time) *calendar {
 	k.cur.Store(c)
 	return c
 }
+
+// The four meters are indexed by Meter in the [4]Usage arrays of Use.
+var _ [4]struct{} = [numMeters]struct{}{}
