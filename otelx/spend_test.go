@@ -34,7 +34,9 @@ func (t *billedTier) Call(context.Context, string) (billedOut, error) {
 	t.calls++
 	return t.out, t.err
 }
-func (t *billedTier) Usage(b billedOut) (fallback.Usage, bool) { return b.usage, b.usage != fallback.Usage{} }
+func (t *billedTier) Usage(b billedOut) (fallback.Usage, bool) {
+	return b.usage, b.usage != fallback.Usage{}
+}
 
 // spendRig is a ledger with a tenant limit of 1000 tokens a day, and a
 // chain pro (rejected answers, billed) → flash.

@@ -59,7 +59,9 @@ func ExampleLedger_Admit() {
 }
 
 // usageTier reports the usage of a reply.
-type usageTier struct{ fallback.ModelTier[string, reply] }
+type usageTier struct {
+	fallback.ModelTier[string, reply]
+}
 
 func (usageTier) Usage(r reply) (fallback.Usage, bool) { return r.Usage, r.Usage != fallback.Usage{} }
 
