@@ -107,6 +107,10 @@ type Ledger struct {
 	events  subscribers[func(Event)]
 
 	untracked atomic.Int64
+	// tripped maps a model to the class of its last failed attempt, for
+	// the cause of skips past its open breaker.
+	tripped  *sync.Map
+	ntripped atomic.Int64
 
 	store      *syncer
 	closeOnce  sync.Once
@@ -162,6 +166,7 @@ func New(cfg Config) (*Ledger, error) {
 		l.tenants[name] = l.newAccount(name, a)
 	}
 	l.overflow = l.newAccount("", cfg.Default)
+	l.tripped = &sync.Map{}
 	if cfg.Store != nil {
 		interval := cmpOr(cfg.SyncInterval, defaultSyncInterval)
 		l.store = startSyncer(l, cfg.Store, interval, cmpOr(cfg.SyncTimeout, interval), cmpOr(cfg.MaxStaleness, 10*interval), cfg.OnStoreError)
@@ -228,6 +233,25 @@ func (l *Ledger) newAccount(tenant string, a Allowance) *account {
 		n += len(l.prices.entries)
 	}
 	return &account{tenant: tenant, allow: a, models: make([]modelTotals, n)}
+}
+
+// maxTripped bounds the models whose last failure is remembered.
+const maxTripped = 1024
+
+// lastFailure returns the cell holding the class of model's last failed
+// attempt (0 for none).
+func (l *Ledger) lastFailure(model string) *atomic.Int32 {
+	if v, ok := l.tripped.Load(model); ok {
+		return v.(*atomic.Int32)
+	}
+	if l.ntripped.Load() >= maxTripped {
+		return &atomic.Int32{}
+	}
+	v, loaded := l.tripped.LoadOrStore(model, &atomic.Int32{})
+	if !loaded {
+		l.ntripped.Add(1)
+	}
+	return v.(*atomic.Int32)
 }
 
 // Estimate is what a request is expected to use, reserved against its

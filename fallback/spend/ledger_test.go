@@ -3,10 +3,12 @@ package spend_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tierguard/tierguard/breaker"
 	"github.com/tierguard/tierguard/classify"
 	"github.com/tierguard/tierguard/fallback"
 	"github.com/tierguard/tierguard/fallback/spend"
@@ -210,4 +212,30 @@ func TestRecords(t *testing.T) {
 func withoutPrice(a spend.AttemptCost) spend.AttemptCost {
 	return spend.AttemptCost{Tier: a.Tier, TierIndex: a.TierIndex, Model: a.Model, CostGroup: a.CostGroup, N: a.N, Class: a.Class,
 		Retried: a.Retried, Usage: a.Usage, Billed: a.Billed, Priced: a.Priced, Cost: a.Cost}
+}
+
+// Once 429s open the first tier's breaker, the requests that skip it are
+// still the 429s' fallbacks: a skip past an open breaker is attributed to
+// the last failure seen on its model.
+func TestOpenBreakerSkipsKeepTheirCause(t *testing.T) {
+	l := newLedger(t, spend.Config{Prices: testPrices(t)})
+	br, err := breaker.New(breaker.Config{Name: "pro", ConsecutiveFailures: 2, Cooldown: time.Hour})
+	require.NoError(t, err)
+	defer br.Reset()
+	pro := &tier{name: "pro", def: failure(classify.RateLimited)}
+	c, err := fallback.New(fallback.Config[string, reply]{Stages: []fallback.Stage[string, reply]{
+		{Tier: pro, Model: "pro", Breaker: br, Retry: retry.Policy{MaxAttempts: 1}},
+		{Tier: &tier{name: "flash", def: answer(10, 10)}, Model: "flash"},
+	}})
+	require.NoError(t, err)
+	_, err = l.Attach(c)
+	require.NoError(t, err)
+	for range 5 {
+		_, err := do(t, l, c, spend.Request{Tenant: "acme"}, spend.Estimate{})
+		require.NoError(t, err)
+	}
+	assert.Equal(t, 2, pro.Calls(), "the breaker opened after two 429s")
+	tot := l.Totals("acme")
+	assert.Equal(t, int64(5), tot.ByClass[classify.RateLimited].Fallbacks)
+	assert.Equal(t, int64(0), tot.ByClass[classify.Rejected].Fallbacks)
 }

@@ -149,6 +149,9 @@ func (t *Ticket) attempt(b *binding, e *fallback.Event) {
 			// The first tier was given up: what made the request fall back.
 			r.Cause, t.causeSet = ac.Class, true
 		}
+		if b.l.tripped != nil && ac.Class != classify.Canceled {
+			b.l.lastFailure(e.Model).Store(int32(ac.Class))
+		}
 	}
 	t.record(ac)
 }
@@ -161,14 +164,20 @@ func (t *Ticket) skipped(b *binding, e *fallback.Event) {
 	if idx := b.price(0, e.Model); idx >= 0 {
 		t.primary = idx
 	}
-	t.rec.Cause, t.causeSet = skipCause(e), true
+	t.rec.Cause, t.causeSet = skipCause(b.l, e), true
 }
 
 // skipCause is the class a skip of the first tier stands for: the parked
-// quota, the retired model, the deadline, or a local rejection (an open
-// breaker, a full bulkhead).
-func skipCause(e *fallback.Event) classify.Class {
+// quota, the retired model, the deadline; for an open breaker, the class
+// of the last failure seen on its model, the one that tripped it (or kept
+// it open), so that a 429 storm's fallbacks stay the 429s' once the
+// breaker opens; else a local rejection.
+func skipCause(l *Ledger, e *fallback.Event) classify.Class {
 	switch e.Skip {
+	case fallback.SkipOpen:
+		if c := l.lastFailure(e.Model).Load(); c > 0 {
+			return classify.Class(c)
+		}
 	case fallback.SkipQuota:
 		return classify.QuotaExhausted
 	case fallback.SkipRetired:
