@@ -38,17 +38,21 @@ func (l *Ledger) Observer(costGroups ...string) fallback.Observer {
 }
 
 func (l *Ledger) observer(n int, groups []string) *binding {
-	b := &binding{l: l, groups: make([]string, n), cache: make([]atomic.Pointer[priceSlot], n)}
+	b := &binding{l: l, groups: make([]string, n)}
 	copy(b.groups, groups)
 	return b
 }
+
+// cachedStages is how many stages of a chain have their price cached;
+// later ones (rare) are looked up per event.
+const cachedStages = 8
 
 // binding records the events of one chain. It caches each stage's price,
 // so that an event costs a comparison, not a lookup.
 type binding struct {
 	l      *Ledger
 	groups []string
-	cache  []atomic.Pointer[priceSlot]
+	cache  [cachedStages]atomic.Pointer[priceSlot]
 }
 
 type priceSlot struct {
@@ -107,7 +111,7 @@ func (b *binding) price(i int, model string) int {
 	if s := b.cache[i].Load(); s != nil && s.model == model {
 		return s.idx
 	}
-	idx := p.find(model, b.groups[i])
+	idx := p.find(model, b.group(i))
 	b.cache[i].Store(&priceSlot{model: model, idx: idx})
 	return idx
 }
