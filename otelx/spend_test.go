@@ -118,7 +118,7 @@ func TestLedgerMetrics(t *testing.T) {
 		assert.Equal(t, "USD", cur.AsString())
 		_, hasTenant := dp.Attributes.Value(otelx.KeyTenant)
 		assert.False(t, hasTenant)
-		got[model.AsString()+"/"+group.AsString()+"/"+class.AsString()+"/"+fb.Emit()] += dp.Value
+		got[model.AsString()+"/"+group.AsString()+"/"+class.AsString()+"/"+fb.String()] += dp.Value
 	}
 	// Five requests: pro's rejected answer (50 in at 1, 50 out at 10 per
 	// million) and flash's answer (at 0.1 and 1).
@@ -188,7 +188,7 @@ func attrsOf(m metricdata.Metrics) []string {
 	var out []string
 	add := func(s attribute.Set) {
 		for _, kv := range s.ToSlice() {
-			out = append(out, kv.Value.Emit())
+			out = append(out, kv.Value.String())
 		}
 	}
 	switch d := m.Data.(type) {

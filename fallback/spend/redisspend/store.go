@@ -55,15 +55,16 @@ var _ spend.Store = (*Store)(nil)
 // New returns a Store over client. It does no I/O.
 func New(client redis.UniversalClient, opts Options) (*Store, error) {
 	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	if client == nil {
-		errs = append(errs, errors.New("a client is required"))
+		bad("a client is required")
 	}
 	prefix := opts.Prefix
 	if prefix == "" {
 		prefix = DefaultPrefix
 	}
 	if !validName(prefix, 128) {
-		errs = append(errs, fmt.Errorf("Prefix must be at most 128 printable characters without '{', '}' or spaces, got %q", prefix))
+		bad("Prefix must be at most 128 printable characters without '{', '}' or spaces, got %q", prefix)
 	}
 	proc := opts.Process
 	if proc == "" {
@@ -72,10 +73,10 @@ func New(client redis.UniversalClient, opts Options) (*Store, error) {
 		proc = hex.EncodeToString(b[:])
 	}
 	if !validName(proc, 64) || strings.Contains(proc, ":") {
-		errs = append(errs, fmt.Errorf("Process must be at most 64 printable characters without ':', '{', '}' or spaces, got %q", proc))
+		bad("Process must be at most 64 printable characters without ':', '{', '}' or spaces, got %q", proc)
 	}
 	if opts.KeepAfterEnd < 0 {
-		errs = append(errs, fmt.Errorf("KeepAfterEnd must not be negative, got %v", opts.KeepAfterEnd))
+		bad("KeepAfterEnd must not be negative, got %v", opts.KeepAfterEnd)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("redisspend: invalid options: %w", err)
