@@ -34,7 +34,9 @@ func (s streamTier) Stream(context.Context, string) iter.Seq2[chunk, error] {
 func (streamTier) Inspect(c chunk) fallback.ChunkInfo {
 	return fallback.ChunkInfo{Text: c.text, FinishReason: c.finish}
 }
-func (streamTier) ChunkUsage(c chunk) (fallback.Usage, bool) { return c.usage, c.usage != fallback.Usage{} }
+func (streamTier) ChunkUsage(c chunk) (fallback.Usage, bool) {
+	return c.usage, c.usage != fallback.Usage{}
+}
 
 // A streaming chain reports to the ledger like a unary one: the usage of
 // the stream's last chunk is priced when the stream ends.
