@@ -603,11 +603,12 @@ func (e *engine) answered(r *request, st *stage, model string, n int, latency ti
 }
 
 // attemptFailed records a failed attempt and its decision.
-func (e *engine) attemptFailed(r *request, st *stage, model string, n int, latency time.Duration, v classify.Verdict, d decision, err error) {
+func (e *engine) attemptFailed(r *request, st *stage, model string, n int, latency time.Duration, v classify.Verdict, d decision, err error, u Usage, hasUsage bool) {
 	r.sum.record(Attempt{Tier: st.name, TierIndex: st.index, Model: model, N: n, Verdict: v, Latency: latency, Wait: d.wait, Err: err})
 	if r.obs != nil {
 		ev := e.event(r, AttemptEnded, st, model, n)
 		ev.Verdict, ev.Latency, ev.Err = v, latency, err
+		ev.Usage, ev.HasUsage = u, hasUsage
 		ev.Retry, ev.Wait, ev.Stop, ev.Route = d.retry, d.wait, d.stop, d.route
 		r.obs.Observe(r.ctx, ev)
 	}

@@ -81,7 +81,10 @@ type Event struct {
 	// Latency is the attempt's duration (AttemptEnded) or the request's
 	// (RequestEnded).
 	Latency time.Duration
-	// Usage is the answer's token usage, when the tier reports it.
+	// Usage is the attempt's token usage, when the tier reports it
+	// (AttemptEnded): a success's, and a failed attempt's when the tier
+	// returned an answer with its error (a validator rejected it, or the
+	// tier returns partial answers) — tokens billed all the same.
 	Usage    Usage
 	HasUsage bool
 	// Skip says why a tier was passed over (StageSkipped).

@@ -147,7 +147,14 @@ func runStage[In, Out any, A attempter[In, Out]](e *engine, a A, r *request, st 
 			// it needed more than it was given.
 			st.need.Cut(ran)
 		}
-		e.attemptFailed(r, st, model, n, latency, v, d, ae.err)
+		var u Usage
+		var hasUsage bool
+		if r.obs != nil {
+			// A rejected answer (or a partial one a tier returns with its
+			// error) was billed: observers that count cost need it.
+			u, hasUsage = a.usage(st, res)
+		}
+		e.attemptFailed(r, st, model, n, latency, v, d, ae.err, u, hasUsage)
 		end, last = stageEnd{verdict: v, route: d.route, err: ae.err}, d
 		if !d.retry {
 			decided = true

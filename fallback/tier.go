@@ -47,15 +47,27 @@ type ModelSelector[In any] interface {
 
 // Usage is the token usage an answer reports.
 type Usage struct {
-	// InputTokens counts the prompt's tokens.
+	// InputTokens counts the prompt's tokens, cached ones included.
 	InputTokens int64
-	// OutputTokens counts the answer's tokens.
+	// OutputTokens counts the answer's tokens, reasoning (thinking) tokens
+	// included.
 	OutputTokens int64
+	// CachedInputTokens is the part of InputTokens served from a prompt
+	// cache (Gemini's cachedContentTokenCount, OpenAI's
+	// prompt_tokens_details.cached_tokens), which providers bill at a
+	// lower rate; 0 when unknown.
+	CachedInputTokens int64
+	// ReasoningTokens is the part of OutputTokens spent thinking (Gemini's
+	// thoughtsTokenCount, OpenAI's completion_tokens_details.reasoning_tokens);
+	// 0 when unknown.
+	ReasoningTokens int64
 }
 
 // UsageReporter is implemented by tiers that can read the token usage of
 // their answers (the SDK adapters do). The chain passes it to observers,
-// which export gen_ai.client.token.usage.
+// which export gen_ai.client.token.usage. A failed attempt reports usage
+// too when the tier returned an answer with its error: an answer a
+// validator rejected, or a partial answer whose tokens were billed.
 type UsageReporter[Out any] interface {
 	// Usage returns out's token usage, and false when it carries none.
 	Usage(out Out) (Usage, bool)

@@ -389,5 +389,8 @@ func (w *wireResponse) usage() (fallback.Usage, bool) {
 	if u == nil {
 		return fallback.Usage{}, false
 	}
-	return fallback.Usage{InputTokens: u.PromptTokenCount, OutputTokens: u.CandidatesTokenCount + u.ThoughtsTokenCount}, true
+	return fallback.Usage{
+		InputTokens: u.PromptTokenCount, OutputTokens: u.CandidatesTokenCount + u.ThoughtsTokenCount,
+		CachedInputTokens: u.CachedContentTokenCount, ReasoningTokens: u.ThoughtsTokenCount,
+	}, true
 }

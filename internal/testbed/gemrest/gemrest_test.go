@@ -282,10 +282,10 @@ func TestCallBodies(t *testing.T) {
 	}{
 		{
 			name:   "thoughts and usage",
-			body:   `{"candidates":[{"content":{"parts":[{"text":"hmm","thought":true},{"text":"a"},{"text":"b"}]},"finishReason":"STOP"}],"usageMetadata":{"promptTokenCount":3,"candidatesTokenCount":2,"thoughtsTokenCount":5,"totalTokenCount":10},"modelVersion":"v1","responseId":"r1"}`,
+			body:   `{"candidates":[{"content":{"parts":[{"text":"hmm","thought":true},{"text":"a"},{"text":"b"}]},"finishReason":"STOP"}],"usageMetadata":{"promptTokenCount":3,"candidatesTokenCount":2,"thoughtsTokenCount":5,"cachedContentTokenCount":1,"totalTokenCount":10},"modelVersion":"v1","responseId":"r1"}`,
 			text:   "ab",
 			finish: "STOP",
-			usage:  &fallback.Usage{InputTokens: 3, OutputTokens: 7},
+			usage:  &fallback.Usage{InputTokens: 3, OutputTokens: 7, CachedInputTokens: 1, ReasoningTokens: 5},
 		},
 		{name: "max tokens", body: `{"candidates":[{"content":{"parts":[{"text":"partial"}]},"finishReason":"MAX_TOKENS"}]}`, text: "partial", finish: "MAX_TOKENS"},
 		{name: "no usage", body: `{"candidates":[{"content":{"parts":[{"text":"x"}]},"finishReason":"STOP"}]}`, text: "x", finish: "STOP"},

@@ -47,7 +47,10 @@ type wireUsage struct {
 	PromptTokenCount     int64 `json:"promptTokenCount"`
 	CandidatesTokenCount int64 `json:"candidatesTokenCount"`
 	ThoughtsTokenCount   int64 `json:"thoughtsTokenCount"`
-	TotalTokenCount      int64 `json:"totalTokenCount"`
+	// CachedContentTokenCount is the part of the prompt served from a
+	// context cache.
+	CachedContentTokenCount int64 `json:"cachedContentTokenCount"`
+	TotalTokenCount         int64 `json:"totalTokenCount"`
 }
 
 type wireModelList struct {

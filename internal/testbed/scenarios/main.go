@@ -20,6 +20,8 @@
 //  6. Pro answers malformed JSON; answers are validated.
 //  7. A stalled pro and a flash that needs 40–42% of the budget, with the
 //     default settings: the adaptive reserve.
+//  8. Spend: three tenants, a 429 storm on the primary, one tenant
+//     reaching its daily budget during it (see spend.go).
 //
 // Every table shows the median over the runs and, where runs differed, the
 // range. Comparisons between strategies are paired per seed: each run of
@@ -57,20 +59,22 @@ type options struct {
 	slow    slowConfig
 	invalid invalidConfig
 	stalled stalledConfig
+	spend   spendConfig
 }
 
 func defaultOptions() options {
 	return options{
-		scenarios: []int{1, 2, 3, 4, 5, 6, 7}, runs: 3, seed: 1,
+		scenarios: []int{1, 2, 3, 4, 5, 6, 7, 8}, runs: 3, seed: 1,
 		retired: defaultRetired(), outage: defaultOutage(), flaky: defaultFlaky(),
 		storm: defaultStorm(), slow: defaultSlow(), invalid: defaultInvalid(), stalled: defaultStalled(),
+		spend: defaultSpend(),
 	}
 }
 
 func main() {
 	o := defaultOptions()
 	var only string
-	flag.StringVar(&only, "s", "1,2,3,4,5,6,7", "scenarios to run, comma-separated")
+	flag.StringVar(&only, "s", "1,2,3,4,5,6,7,8", "scenarios to run, comma-separated")
 	flag.IntVar(&o.runs, "runs", o.runs, "runs of every scenario (medians are reported)")
 	flag.IntVar(&o.runs1, "runs1", 0, "runs of scenario 1 if not -runs (it is the longest: about 18 s a run)")
 	flag.Uint64Var(&o.seed, "seed", o.seed, "seed of the first run (run k uses seed+k)")
@@ -82,7 +86,7 @@ func main() {
 	o.scenarios = nil
 	for _, f := range strings.Split(only, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n < 1 || n > 7 {
+		if err != nil || n < 1 || n > 8 {
 			fmt.Fprintf(os.Stderr, "scenarios: bad -s %q\n", only)
 			os.Exit(2)
 		}
@@ -134,6 +138,8 @@ func run(w io.Writer, o options) (int, error) {
 			res = scenarioInvalid(o.invalid, o.runs, o.seed)
 		case 7:
 			res = scenarioStalled(o.stalled, o.runs, o.seed)
+		case 8:
+			res = scenarioSpend(o.spend, o.runs, o.seed)
 		}
 		if err != nil {
 			return missed, fmt.Errorf("scenario %d: %w", id, err)

@@ -1,0 +1,429 @@
+package route
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/tierguard/tierguard/fallback"
+	"github.com/tierguard/tierguard/fallback/spend"
+)
+
+// Candidate is one tier a route may call, with the cost group it is billed
+// in.
+type Candidate[In, Out any] struct {
+	// Stage is the tier with its guards. Share a stage's Breaker and
+	// Bulkhead between routes that call the same model: one outage trips
+	// it once for every route.
+	Stage fallback.Stage[In, Out]
+	// CostGroup is the group the tier is billed in ("" for the list
+	// price), for the ledger.
+	CostGroup string
+	// Attempts caps the calls to this candidate per request; 0 means the
+	// Stage's Retry.MaxAttempts, or the candidate's share of the route's
+	// MaxAttempts when that is set.
+	Attempts int
+}
+
+// FallbackPolicy says who may answer when the first candidate cannot.
+type FallbackPolicy uint8
+
+const (
+	// AllowFallback lets the later candidates, then the cache and the
+	// default, answer.
+	AllowFallback FallbackPolicy = iota
+	// FailClosed lets only the first candidate answer: no other model, no
+	// cache, no default. For scenarios whose answers a generic fallback
+	// must never stand in for (risk decisions, medical advice).
+	FailClosed
+)
+
+// String returns "allow_fallback" or "fail_closed".
+func (p FallbackPolicy) String() string {
+	if p == FailClosed {
+		return "fail_closed"
+	}
+	return "allow_fallback"
+}
+
+// Route is the chain a tenant's requests of one scenario run through.
+type Route[In, Out any] struct {
+	// Scenario names what the requests are for ("support",
+	// "contract_extraction", "batch_seo"). Required.
+	Scenario string
+	// Tenant, when set, restricts the route to one tenant; the route with
+	// an empty Tenant serves every tenant of the scenario without a route
+	// of its own.
+	Tenant string
+	// Candidates are the tiers in order of preference. At least one.
+	Candidates []Candidate[In, Out]
+	// Total caps each request's time, every attempt and fallback
+	// included. 0 means the context's deadline only.
+	Total time.Duration
+	// MaxAttempts, when positive, caps the upstream calls of a request,
+	// every candidate together: New refuses a route whose candidates'
+	// attempts add up to more. Candidates without Attempts share what is
+	// left: one each for the fallbacks, the rest for the first.
+	MaxAttempts int
+	// Fallback says whether anything but the first candidate may answer.
+	Fallback FallbackPolicy
+	// MarkDegraded tells the caller, in Result.ShowDegraded, to mark a
+	// fallback answer as degraded to the user.
+	MarkDegraded bool
+	// ReadOnlyFallback forbids writes and tool calls with side effects to
+	// every candidate but the first: their tiers see WritesAllowed(ctx)
+	// false, and Result.ReadOnly says the answer came from one.
+	ReadOnlyFallback bool
+	// Cache and Default answer after the candidates (not on a FailClosed
+	// route).
+	Cache   fallback.Cache[In, Out]
+	Default func(ctx context.Context, in In) (Out, bool)
+}
+
+// Config configures a Router.
+type Config[In, Out any] struct {
+	// Routes are the routes, each (Tenant, Scenario) once.
+	Routes []Route[In, Out]
+	// Base holds the settings every route's chain shares (Operation,
+	// Classifier, Table, Catalog, Observer, MinAttempt, AbandonAfter...).
+	// Its Stages, Total, Cache and Default must be empty: each route sets
+	// its own.
+	Base fallback.Config[In, Out]
+	// Ledger, when set, is attached to every route's chain, with the
+	// candidates' cost groups.
+	Ledger *spend.Ledger
+}
+
+// Router picks a compiled chain by tenant and scenario. Build it once with
+// New: every route's chain is compiled then, and a lookup costs a map
+// access and allocates nothing. It is safe for concurrent use.
+type Router[In, Out any] struct {
+	scenarios map[string]*scenario[In, Out]
+	ledger    *spend.Ledger
+}
+
+type scenario[In, Out any] struct {
+	def     *Compiled[In, Out]
+	tenants map[string]*Compiled[In, Out] // nil when no tenant has a route of its own
+}
+
+// Compiled is one route, compiled.
+type Compiled[In, Out any] struct {
+	// Chain is the route's chain.
+	Chain *fallback.Chain[In, Out]
+	route Route[In, Out]
+	// models and groups are the candidates' (for estimates).
+	models, groups []string
+	ledger         *spend.Ledger
+}
+
+// Route returns the route the chain was compiled from.
+func (c *Compiled[In, Out]) Route() Route[In, Out] { return c.route }
+
+// Estimate returns what a request expected to use u costs on the route's
+// dearest candidate, per the ledger's prices: a reservation that holds
+// whichever candidate answers. Without a ledger or prices it counts
+// tokens only.
+func (c *Compiled[In, Out]) Estimate(u fallback.Usage) spend.Estimate {
+	var est spend.Estimate
+	var p *spend.Prices
+	if c.ledger != nil {
+		p = c.ledger.Prices()
+	}
+	for i, m := range c.models {
+		e := spend.Estimate{Tokens: max(u.InputTokens, 0) + max(u.OutputTokens, 0)}
+		if p != nil {
+			e = p.Estimate(m, c.groups[i], u)
+		}
+		est.Tokens, est.Cost = max(est.Tokens, e.Tokens), max(est.Cost, e.Cost)
+	}
+	return est
+}
+
+// Errors of Lookup, matched with errors.Is.
+var (
+	// ErrUnknownScenario: no route names the scenario. A configuration
+	// error: there is no default route for scenarios nobody declared.
+	ErrUnknownScenario = errors.New("route: unknown scenario")
+	// ErrNoRoute: the scenario has routes, but none for the tenant and no
+	// route for every tenant.
+	ErrNoRoute = errors.New("route: no route for the tenant")
+)
+
+// LookupError is why Lookup found no route. Its text names the scenario
+// (a configuration name) but never the tenant.
+type LookupError struct {
+	// Scenario and Tenant are what was looked up.
+	Scenario, Tenant string
+	err              error
+}
+
+// Error names the scenario.
+func (e *LookupError) Error() string {
+	if e.err == ErrUnknownScenario {
+		return "route: unknown scenario " + quote(e.Scenario)
+	}
+	return "route: scenario " + quote(e.Scenario) + " has no route for the tenant"
+}
+
+// Unwrap returns ErrUnknownScenario or ErrNoRoute.
+func (e *LookupError) Unwrap() error { return e.err }
+
+func quote(s string) string {
+	if len(s) > 64 {
+		s = s[:64] + "…"
+	}
+	return fmt.Sprintf("%q", s)
+}
+
+// New compiles every route's chain, or returns an error naming every
+// invalid route and field.
+func New[In, Out any](cfg Config[In, Out]) (*Router[In, Out], error) {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	b := cfg.Base
+	if len(b.Stages) > 0 || b.Total != 0 || b.Cache != nil || b.Default != nil {
+		bad("Base: Stages, Total, Cache and Default belong to each route")
+	}
+	r := &Router[In, Out]{scenarios: map[string]*scenario[In, Out]{}, ledger: cfg.Ledger}
+	for i, rt := range cfg.Routes {
+		name := fmt.Sprintf("Routes[%d] (%s)", i, label(rt.Scenario, rt.Tenant))
+		c, err := compile(b, cfg.Ledger, rt)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", name, err))
+			continue
+		}
+		sc := r.scenarios[rt.Scenario]
+		if sc == nil {
+			sc = &scenario[In, Out]{}
+			r.scenarios[rt.Scenario] = sc
+		}
+		switch {
+		case rt.Tenant == "" && sc.def != nil, rt.Tenant != "" && sc.tenants[rt.Tenant] != nil:
+			bad("%s: declared twice", name)
+		case rt.Tenant == "":
+			sc.def = c
+		default:
+			if sc.tenants == nil {
+				sc.tenants = map[string]*Compiled[In, Out]{}
+			}
+			sc.tenants[rt.Tenant] = c
+		}
+	}
+	if len(cfg.Routes) == 0 {
+		bad("at least one route is required")
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("route: invalid config: %w", err)
+	}
+	return r, nil
+}
+
+// label names a route in configuration errors, without its tenant.
+func label(scenario, tenant string) string {
+	if tenant == "" {
+		return "scenario " + quote(scenario)
+	}
+	return "scenario " + quote(scenario) + ", a tenant's route"
+}
+
+// compile builds one route's chain.
+func compile[In, Out any](base fallback.Config[In, Out], ledger *spend.Ledger, rt Route[In, Out]) (*Compiled[In, Out], error) {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if strings.TrimSpace(rt.Scenario) == "" {
+		bad("Scenario is required")
+	}
+	n := len(rt.Candidates)
+	switch {
+	case n == 0:
+		bad("at least one candidate is required")
+	case rt.Fallback == FailClosed && n > 1:
+		bad("a FailClosed route lets only its first candidate answer; it lists %d", n)
+	}
+	if rt.Fallback == FailClosed && (rt.Cache != nil || rt.Default != nil) {
+		bad("a FailClosed route answers from no cache and no default")
+	}
+	if rt.Fallback > FailClosed {
+		bad("Fallback: unknown policy %d", rt.Fallback)
+	}
+	attempts := make([]int, n)
+	if rt.MaxAttempts < 0 {
+		bad("MaxAttempts must not be negative, got %d", rt.MaxAttempts)
+	}
+	set := 0
+	for i, c := range rt.Candidates {
+		switch {
+		case c.Attempts < 0:
+			bad("Candidates[%d]: Attempts must not be negative, got %d", i, c.Attempts)
+		case c.Attempts > 0:
+			attempts[i] = c.Attempts
+			set += c.Attempts
+		case rt.MaxAttempts > 0 && c.Stage.Retry.MaxAttempts > 0:
+			attempts[i] = c.Stage.Retry.MaxAttempts
+			set += attempts[i]
+		}
+	}
+	if rt.MaxAttempts > 0 && n > 0 {
+		// Fallbacks without Attempts get one each, the first what is left.
+		left := rt.MaxAttempts - set
+		for i := 1; i < n; i++ {
+			if attempts[i] == 0 {
+				attempts[i] = 1
+				left--
+			}
+		}
+		if attempts[0] == 0 {
+			attempts[0] = left
+		}
+		total, least := 0, attempts[0]
+		for _, a := range attempts {
+			total += a
+			least = min(least, a)
+		}
+		if total > rt.MaxAttempts || least < 1 {
+			bad("its candidates need %d attempts at least (%v), more than MaxAttempts %d", max(total, n), attempts, rt.MaxAttempts)
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	cfg := base
+	cfg.Total = rt.Total
+	if rt.Fallback == AllowFallback {
+		cfg.Cache, cfg.Default = rt.Cache, rt.Default
+	}
+	cfg.Stages = make([]fallback.Stage[In, Out], n)
+	c := &Compiled[In, Out]{route: rt, models: make([]string, n), groups: make([]string, n), ledger: ledger}
+	for i, cand := range rt.Candidates {
+		st := cand.Stage
+		if attempts[i] > 0 {
+			st.Retry.MaxAttempts = attempts[i]
+		}
+		if i > 0 && rt.ReadOnlyFallback && st.Tier != nil {
+			st.Tier = readOnly[In, Out]{inner: st.Tier}
+		}
+		cfg.Stages[i] = st
+		c.models[i], c.groups[i] = st.Model, cand.CostGroup
+	}
+	chain, err := fallback.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	c.Chain = chain
+	if ledger != nil {
+		if _, err := ledger.Attach(chain, c.groups...); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// Lookup returns the route of a tenant's scenario: the tenant's own, or
+// the scenario's route for every tenant. A scenario nobody declared is an
+// error (ErrUnknownScenario), never a default route.
+func (r *Router[In, Out]) Lookup(tenant, scenario string) (*Compiled[In, Out], error) {
+	sc := r.scenarios[scenario]
+	if sc == nil {
+		return nil, &LookupError{Scenario: scenario, Tenant: tenant, err: ErrUnknownScenario}
+	}
+	if sc.tenants != nil {
+		if c := sc.tenants[tenant]; c != nil {
+			return c, nil
+		}
+	}
+	if sc.def == nil {
+		return nil, &LookupError{Scenario: scenario, Tenant: tenant, err: ErrNoRoute}
+	}
+	return sc.def, nil
+}
+
+// Result is a routed request's answer.
+type Result[Out any] struct {
+	fallback.Result[Out]
+	// ShowDegraded is set when the route asks for a degraded answer to be
+	// marked as such to the user (Route.MarkDegraded) and the answer is
+	// degraded.
+	ShowDegraded bool
+	// ReadOnly is set when the answer came from a candidate that could not
+	// write (Route.ReadOnlyFallback).
+	ReadOnly bool
+}
+
+// Do runs in through the route of the request's tenant and scenario, read
+// from the spend.Ticket in ctx (spend.Ledger.Admit's).
+func (r *Router[In, Out]) Do(ctx context.Context, in In) (Result[Out], error) {
+	req, ok := spend.RequestFrom(ctx)
+	if !ok {
+		return Result[Out]{}, errors.New("route: the context carries no spend.Ticket; use DoFor")
+	}
+	return r.DoFor(ctx, req.Tenant, req.Scenario, in)
+}
+
+// DoFor runs in through the route of tenant's scenario.
+func (r *Router[In, Out]) DoFor(ctx context.Context, tenant, scenario string, in In) (Result[Out], error) {
+	c, err := r.Lookup(tenant, scenario)
+	if err != nil {
+		return Result[Out]{}, err
+	}
+	return c.Do(ctx, in)
+}
+
+// Do runs in through the route.
+func (c *Compiled[In, Out]) Do(ctx context.Context, in In) (Result[Out], error) {
+	res, err := c.Chain.Do(ctx, in)
+	out := Result[Out]{Result: res}
+	if err == nil {
+		out.ShowDegraded = c.route.MarkDegraded && res.Degraded
+		out.ReadOnly = c.route.ReadOnlyFallback && res.Source == fallback.SourceTier && res.TierIndex > 0
+	}
+	return out, err
+}
+
+// readOnlyKey marks a context whose tier may not write.
+type readOnlyKey struct{}
+
+// readOnlyCtx is a context that says writes are not allowed.
+type readOnlyCtx struct{ context.Context }
+
+func (c readOnlyCtx) Value(key any) any {
+	if key == (readOnlyKey{}) {
+		return true
+	}
+	return c.Context.Value(key)
+}
+
+// WritesAllowed reports whether the tier that received ctx may write or
+// make tool calls with side effects: false on a fallback candidate of a
+// route with ReadOnlyFallback. A tier with side effects checks it before
+// acting.
+func WritesAllowed(ctx context.Context) bool {
+	ro, _ := ctx.Value(readOnlyKey{}).(bool)
+	return !ro
+}
+
+// readOnly wraps a fallback tier so that its calls see WritesAllowed
+// false. It keeps the tier's usage and model selection.
+type readOnly[In, Out any] struct{ inner fallback.ModelTier[In, Out] }
+
+func (t readOnly[In, Out]) Name() string { return t.inner.Name() }
+
+func (t readOnly[In, Out]) Call(ctx context.Context, in In) (Out, error) {
+	return t.inner.Call(readOnlyCtx{ctx}, in)
+}
+
+func (t readOnly[In, Out]) Usage(out Out) (fallback.Usage, bool) {
+	if u, ok := t.inner.(fallback.UsageReporter[Out]); ok {
+		return u.Usage(out)
+	}
+	return fallback.Usage{}, false
+}
+
+func (t readOnly[In, Out]) ModelFor(in In) string {
+	if s, ok := t.inner.(fallback.ModelSelector[In]); ok {
+		return s.ModelFor(in)
+	}
+	return ""
+}

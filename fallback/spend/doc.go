@@ -1,0 +1,73 @@
+// Package spend counts what model calls cost and keeps each tenant within
+// its limits: the ingress guard in front of a fallback chain and the cost
+// ledger behind it.
+//
+// # Prices
+//
+// A Prices table (a Go value through NewPrices, or JSON through
+// ParsePrices) gives, per model and cost group, the price of a million
+// input, cached-input, output and reasoning tokens, an optional fee per
+// call, and higher rates above a prompt size (Gemini 2.5 Pro's 200k). A
+// cost group is a way of buying the same model (a batch discount, a
+// gateway's cheaper pool): its own prices, or a multiplier of the list
+// price. Money is an Amount, an integer of nano-units, so that sums are
+// exact. testdata/example-prices.json is an example, dated and sourced,
+// not a price list to rely on: prices change, bring your own.
+//
+// # The ledger
+//
+// A Ledger is fed by the chains it is attached to (Attach, or Observer in
+// fallback.Config), from the same events as otelx; a chain without one
+// pays nothing. It never sees a prompt or an answer. For each request it
+// records every attempt's usage — failed attempts that were billed
+// included (an answer a validator rejected) — priced by model and cost
+// group, with the request's tenant, scenario and feature, whether the
+// answer was valid (a tier's, past its validator) and degraded. From
+// these, per tenant (Totals):
+//
+//   - cost per valid result, not per call (CostPerValid);
+//   - the extra cost of failures and retries, and of fallbacks (what the
+//     fallback's answer cost, and what it cost beyond the same tokens on
+//     the first tier), each by the error class that caused it — so "which
+//     tenant paid extra fallback cost because of 429s" is
+//     Totals(tenant).ByClass[classify.RateLimited];
+//   - primary and final success rates, calls per successful request, and
+//     cost by model and cost group.
+//
+// ObserveRecords delivers each request's Record (its attempts, priced) to
+// your own sink.
+//
+// # Limits
+//
+// An Allowance caps a tenant's tokens and cost per day and per month
+// (in Config.Location). Admit checks a request before it enters the chain
+// with an estimate, which it reserves; when the request ends, its real
+// usage replaces the estimate. Events report each meter reaching 70% and
+// 90% (Config.Thresholds) and its limit; from 90% (Config.ShedAt) requests
+// marked Low are shed; at the limit every request is refused. Refusals
+// are *LimitError values saying which limit and when it resets (ErrShed,
+// ErrLimitReached); they never name the tenant unless
+// Config.TenantInErrors is set. The ledger never switches a request to
+// another model because its tenant is near a limit: a request either runs
+// on its route or is refused, loudly.
+//
+// Admitting reads no clock (a timer moves the periods on at midnight) and
+// allocates nothing with AdmitInto; see BENCHMARKS.md for the cost.
+//
+// # Several processes
+//
+// With a Store (fallback/spend/redisspend for Redis), the processes of a
+// fleet share their limits: each decides locally on the fleet's figures
+// as of its last exchange plus its own since, and exchanges cumulative
+// figures in the background (see Store). Requests never wait on the
+// store; when it is down, limits fail open by default (Allowance.FailClosed
+// to refuse instead), and the figures reconcile exactly when it is back.
+//
+// # Identity
+//
+// A request's tenant, scenario, feature, priority and id travel in its
+// Ticket, which is the request's context; RequestFrom reads them back (a
+// tier that needs the scenario, the router). They reach no metric, log or
+// error unless you export them: otelx's ledger metrics add the tenant only
+// when Options.MetricAttributes lists otelx.KeyTenant.
+package spend

@@ -1,0 +1,84 @@
+package spend_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/tierguard/tierguard/classify"
+	"github.com/tierguard/tierguard/fallback"
+	"github.com/tierguard/tierguard/fallback/spend"
+	"github.com/tierguard/tierguard/retry"
+)
+
+// A tenant with a daily budget, a chain whose primary is rate-limited,
+// and the ledger's answer to "what did the 429s cost this tenant?".
+func ExampleLedger_Admit() {
+	prices, _ := spend.ParsePrices([]byte(`{
+		"currency": "USD", "note": "example prices",
+		"prices": [
+			{"model": "pro",   "input": 1.25, "output": 10},
+			{"model": "flash", "input": 0.30, "output": 2.50}
+		]}`))
+	ledger, _ := spend.New(spend.Config{
+		Prices:  prices,
+		Tenants: map[string]spend.Allowance{"acme": {DailyCost: spend.MustParseAmount("0.01")}},
+	})
+	defer ledger.Close()
+
+	rateLimited := classify.Wrap(errors.New("429"), classify.Verdict{Class: classify.RateLimited})
+	pro := fallback.Tier("pro", func(context.Context, string) (reply, error) { return reply{}, rateLimited })
+	flash := usageTier{fallback.Tier("flash", func(context.Context, string) (reply, error) {
+		return reply{Text: "ok", Usage: fallback.Usage{InputTokens: 1000, OutputTokens: 500}}, nil
+	})}
+	chain, _ := fallback.New(fallback.Config[string, reply]{Stages: []fallback.Stage[string, reply]{
+		{Tier: pro, Model: "pro", Retry: retry.Policy{MaxAttempts: 1}}, {Tier: flash, Model: "flash"},
+	}})
+	ledger.Attach(chain)
+
+	for i := range 10 {
+		ticket, err := ledger.Admit(context.Background(), spend.Request{Tenant: "acme", Scenario: "support"},
+			spend.Estimate{Cost: spend.MustParseAmount("0.002")})
+		var refused *spend.LimitError
+		if errors.As(err, &refused) {
+			fmt.Printf("request %d refused: %s, %s/%s USD, resets at %s UTC\n", i+1, refused.Meter,
+				spend.Amount(refused.Used), spend.Amount(refused.Limit), refused.ResetAt.Format("15:04"))
+			break
+		}
+		chain.Do(ticket, "Where is my order?")
+		ticket.End()
+	}
+	t := ledger.Totals("acme")
+	rl := t.ByClass[classify.RateLimited]
+	fmt.Printf("spent %s USD on %d answers, %s per valid result\n", t.Cost, t.Valid, t.CostPerValid())
+	fmt.Printf("429s sent %d requests to flash: %s USD, %s USD less than pro would have cost\n", rl.Fallbacks, rl.FallbackCost, -rl.FallbackExtra)
+	// Output:
+	// request 7 refused: daily_cost, 0.0093/0.01 USD, resets at 00:00 UTC
+	// spent 0.0093 USD on 6 answers, 0.00155 per valid result
+	// 429s sent 6 requests to flash: 0.0093 USD, 0.0282 USD less than pro would have cost
+}
+
+// usageTier reports the usage of a reply.
+type usageTier struct {
+	fallback.ModelTier[string, reply]
+}
+
+func (usageTier) Usage(r reply) (fallback.Usage, bool) { return r.Usage, r.Usage != fallback.Usage{} }
+
+// Prices with a cost group and a long-context rate.
+func ExampleParsePrices() {
+	prices, err := spend.ParsePrices([]byte(`{
+		"currency": "USD", "as_of": "example", "cost_groups": {"batch": 0.5},
+		"prices": [{"model": "gemini-2.5-pro", "input": 1.25, "cached_input": 0.125, "output": 10,
+		            "long_context_above": 200000, "long_context": {"input": 2.5, "cached_input": 0.25, "output": 15}}]}`))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	u := fallback.Usage{InputTokens: 10_000, CachedInputTokens: 8_000, OutputTokens: 1_000, ReasoningTokens: 600}
+	list, _ := prices.Cost("gemini-2.5-pro", "", u)
+	batch, _ := prices.Cost("gemini-2.5-pro", "batch", u)
+	long, _ := prices.Cost("gemini-2.5-pro", "", fallback.Usage{InputTokens: 300_000})
+	fmt.Println(list, batch, long)
+	// Output: 0.0135 0.00675 0.75
+}

@@ -1,0 +1,633 @@
+package spend
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Defaults applied to zero fields of Config.
+const (
+	defaultMaxTenants   = 10_000
+	defaultShedAt       = 0.9
+	defaultSyncInterval = 500 * time.Millisecond
+)
+
+// defaultThresholds are the soft thresholds reported by default; the hard
+// limit (1) is always reported.
+var defaultThresholds = []float64{0.7, 0.9}
+
+// Config configures a Ledger. The zero value is a working ledger that
+// counts tokens, prices nothing and limits nothing.
+type Config struct {
+	// Prices prices every attempt's usage; nil counts tokens only (every
+	// attempt is Unpriced, and cost limits never fill).
+	Prices *Prices
+
+	// Tenants are the allowances of the tenants you know.
+	Tenants map[string]Allowance
+	// Default is the allowance of every other tenant; the zero value sets
+	// no limit.
+	Default Allowance
+	// RefuseUnknown refuses tenants absent from Tenants (ErrUnknownTenant)
+	// instead of giving them Default.
+	RefuseUnknown bool
+	// MaxTenants bounds the tenants tracked beyond those of Tenants, so
+	// that tenant ids made up per request cost bounded memory. Past it,
+	// further tenants share one account (limited by Default). 0 means
+	// 10000.
+	MaxTenants int
+
+	// Thresholds are the shares of a limit at which an event reports it
+	// filling (ThresholdReached), in (0, 1); the limit itself (1) is always
+	// reported. nil means 0.7 and 0.9.
+	Thresholds []float64
+	// ShedAt is the share of a limit from which Low priority requests are
+	// shed (ErrShed). 0 means 0.9; a value of 1 or more sheds them only at
+	// the limit, like any other request.
+	ShedAt float64
+	// Location sets the day and month boundaries; nil means UTC. Every
+	// process sharing limits through a Store must use the same.
+	Location *time.Location
+	// TenantInErrors puts the tenant id in the text of a *LimitError. Off
+	// by default: tenant ids stay out of logs that quote errors.
+	TenantInErrors bool
+
+	// Store, when set, shares the limits' figures with the other processes
+	// that use the same store: see Store. Requests never wait on it.
+	Store Store
+	// SyncInterval is how often the figures are exchanged with the Store.
+	// 0 means 500ms.
+	SyncInterval time.Duration
+	// SyncTimeout bounds each exchange. 0 means SyncInterval.
+	SyncTimeout time.Duration
+	// MaxStaleness is how long without a successful exchange before the
+	// limits of a FailClosed allowance refuse requests. 0 means ten
+	// SyncIntervals.
+	MaxStaleness time.Duration
+	// OnStoreError, when set, receives every failed exchange, on the
+	// ledger's own goroutine. It must not block.
+	OnStoreError func(error)
+}
+
+// Ledger records what requests cost and keeps tenants within their
+// limits: the ingress guard in front of the chains, and the cost ledger
+// behind them.
+//
+// A request is admitted with Admit (checked against its tenant's limits,
+// its estimate reserved) or Begin (recorded only); the Ticket it gets is
+// the request's context. Chains attached with Attach report every attempt
+// to the ledger, which prices its usage, attributes the cost of failed
+// attempts and fallbacks to the class that caused them, and at the end of
+// the request replaces the estimate with what the request really used.
+//
+// A Ledger is safe for concurrent use. Close it when it has a Store.
+type Ledger struct {
+	prices        *Prices
+	tenants       map[string]*account
+	def           Allowance
+	refuseUnknown bool
+	maxTenants    int64
+	levels        []float64 // thresholds, then 1
+	shedAt        float64
+	showTenant    bool
+	clock         *clock
+
+	others   sync.Map // tenant -> *account, for tenants not in Config.Tenants
+	nothers  atomic.Int64
+	overflow *account
+	mu       sync.Mutex // creating accounts
+
+	records subscribers[func(*Record)]
+	events  subscribers[func(Event)]
+
+	untracked atomic.Int64
+	// tripped maps a model to the class of its last failed attempt, for
+	// the cause of skips past its open breaker.
+	tripped  *sync.Map
+	ntripped atomic.Int64
+
+	store      *syncer
+	closeOnce  sync.Once
+	closeError error
+}
+
+// New returns a ledger, or an error naming every invalid field.
+func New(cfg Config) (*Ledger, error) {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	for name, a := range cfg.Tenants {
+		errs = append(errs, a.check(fmt.Sprintf("Tenants[%q]", name))...)
+	}
+	errs = append(errs, cfg.Default.check("Default")...)
+	if cfg.MaxTenants < 0 {
+		bad("MaxTenants must not be negative, got %d", cfg.MaxTenants)
+	}
+	levels := defaultThresholds
+	if cfg.Thresholds != nil {
+		levels = slices.Clone(cfg.Thresholds)
+		slices.Sort(levels)
+		for _, v := range levels {
+			if math.IsNaN(v) || v <= 0 || v >= 1 {
+				bad("Thresholds must lie in (0, 1), got %v", v)
+			}
+		}
+		levels = slices.Compact(levels)
+	}
+	levels = append(slices.Clone(levels), 1)
+	if math.IsNaN(cfg.ShedAt) || cfg.ShedAt < 0 {
+		bad("ShedAt must not be negative, got %v", cfg.ShedAt)
+	}
+	if cfg.SyncInterval < 0 || cfg.SyncTimeout < 0 || cfg.MaxStaleness < 0 {
+		bad("SyncInterval, SyncTimeout and MaxStaleness must not be negative")
+	}
+	if cfg.Store == nil && (cfg.SyncInterval != 0 || cfg.SyncTimeout != 0 || cfg.MaxStaleness != 0) {
+		bad("SyncInterval, SyncTimeout and MaxStaleness need a Store")
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("spend: invalid config: %w", err)
+	}
+	l := &Ledger{
+		prices: cfg.Prices, tenants: make(map[string]*account, len(cfg.Tenants)), def: cfg.Default,
+		refuseUnknown: cfg.RefuseUnknown, maxTenants: int64(cmpOr(cfg.MaxTenants, defaultMaxTenants)),
+		levels: levels, shedAt: cmpOr(cfg.ShedAt, defaultShedAt), showTenant: cfg.TenantInErrors,
+	}
+	loc := cfg.Location
+	if loc == nil {
+		loc = time.UTC
+	}
+	l.clock = newClock(loc)
+	for name, a := range cfg.Tenants {
+		l.tenants[name] = l.newAccount(name, a)
+	}
+	l.overflow = l.newAccount("", cfg.Default)
+	l.tripped = &sync.Map{}
+	if cfg.Store != nil {
+		interval := cmpOr(cfg.SyncInterval, defaultSyncInterval)
+		l.store = startSyncer(l, cfg.Store, interval, cmpOr(cfg.SyncTimeout, interval), cmpOr(cfg.MaxStaleness, 10*interval), cfg.OnStoreError)
+	}
+	return l, nil
+}
+
+func cmpOr[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}
+
+// Close stops the ledger's timer (it moves the periods on at midnight) and
+// the exchanges with the Store, after one last exchange bounded by
+// SyncTimeout, whose error it returns. Requests are still admitted and
+// recorded afterwards, on this process's figures alone, with periods that
+// move on only when something reads the time (Use, Totals). Close is
+// idempotent.
+func (l *Ledger) Close() error {
+	l.closeOnce.Do(func() {
+		l.clock.stop()
+		if l.store != nil {
+			l.closeError = l.store.stop()
+		}
+	})
+	return l.closeError
+}
+
+// Prices returns the ledger's price table (nil when it has none).
+func (l *Ledger) Prices() *Prices { return l.prices }
+
+// account finds the tenant's account, making one if needed; nil when the
+// tenant is refused.
+func (l *Ledger) account(tenant string) *account {
+	if a, ok := l.tenants[tenant]; ok {
+		return a
+	}
+	if l.refuseUnknown {
+		return nil
+	}
+	if a, ok := l.others.Load(tenant); ok {
+		return a.(*account)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if a, ok := l.others.Load(tenant); ok {
+		return a.(*account)
+	}
+	if l.nothers.Load() >= l.maxTenants {
+		return l.overflow
+	}
+	a := l.newAccount(tenant, l.def)
+	l.others.Store(tenant, a)
+	l.nothers.Add(1)
+	return a
+}
+
+func (l *Ledger) newAccount(tenant string, a Allowance) *account {
+	n := 1
+	if l.prices != nil {
+		n += len(l.prices.entries)
+	}
+	return &account{tenant: tenant, allow: a, models: make([]modelTotals, n)}
+}
+
+// maxTripped bounds the models whose last failure is remembered.
+const maxTripped = 1024
+
+// lastFailure returns the cell holding the class of model's last failed
+// attempt (0 for none).
+func (l *Ledger) lastFailure(model string) *atomic.Int32 {
+	if v, ok := l.tripped.Load(model); ok {
+		return v.(*atomic.Int32)
+	}
+	if l.ntripped.Load() >= maxTripped {
+		return &atomic.Int32{}
+	}
+	v, loaded := l.tripped.LoadOrStore(model, &atomic.Int32{})
+	if !loaded {
+		l.ntripped.Add(1)
+	}
+	return v.(*atomic.Int32)
+}
+
+// Estimate is what a request is expected to use, reserved against its
+// tenant's limits until its real usage replaces it.
+type Estimate struct {
+	// Tokens is the expected number of billed tokens, in and out.
+	Tokens int64
+	// Cost is the expected cost.
+	Cost Amount
+}
+
+// of returns the estimate's figure for meter m.
+func (e Estimate) of(m Meter) int64 {
+	if m.Cost() {
+		return int64(e.Cost)
+	}
+	return e.Tokens
+}
+
+// Admit checks a request against its tenant's limits and, if it may go
+// on, reserves its estimate and returns its Ticket: pass the Ticket as the
+// context of the chain's Do. A refused request gets a *LimitError saying
+// which limit and when it resets; a request that would take a meter past
+// its limit is refused, and one marked Low is shed from ShedAt of a
+// limit. Admit never waits: with a Store, it decides on the figures of the
+// last exchange plus this process's own since.
+func (l *Ledger) Admit(ctx context.Context, req Request, est Estimate) (*Ticket, error) {
+	t := new(Ticket)
+	if err := l.AdmitInto(t, ctx, req, est); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// AdmitInto is Admit into a Ticket the caller provides, so that a server
+// that keeps its per-request state in a pool allocates nothing per
+// request. Reuse a Ticket only after its End, and only when nothing can
+// still hold it as a context: not for chains with an idempotency key
+// (Config.Key) or AbandonAfter, whose executions may outlive the request.
+func (l *Ledger) AdmitInto(t *Ticket, ctx context.Context, req Request, est Estimate) error {
+	est.Tokens, est.Cost = max(est.Tokens, 0), max(est.Cost, 0)
+	a := l.account(req.Tenant)
+	if a == nil {
+		l.overflow.mu.Lock()
+		l.overflow.totals.Refused++
+		l.overflow.mu.Unlock()
+		err := &LimitError{Refusal: UnknownTenant, Tenant: req.Tenant, showTenant: l.showTenant}
+		l.emitRefusal(req, err)
+		return err
+	}
+	cal := l.clock.calendar()
+	var lerr *LimitError
+	a.mu.Lock()
+	a.roll(cal)
+	if a.allow.limited() {
+		if a.allow.FailClosed && l.store != nil && l.store.stale(time.Now()) {
+			lerr = &LimitError{Refusal: Unavailable}
+		} else {
+			lerr = l.check(a, cal, req.Priority, est)
+		}
+	}
+	if lerr != nil {
+		if lerr.Refusal == Shed {
+			a.totals.Shed++
+		} else {
+			a.totals.Refused++
+		}
+		a.mu.Unlock()
+		lerr.Tenant, lerr.showTenant = req.Tenant, l.showTenant
+		l.emitRefusal(req, lerr)
+		return lerr
+	}
+	for m := range numMeters {
+		a.reserved[m] += est.of(m)
+	}
+	a.mu.Unlock()
+	t.init(ctx, l, a, req, est, cal)
+	return nil
+}
+
+// check decides on a request's admission; a.mu is held.
+func (l *Ledger) check(a *account, cal *calendar, p Priority, est Estimate) *LimitError {
+	for m := range numMeters {
+		limit := a.allow.Limit(m)
+		if limit <= 0 {
+			continue
+		}
+		used := a.used(m) + a.reserved[m]
+		after := used + est.of(m)
+		switch {
+		case used >= limit || after > limit:
+			return &LimitError{Refusal: LimitReached, Meter: m, Used: used, Limit: limit, ResetAt: cal.end(m.Period())}
+		case p == Low && l.shedAt < 1 && float64(after) >= l.shedAt*float64(limit):
+			return &LimitError{Refusal: Shed, Meter: m, Used: used, Limit: limit, ResetAt: cal.end(m.Period()), shedAt: l.shedAt}
+		}
+	}
+	return nil
+}
+
+// Begin records a request without checking limits (its cost still counts
+// toward them) and returns its Ticket: pass it as the context of the
+// chain's Do.
+func (l *Ledger) Begin(ctx context.Context, req Request) *Ticket {
+	a := l.account(req.Tenant)
+	if a == nil {
+		a = l.overflow
+	}
+	t := new(Ticket)
+	t.init(ctx, l, a, req, Estimate{}, l.clock.calendar())
+	return t
+}
+
+// Totals returns the tenant's figures since the ledger was made. A tenant
+// past MaxTenants shares the overflow account, whose figures
+// OverflowTotals returns.
+func (l *Ledger) Totals(tenant string) Totals {
+	a, ok := l.tenants[tenant]
+	if !ok {
+		v, found := l.others.Load(tenant)
+		if !found {
+			return Totals{}
+		}
+		a = v.(*account)
+	}
+	return l.snapshot(a)
+}
+
+// OverflowTotals returns the figures of the tenants past MaxTenants, of
+// refused unknown tenants, and of requests Begun for them.
+func (l *Ledger) OverflowTotals() Totals { return l.snapshot(l.overflow) }
+
+// AllTotals returns the sum of every tenant's figures.
+func (l *Ledger) AllTotals() Totals {
+	var sum Totals
+	byModel := make([]ModelTotals, len(l.overflow.models))
+	l.each(func(a *account) {
+		s := l.snapshotModels(a, byModel)
+		sum.add(&s)
+	})
+	sum.ByModel = l.compactModels(byModel)
+	return sum
+}
+
+// Tenants lists the tenants the ledger tracks: those of Config.Tenants and
+// those seen since (not those past MaxTenants).
+func (l *Ledger) Tenants() []string {
+	var out []string
+	l.each(func(a *account) {
+		if a != l.overflow {
+			out = append(out, a.tenant)
+		}
+	})
+	slices.Sort(out)
+	return out
+}
+
+// Untracked counts requests that ended in an attached chain without a
+// Ticket in their context: they were not recorded.
+func (l *Ledger) Untracked() int64 { return l.untracked.Load() }
+
+// each calls f for every account, the overflow last.
+func (l *Ledger) each(f func(*account)) {
+	for _, a := range l.tenants {
+		f(a)
+	}
+	l.others.Range(func(_, v any) bool {
+		f(v.(*account))
+		return true
+	})
+	f(l.overflow)
+}
+
+func (l *Ledger) snapshot(a *account) Totals {
+	byModel := make([]ModelTotals, len(a.models))
+	t := l.snapshotModels(a, byModel)
+	t.ByModel = l.compactModels(byModel)
+	return t
+}
+
+// snapshotModels copies a's totals and adds its per-model figures to
+// byModel.
+func (l *Ledger) snapshotModels(a *account, byModel []ModelTotals) Totals {
+	a.mu.Lock()
+	t := a.totals
+	for i, m := range a.models {
+		b := &byModel[i]
+		b.Calls += m.calls
+		addUsage(&b.Usage, m.usage)
+		b.Cost = addSat(b.Cost, m.cost)
+	}
+	a.mu.Unlock()
+	return t
+}
+
+func (l *Ledger) compactModels(byModel []ModelTotals) []ModelTotals {
+	out := byModel[:0]
+	for i, m := range byModel {
+		if m.Calls == 0 && m.Usage == (ModelTotals{}.Usage) {
+			continue
+		}
+		if l.prices != nil && i < len(l.prices.entries) {
+			m.Model, m.CostGroup = l.prices.entries[i].model, l.prices.entries[i].group
+		}
+		out = append(out, m)
+	}
+	return slices.Clip(out)
+}
+
+// Usage is a tenant's use of one meter in the current period.
+type Usage struct {
+	// Meter is the meter; Period its period and ResetAt when it ends.
+	Meter   Meter
+	ResetAt time.Time
+	// Used is what the period has used so far, fleet-wide with a Store
+	// (as of the last exchange, plus this process's own since); Reserved
+	// the estimates of this process's requests in flight; Limit the limit
+	// (0 for none). Cost meters count nano-units.
+	Used, Reserved, Limit int64
+}
+
+// Utilization is Used over Limit, 0 without a limit.
+func (u Usage) Utilization() float64 {
+	if u.Limit <= 0 {
+		return 0
+	}
+	return float64(u.Used) / float64(u.Limit)
+}
+
+// Use returns the tenant's four meters in the current period, indexed by
+// Meter.
+func (l *Ledger) Use(tenant string) [4]Usage {
+	a, ok := l.tenants[tenant]
+	if !ok {
+		v, found := l.others.Load(tenant)
+		if !found {
+			a = l.newAccount(tenant, l.def)
+		} else {
+			a = v.(*account)
+		}
+	}
+	return l.use(a)
+}
+
+func (l *Ledger) use(a *account) [4]Usage {
+	cal := l.clock.now(time.Now())
+	var out [4]Usage
+	a.mu.Lock()
+	a.roll(cal)
+	for m := range numMeters {
+		out[m] = Usage{Meter: m, ResetAt: cal.end(m.Period()), Used: a.used(m), Reserved: a.reserved[m], Limit: a.allow.Limit(m)}
+	}
+	a.mu.Unlock()
+	return out
+}
+
+// EachUse calls f with every tracked tenant's meters in the current
+// period (the overflow account as tenant ""), for gauges.
+func (l *Ledger) EachUse(f func(tenant string, use [4]Usage)) {
+	l.each(func(a *account) { f(a.tenant, l.use(a)) })
+}
+
+// EventKind says what an Event reports.
+type EventKind uint8
+
+const (
+	// ThresholdReached: a tenant's use of a meter reached a threshold (a
+	// soft one, or the limit) for the first time in its period.
+	ThresholdReached EventKind = iota
+	// Refused: Admit refused a request (Refusal says why, shed included).
+	Refused
+	// StoreFailed: an exchange with the Store failed; the ledger goes on
+	// with its own figures.
+	StoreFailed
+	// StoreRecovered: an exchange succeeded after one or more failed.
+	StoreRecovered
+)
+
+var eventKindNames = [...]string{ThresholdReached: "threshold_reached", Refused: "refused", StoreFailed: "store_failed", StoreRecovered: "store_recovered"}
+
+// String returns the kind in snake_case.
+func (k EventKind) String() string {
+	if int(k) < len(eventKindNames) {
+		return eventKindNames[k]
+	}
+	return "invalid_event"
+}
+
+// Event reports a limit filling, a refusal, or the store's health. Tenant
+// ids are in events (they are for your own alerting); export them only if
+// you mean to.
+type Event struct {
+	Kind EventKind
+	// Tenant and Meter name the meter (ThresholdReached, Refused).
+	Tenant string
+	Meter  Meter
+	// Threshold is the share reached (0.7, 0.9, 1 for the limit).
+	Threshold float64
+	// Used and Limit are the meter's figures; ResetAt when it resets.
+	Used, Limit int64
+	ResetAt     time.Time
+	// Request is the refused request's identity (Refused).
+	Request Request
+	// Refusal says why a request was refused (Refused).
+	Refusal Refusal
+	// Err is the refusal (Refused) or the store's error (StoreFailed).
+	Err error
+}
+
+// Observe calls fn with every event, on the goroutine where it happened
+// (a request's, or the ledger's own for the Store): keep fn fast. The
+// returned function removes it.
+func (l *Ledger) Observe(fn func(Event)) (remove func()) { return l.events.add(fn) }
+
+// ObserveRecords calls fn with the Record of every request that ends, on
+// the request's goroutine: keep fn fast, and copy what you keep — the
+// Record is reused after fn returns. The returned function removes it.
+func (l *Ledger) ObserveRecords(fn func(*Record)) (remove func()) { return l.records.add(fn) }
+
+func (l *Ledger) emitRefusal(req Request, err *LimitError) {
+	fns := l.events.load()
+	if len(fns) == 0 {
+		return
+	}
+	e := Event{Kind: Refused, Tenant: req.Tenant, Meter: err.Meter, Used: err.Used, Limit: err.Limit, ResetAt: err.ResetAt, Request: req, Refusal: err.Refusal, Err: err}
+	if err.Refusal == Shed {
+		e.Threshold = l.shedAt
+	}
+	for _, fn := range fns {
+		fn(e)
+	}
+}
+
+// subscribers is a copy-on-write list of functions; the hot path reads it
+// with one atomic load.
+type subscribers[F any] struct {
+	p    atomic.Pointer[[]F]
+	mu   sync.Mutex
+	list []*entry[F]
+}
+
+type entry[F any] struct{ fn F }
+
+func (s *subscribers[F]) load() []F {
+	if p := s.p.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+func (s *subscribers[F]) add(fn F) (remove func()) {
+	e := &entry[F]{fn: fn}
+	s.mu.Lock()
+	s.list = append(s.list, e)
+	s.publishLocked()
+	s.mu.Unlock()
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for i, x := range s.list {
+			if x == e {
+				s.list = append(s.list[:i:i], s.list[i+1:]...)
+				s.publishLocked()
+				return
+			}
+		}
+	}
+}
+
+func (s *subscribers[F]) publishLocked() {
+	if len(s.list) == 0 {
+		s.p.Store(nil)
+		return
+	}
+	fns := make([]F, len(s.list))
+	for i, e := range s.list {
+		fns[i] = e.fn
+	}
+	s.p.Store(&fns)
+}

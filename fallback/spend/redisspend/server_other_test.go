@@ -1,0 +1,7 @@
+//go:build !linux
+
+package redisspend_test
+
+import "os/exec"
+
+func dieWithParent(*exec.Cmd) {}

@@ -1,0 +1,93 @@
+package fallback_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tierguard/tierguard/classify"
+	"github.com/tierguard/tierguard/fallback"
+	"github.com/tierguard/tierguard/validate"
+)
+
+// billed is an answer that carries the tokens it cost.
+type billed struct {
+	text  string
+	usage fallback.Usage
+}
+
+// billedTier answers with a billed answer, or with a partial one and an
+// error.
+type billedTier struct {
+	name string
+	out  billed
+	err  error
+}
+
+func (t billedTier) Name() string { return t.name }
+
+func (t billedTier) Call(context.Context, string) (billed, error) { return t.out, t.err }
+
+func (t billedTier) Usage(b billed) (fallback.Usage, bool) {
+	return b.usage, b.usage != fallback.Usage{}
+}
+
+// A failed attempt that consumed tokens reports them: an answer the
+// validator rejected, and a partial answer a tier returns with its error.
+// Observers that count cost see every billed token; an attempt without an
+// answer reports none.
+func TestFailedAttemptsReportUsage(t *testing.T) {
+	rejected := billed{text: "not json", usage: fallback.Usage{InputTokens: 100, OutputTokens: 40, CachedInputTokens: 30, ReasoningTokens: 10}}
+	partial := billed{usage: fallback.Usage{InputTokens: 70, OutputTokens: 5}}
+	answer := billed{text: `{"ok":true}`, usage: fallback.Usage{InputTokens: 50, OutputTokens: 20}}
+	isJSON := validate.Field(func(b billed) string { return b.text }, validate.JSON())
+	chain, err := fallback.New(fallback.Config[string, billed]{Stages: []fallback.Stage[string, billed]{
+		{Tier: billedTier{name: "pro", out: rejected}, Validate: isJSON},
+		{Tier: billedTier{name: "flash", out: partial, err: classErr(classify.InvalidOutput)}},
+		{Tier: billedTier{name: "down", err: classErr(classify.Unknown)}},
+		{Tier: billedTier{name: "lite", out: answer}},
+	}})
+	require.NoError(t, err)
+	type seen struct {
+		tier     string
+		class    classify.Class
+		usage    fallback.Usage
+		hasUsage bool
+	}
+	var got []seen
+	chain.Observe(fallback.ObserverFunc(func(ctx context.Context, e fallback.Event) context.Context {
+		if e.Kind == fallback.AttemptEnded {
+			got = append(got, seen{e.Tier, e.Verdict.Class, e.Usage, e.HasUsage})
+		}
+		return ctx
+	}))
+	res, err := chain.Do(context.Background(), "q")
+	require.NoError(t, err)
+	assert.Equal(t, "lite", res.Tier)
+	assert.Equal(t, []seen{
+		{"pro", classify.InvalidOutput, rejected.usage, true},
+		{"flash", classify.InvalidOutput, partial.usage, true},
+		{"down", classify.Unknown, fallback.Usage{}, false},
+		{"lite", classify.OK, answer.usage, true},
+	}, got)
+}
+
+// Without an observer nothing reads usage: a reporter that panics is
+// never called.
+func TestUsageUnreadWithoutObserver(t *testing.T) {
+	chain, err := fallback.New(fallback.Config[string, billed]{Stages: []fallback.Stage[string, billed]{
+		{Tier: panickyUsage{billedTier{name: "pro", err: errors.New("boom")}}},
+		{Tier: panickyUsage{billedTier{name: "flash", out: billed{text: "a"}}}},
+	}})
+	require.NoError(t, err)
+	res, err := chain.Do(context.Background(), "q")
+	require.NoError(t, err)
+	assert.Equal(t, "flash", res.Tier)
+}
+
+type panickyUsage struct{ billedTier }
+
+func (panickyUsage) Usage(billed) (fallback.Usage, bool) { panic("usage read without an observer") }
