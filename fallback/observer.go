@@ -53,6 +53,8 @@ type Event struct {
 	Kind EventKind
 	// Operation is the chain's Config.Operation.
 	Operation string
+	// Stream is set for the events of a StreamChain.
+	Stream bool
 
 	// Tier, TierIndex, Model and Provider name the tier (attempt and skip
 	// events); TierIndex is -1 otherwise.
@@ -81,9 +83,14 @@ type Event struct {
 	// Latency is the attempt's duration (AttemptEnded) or the request's
 	// (RequestEnded).
 	Latency time.Duration
-	// Usage is the answer's token usage, when the tier reports it.
+	// Usage is the answer's token usage, when the tier reports it
+	// (AttemptEnded; also for an answer the validator rejected, whose
+	// tokens were spent all the same).
 	Usage    Usage
 	HasUsage bool
+	// Response describes the attempt's response when the tier reports it
+	// (ResponseReporter, ChunkResponseReporter; AttemptEnded).
+	Response ResponseInfo
 	// Skip says why a tier was passed over (StageSkipped).
 	Skip Skip
 
