@@ -41,7 +41,7 @@ func New[In, Out any](cfg Config[In, Out]) (*Chain[In, Out], error) {
 	c := &Chain[In, Out]{
 		base: newBase[In](e, len(cfg.Stages)), tiers: make([]ModelTier[In, Out], len(cfg.Stages)), validators: make([]validate.Validator[Out], len(cfg.Stages)),
 		usages: make([]UsageReporter[Out], len(cfg.Stages)), responses: make([]ResponseReporter[Out], len(cfg.Stages)),
-		cache:  cfg.Cache, def: cfg.Default, key: cfg.Key, flights: make(map[string]*flight[Out]),
+		cache: cfg.Cache, def: cfg.Default, key: cfg.Key, flights: make(map[string]*flight[Out]),
 	}
 	for i, s := range cfg.Stages {
 		c.tiers[i], c.validators[i] = s.Tier, s.Validate

@@ -148,7 +148,7 @@ func (t streamTier) Stream(context.Context, string) iter.Seq2[fallback.ChunkInfo
 	}
 }
 func (t streamTier) Inspect(c fallback.ChunkInfo) fallback.ChunkInfo { return c }
-func (t streamTier) Endpoint() fallback.Endpoint                  { return fallback.Endpoint{Provider: "openai"} }
+func (t streamTier) Endpoint() fallback.Endpoint                     { return fallback.Endpoint{Provider: "openai"} }
 func (t streamTier) ChunkResponse(c fallback.ChunkInfo) (fallback.ResponseInfo, bool) {
 	if c.Text == "b" {
 		return fallback.ResponseInfo{}, false
