@@ -5,6 +5,7 @@ import (
 	"iter"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -180,4 +181,12 @@ func TestStreamEventsAreMarked(t *testing.T) {
 	require.Len(t, ended, 1)
 	assert.Equal(t, fallback.ResponseInfo{ID: "chatcmpl-1", Model: "gpt-x-2025", FinishReason: "stop"}, ended[0].Response,
 		"the chunks' description, with the stream's finish reason")
+	assert.Len(t, obs.of(fallback.FirstChunkReceived), 1)
+	chunks := obs.of(fallback.ChunkReceived)
+	assert.Len(t, chunks, 2, "one event per chunk after the first")
+	for _, ev := range chunks {
+		assert.GreaterOrEqual(t, ev.Latency, time.Duration(0))
+		assert.Equal(t, "pro", ev.Tier)
+	}
+	assert.Equal(t, "chunk_received", fallback.ChunkReceived.String())
 }

@@ -34,12 +34,16 @@ const (
 	// arrived (Latency is the time to first chunk). From here on the
 	// stream cannot silently switch tiers.
 	FirstChunkReceived
+	// ChunkReceived reports each chunk a committed stream receives after
+	// the first (Latency is the time since the previous chunk arrived), for
+	// per-chunk timing. Observers that do not time chunks ignore it.
+	ChunkReceived
 )
 
 var eventNames = [...]string{
 	RequestStarted: "request_started", AttemptStarted: "attempt_started", AttemptEnded: "attempt_ended",
 	StageSkipped: "tier_skipped", LocalAnswered: "local_answered", RequestEnded: "request_ended",
-	FirstChunkReceived: "first_chunk_received",
+	FirstChunkReceived: "first_chunk_received", ChunkReceived: "chunk_received",
 }
 
 // String names the kind.
@@ -80,8 +84,9 @@ type Event struct {
 	// Route says where the request goes after a tier was given up
 	// (AttemptEnded without Retry, StageSkipped).
 	Route classify.Route
-	// Latency is the attempt's duration (AttemptEnded) or the request's
-	// (RequestEnded).
+	// Latency is the attempt's duration (AttemptEnded), the request's
+	// (RequestEnded), the time to the first chunk (FirstChunkReceived) or
+	// since the previous chunk (ChunkReceived).
 	Latency time.Duration
 	// Usage is the answer's token usage, when the tier reports it
 	// (AttemptEnded; also for an answer the validator rejected, whose

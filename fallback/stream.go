@@ -455,9 +455,12 @@ func (p *pump[In, Chunk]) run(in In) (ie *IncompleteError, done bool) {
 	if res.Chunks == 0 {
 		res.TimeToFirstChunk = time.Since(r.start)
 	}
+	// last is when the latest chunk arrived, for ChunkReceived events.
+	var last time.Time
 	if r.obs != nil {
 		ev := c.event(r, FirstChunkReceived, st, p.model, p.n)
-		ev.Latency = time.Since(op.start)
+		last = time.Now()
+		ev.Latency = last.Sub(op.start)
 		r.obs.Observe(r.ctx, ev)
 	}
 	tier := c.tiers[st.index]
@@ -497,6 +500,12 @@ func (p *pump[In, Chunk]) run(in In) (ie *IncompleteError, done bool) {
 			}
 			if !ok || cerr != nil {
 				break
+			}
+			if r.obs != nil {
+				now := time.Now()
+				ev := c.event(r, ChunkReceived, st, p.model, p.n)
+				ev.Latency, last = now.Sub(last), now
+				r.obs.Observe(r.ctx, ev)
 			}
 		}
 		info := tier.Inspect(ch)
