@@ -198,8 +198,8 @@ func (i *Instrumentation) waited(name string, wait time.Duration, acquired bool)
 	ctx := context.Background()
 	i.m.queueWait.Record(ctx, wait.Seconds(), v.(*attrs).rec...)
 	if i.logEnabled(ctx, slog.LevelDebug) {
-		i.logger.LogAttrs(ctx, slog.LevelDebug, "tierguard: bulkhead wait",
-			slog.String("bulkhead", name), slog.Float64("queue_wait_ms", ms(wait)), slog.Bool("acquired", acquired))
+		i.logger.LogAttrs(ctx, slog.LevelDebug, "bulkhead wait", slog.String(logComponent, logComponentValue),
+			slog.String("bulkhead", name), slog.Duration("queue_wait", wait), slog.Bool("acquired", acquired))
 	}
 }
 
@@ -219,19 +219,20 @@ func (i *Instrumentation) breakerTransition(tr breaker.Transition) {
 	}
 	ctx := context.Background()
 	i.m.transitions.Add(ctx, 1, v.(*attrs).add...)
-	level, msg := slog.LevelInfo, "tierguard: circuit "+tr.To.String()
+	level, msg := slog.LevelInfo, "circuit "+tr.To.String()
 	if tr.To == breaker.Open {
 		level = slog.LevelWarn
 	}
 	if i.logEnabled(ctx, level) {
 		var b logBuf
+		b.add(slog.String(logComponent, logComponentValue))
 		b.add(slog.String("breaker", tr.Name))
 		b.add(slog.String("from", tr.From.String()))
 		b.add(slog.String("to", tr.To.String()))
 		b.add(slog.String("reason", tr.Reason))
 		b.add(slog.Uint64("generation", tr.Generation))
 		if !tr.OpenUntil.IsZero() {
-			b.add(slog.Float64("cooldown_ms", ms(tr.OpenUntil.Sub(tr.At))))
+			b.add(slog.Duration("cooldown", tr.OpenUntil.Sub(tr.At)))
 		}
 		i.logger.LogAttrs(ctx, level, msg, b.attrs()...)
 	}

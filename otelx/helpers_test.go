@@ -152,6 +152,7 @@ func (h *harness) logLines(t testing.TB) []map[string]any {
 	for sc.Scan() {
 		var m map[string]any
 		require.NoError(t, json.Unmarshal(sc.Bytes(), &m), sc.Text())
+		require.Equal(t, "tierguard", m["component"], "every event names its component: %s", sc.Text())
 		out = append(out, m)
 	}
 	return out
