@@ -51,7 +51,7 @@
 //	tierguard.retry.wait                                    Float64Histogram        s             gen_ai.operation.name, tierguard.tier.name, tierguard.class
 //	tierguard.skips                                         Int64Counter            {skip}        gen_ai.operation.name, tierguard.tier.name, tierguard.skip.reason
 //	tierguard.breaker.state                                 Int64ObservableGauge    {state}       tierguard.breaker.name
-//	tierguard.breaker.transitions                           Int64Counter            {transition}  tierguard.breaker.name, tierguard.breaker.from, tierguard.breaker.to, tierguard.breaker.reason
+//	tierguard.breaker.transitions                           Int64Counter            {transition}  tierguard.breaker.name, tierguard.breaker.from, tierguard.breaker.to (every pair starts at 0)
 //	tierguard.bulkhead.accepted                             Int64ObservableCounter  {call}        tierguard.bulkhead.name
 //	tierguard.bulkhead.rejected                             Int64ObservableCounter  {call}        tierguard.bulkhead.name
 //	tierguard.bulkhead.in_flight                            Int64ObservableUpDown   {call}        tierguard.bulkhead.name

@@ -6,7 +6,6 @@ var (
 	AttrAttempt              = attrAttempt
 	AttrBreaker              = attrBreaker
 	AttrBreakerFrom          = attrBreakerFrom
-	AttrBreakerReason        = attrBreakerReason
 	AttrBreakerState         = attrBreakerState
 	AttrBreakerTo            = attrBreakerTo
 	AttrBulkhead             = attrBulkhead

@@ -122,6 +122,17 @@ func ints(t testing.TB, m metricdata.Metrics) map[string]int64 {
 	return out
 }
 
+// nonZero drops the series that are still 0.
+func nonZero(m map[string]int64) map[string]int64 {
+	out := map[string]int64{}
+	for k, v := range m {
+		if v != 0 {
+			out[k] = v
+		}
+	}
+	return out
+}
+
 // hist returns a float histogram's points by attribute set.
 func hist(t testing.TB, m metricdata.Metrics) map[string]metricdata.HistogramDataPoint[float64] {
 	t.Helper()

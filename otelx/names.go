@@ -85,8 +85,8 @@ const (
 	// metricBreakerState is each circuit breaker's state: closed 0,
 	// half-open 1, open 2.
 	metricBreakerState = "tierguard.breaker.state"
-	// metricBreakerTransitions counts breaker state changes by from, to and
-	// reason.
+	// metricBreakerTransitions counts breaker state changes by from and to
+	// state (the reason is in the log event).
 	metricBreakerTransitions = "tierguard.breaker.transitions"
 	// metricBulkheadAccepted counts acquisitions that got a slot.
 	metricBulkheadAccepted = "tierguard.bulkhead.accepted"
@@ -233,9 +233,6 @@ const (
 	attrBreakerFrom = attribute.Key("tierguard.breaker.from")
 	// attrBreakerTo is the state a breaker entered.
 	attrBreakerTo = attribute.Key("tierguard.breaker.to")
-	// attrBreakerReason is the transition's fixed reason phrase
-	// ("consecutive failures", "cooldown elapsed", ...).
-	attrBreakerReason = attribute.Key("tierguard.breaker.reason")
 	// attrBulkhead is a bulkhead's name.
 	attrBulkhead = attribute.Key("tierguard.bulkhead.name")
 	// attrAcquired says whether a queued acquisition got its slot.

@@ -308,7 +308,7 @@ func (m *instruments) create(meter metric.Meter, prev bool) error {
 	errs = append(errs, err)
 	m.retryWait = f64(metricRetryWait, "s", "Delay chosen before retrying the same tier, by the class that caused the retry.", durationBuckets)
 	m.skips = counter(metricSkips, "{skip}", "Tiers passed over without an upstream call, by reason (open, full, retired, quota, budget).")
-	m.transitions = counter(metricBreakerTransitions, "{transition}", "Circuit breaker state changes, by from, to and reason.")
+	m.transitions = counter(metricBreakerTransitions, "{transition}", "Circuit breaker state changes, by from and to state.")
 	m.queueWait = f64(metricBulkheadQueueWait, "s", "Time an acquisition waited in a bulkhead's queue, by whether it got a slot.", queueWaitBuckets)
 	m.breakerState, err = meter.Int64ObservableGauge(metricBreakerState, metric.WithUnit("{state}"), metric.WithDescription("Circuit breaker state: closed 0, half-open 1, open 2."))
 	errs = append(errs, err)
