@@ -70,6 +70,9 @@ func ExampleInstrument() {
 	for _, m := range rm.ScopeMetrics[0].Metrics {
 		if sum, ok := m.Data.(metricdata.Sum[int64]); ok && (m.Name == "tierguard.attempts" || m.Name == "tierguard.requests") {
 			for _, p := range sum.DataPoints {
+				if p.Value == 0 {
+					continue // the answers the chain could have given, counted from 0
+				}
 				lines = append(lines, fmt.Sprintf("%s{%s} %d", m.Name, p.Attributes.Encoded(attribute.DefaultEncoder()), p.Value))
 			}
 		}

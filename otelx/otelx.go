@@ -1,6 +1,7 @@
 package otelx
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -219,6 +220,7 @@ func (i *Instrumentation) Watch(c Chain) {
 	}
 	i.reg.Store(reg)
 	i.mu.Unlock()
+	i.zeroRequests(reg, op, stages)
 	for _, s := range stages {
 		if s.Breaker != nil {
 			i.WatchBreaker(s.Breaker)
@@ -226,6 +228,31 @@ func (i *Instrumentation) Watch(c Chain) {
 		if s.Bulkhead != nil {
 			i.WatchBulkhead(s.Bulkhead)
 		}
+	}
+}
+
+// zeroRequests starts the tierguard.requests series of the answers a chain
+// can give at 0 — from each tier, the cache and the default — so that a
+// Prometheus rate counts the first answer of each kind too (a series whose
+// first sample is already 1 counts nothing).
+func (i *Instrumentation) zeroRequests(reg *registry, op string, stages []fallback.StageInfo) {
+	ctx := context.Background()
+	o := reg.ops[opKey{op: op, stream: stages[0].Stream}]
+	if o == nil {
+		return
+	}
+	i.m.requests.Add(ctx, 0, o.cache[1].add...)
+	i.m.requests.Add(ctx, 0, o.def[1].add...)
+	for _, s := range stages {
+		st := reg.stages[stageKey{op: op, tier: s.Tier, model: s.Model, provider: s.Provider, index: s.TierIndex, stream: s.Stream}]
+		if st == nil {
+			continue
+		}
+		d := 0
+		if s.TierIndex > 0 {
+			d = 1
+		}
+		i.m.requests.Add(ctx, 0, st.result[d].add...)
 	}
 }
 

@@ -140,7 +140,13 @@ func TestPrimaryDownFallsBack(t *testing.T) {
 		answered := kv(opAttr, otelx.AttrSource.String("tier"), flashTier, otelx.AttrDegraded.Bool(true))
 		m = findMetric(t, rm, otelx.MetricRequests)
 		assert.Equal(t, "{request}", m.Unit)
-		assert.Equal(t, map[string]int64{answered: 1}, ints(t, m))
+		assert.Equal(t, map[string]int64{answered: 1}, nonZero(ints(t, m)))
+		assert.ElementsMatch(t, []string{
+			kv(opAttr, otelx.AttrSource.String("cache"), otelx.AttrDegraded.Bool(true)),
+			kv(opAttr, otelx.AttrSource.String("default"), otelx.AttrDegraded.Bool(true)),
+			kv(opAttr, otelx.AttrSource.String("tier"), proTier, otelx.AttrDegraded.Bool(false)),
+			answered,
+		}, keys(ints(t, m)), "every answer a chain can give is counted from 0")
 		rd := hist(t, findMetric(t, rm, otelx.MetricRequestDuration))[answered]
 		assert.InDelta(t, 0.4, rd.Sum, 1e-9) // 50 + 100 wait + 50 + 200 ms
 		left := hist(t, findMetric(t, rm, otelx.MetricDeadlineRemaining))[answered]
@@ -321,7 +327,7 @@ func TestBreakerOpensHalfOpensCloses(t *testing.T) {
 		assert.Equal(t, map[string]int64{
 			kv(opAttr, otelx.AttrSource.String("tier"), proTier, otelx.AttrDegraded.Bool(false)):  1,
 			kv(opAttr, otelx.AttrSource.String("tier"), flashTier, otelx.AttrDegraded.Bool(true)): 3,
-		}, ints(t, findMetric(t, rm, otelx.MetricRequests)))
+		}, nonZero(ints(t, findMetric(t, rm, otelx.MetricRequests))))
 
 		opened := h.logsWith(t, "circuit open")
 		require.Len(t, opened, 1)
@@ -485,7 +491,7 @@ func TestFailedRequest(t *testing.T) {
 	assert.Equal(t, map[string]int64{
 		kv(opAttr, otelx.AttrSource.String("error"), otelx.AttrDegraded.Bool(false), otelx.AttrErrorType.String("transient")):                        1,
 		kv(otelx.AttrOperation.String("chat"), otelx.AttrSource.String("error"), otelx.AttrDegraded.Bool(false), otelx.AttrErrorType.String("auth")): 1,
-	}, ints(t, findMetric(t, rm, otelx.MetricRequests)))
+	}, nonZero(ints(t, findMetric(t, rm, otelx.MetricRequests))))
 
 	for name, class := range map[string]string{"tierguard generate_content": "transient", "tierguard chat": "auth"} {
 		var root []string
@@ -536,7 +542,7 @@ func TestLocalAnswers(t *testing.T) {
 	assert.Equal(t, map[string]int64{
 		kv(opAttr, otelx.AttrSource.String("cache"), otelx.AttrDegraded.Bool(true)):   1,
 		kv(opAttr, otelx.AttrSource.String("default"), otelx.AttrDegraded.Bool(true)): 1,
-	}, ints(t, findMetric(t, h.collect(t), otelx.MetricRequests)))
+	}, nonZero(ints(t, findMetric(t, h.collect(t), otelx.MetricRequests))))
 	local := h.logsWith(t, "answered locally")
 	require.Len(t, local, 2)
 	assert.Equal(t, "cache", local[0]["source"])
@@ -623,7 +629,7 @@ func TestConfigObserverAndWatch(t *testing.T) {
 	require.NoError(t, err)
 	rm := h.collect(t)
 	assert.Equal(t, map[string]int64{kv(opAttr, otelx.AttrSource.String("tier"), proTier, otelx.AttrDegraded.Bool(false)): 1},
-		ints(t, findMetric(t, rm, otelx.MetricRequests)))
+		nonZero(ints(t, findMetric(t, rm, otelx.MetricRequests))))
 	assert.Equal(t, map[string]int64{kv(otelx.AttrBreaker.String("pro")): 0}, ints(t, findMetric(t, rm, otelx.MetricBreakerState)))
 	br.ForceOpen()
 	assert.Equal(t, map[string]int64{
@@ -731,7 +737,7 @@ func TestClose(t *testing.T) {
 	}
 	assert.Empty(t, nonZero(ints(t, findMetric(t, rm, otelx.MetricBreakerTransitions))), "the transition after Close is not counted")
 	assert.Equal(t, map[string]int64{kv(opAttr, otelx.AttrSource.String("tier"), proTier, otelx.AttrDegraded.Bool(false)): 1},
-		ints(t, findMetric(t, rm, otelx.MetricRequests)), "the request after Close is not counted")
+		nonZero(ints(t, findMetric(t, rm, otelx.MetricRequests))), "the request after Close is not counted")
 	assert.Len(t, h.logLines(t), logged)
 	inst.WatchBreaker(br)() // a no-op after Close
 	if m, ok := lookupMetric(h.collect(t), otelx.MetricBreakerState); ok {
@@ -819,7 +825,7 @@ func TestEventsWithoutStart(t *testing.T) {
 	assert.Equal(t, map[string]int64{kv(opAttr, proTier, otelx.AttrClass.String("transient")): 1}, ints(t, findMetric(t, rm, otelx.MetricAttempts)))
 	assert.Equal(t, map[string]int64{
 		kv(opAttr, otelx.AttrSource.String("error"), otelx.AttrDegraded.Bool(false), otelx.AttrErrorType.String("transient")): 1,
-	}, ints(t, findMetric(t, rm, otelx.MetricRequests)))
+	}, nonZero(ints(t, findMetric(t, rm, otelx.MetricRequests))))
 	assert.Empty(t, h.spans.Ended())
 	if m, ok := lookupMetric(rm, otelx.MetricActiveRequests); ok {
 		for _, v := range ints(t, m) {
