@@ -34,20 +34,30 @@ func (b *logBuf) add(a slog.Attr) {
 
 func (b *logBuf) attrs() []slog.Attr { return b.a[:b.n] }
 
-// kvBuf collects a span's attributes without growing a slice.
+// kvBuf collects a span's attributes without growing a slice, and sets
+// them on sp in batches: the buffer escapes (SetAttributes takes a slice
+// through an interface), so it stays small.
 type kvBuf struct {
-	a [24]attribute.KeyValue
-	n int
+	a  [10]attribute.KeyValue
+	n  int
+	sp trace.Span
 }
 
 func (b *kvBuf) put(kv attribute.KeyValue) {
-	if b.n < len(b.a) {
-		b.a[b.n] = kv
-		b.n++
+	if b.n == len(b.a) {
+		b.flush()
 	}
+	b.a[b.n] = kv
+	b.n++
 }
 
-func (b *kvBuf) slice() []attribute.KeyValue { return b.a[:b.n] }
+// flush sets the collected attributes on the span.
+func (b *kvBuf) flush() {
+	if b.n > 0 {
+		b.sp.SetAttributes(b.a[:b.n]...)
+		b.n = 0
+	}
+}
 
 // common adds what every request event carries: the operation, the
 // request's labels, and the trace and span ids to find its spans by.

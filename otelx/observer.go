@@ -192,7 +192,7 @@ func (i *Instrumentation) requestLabels(r *reqState) {
 	if r.id == "" && r.tenant == "" && r.scenario == "" && len(r.labels) == 0 {
 		return
 	}
-	var kv kvBuf
+	kv := kvBuf{sp: r.span}
 	if r.id != "" {
 		kv.put(KeyRequestID.String(r.id))
 	}
@@ -202,9 +202,7 @@ func (i *Instrumentation) requestLabels(r *reqState) {
 	if r.scenario != "" {
 		kv.put(KeyScenario.String(r.scenario))
 	}
-	if kv.n > 0 {
-		r.span.SetAttributes(kv.slice()...)
-	}
+	kv.flush()
 	if len(r.labels) > 0 {
 		r.span.SetAttributes(r.labels...)
 	}
@@ -393,7 +391,7 @@ func (i *Instrumentation) attemptEnded(ctx context.Context, r *reqState, e *fall
 // failed is an Error with error.type, even when the chain absorbed the
 // failure (the request span, which describes the request, is not).
 func (i *Instrumentation) attemptSpanEnd(sp trace.Span, e *fallback.Event, ok, committed bool, className, rule, reason string) {
-	var kv kvBuf
+	kv := kvBuf{sp: sp}
 	kv.put(attrClass.String(className))
 	if e.Verdict.HTTPStatus != 0 {
 		kv.put(attrHTTPStatus.Int(e.Verdict.HTTPStatus))
@@ -453,7 +451,7 @@ func (i *Instrumentation) attemptSpanEnd(sp trace.Span, e *fallback.Event, ok, c
 			kv.put(attrValidationReason.String(reason))
 		}
 	}
-	sp.SetAttributes(kv.slice()...)
+	kv.flush()
 	if !ok && e.Err != nil {
 		sp.SetStatus(codes.Error, className)
 	}
@@ -580,7 +578,7 @@ func (i *Instrumentation) requestEnded(ctx context.Context, r *reqState, e *fall
 
 	if sp := r.span; sp != nil {
 		if sp.IsRecording() {
-			var kv kvBuf
+			kv := kvBuf{sp: sp}
 			kv.put(attrSource.String(source))
 			kv.put(attrDegraded.Bool(e.Degraded))
 			kv.put(attrUpstreamCalls.Int(e.UpstreamCalls))
@@ -599,7 +597,7 @@ func (i *Instrumentation) requestEnded(ctx context.Context, r *reqState, e *fall
 				kv.put(attrErrorType.String(className))
 				kv.put(attrClass.String(className))
 			}
-			sp.SetAttributes(kv.slice()...)
+			kv.flush()
 			if !e.Answered {
 				sp.SetStatus(codes.Error, className)
 			}
