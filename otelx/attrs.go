@@ -100,11 +100,11 @@ type stageState struct {
 	genai []attribute.KeyValue
 
 	durOK     *attrs
-	durErr    []*attrs // by class
-	usageSet  *attrs   // the usage counters' (gen_ai.token.modality)
-	attempts  []*attrs // by class
-	retryWait []*attrs // by class
-	skips     []*attrs // by fallback.Skip
+	durErr    []*attrs  // by class
+	usageSet  *attrs    // the usage counters' (gen_ai.token.modality)
+	attempts  []*attrs  // by class
+	retryWait []*attrs  // by class
+	skips     []*attrs  // by fallback.Skip
 	result    [2]*attrs // answered by this tier, by degraded
 
 	// byModel caches the sets with gen_ai.response.model, by responded

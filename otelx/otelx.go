@@ -69,11 +69,11 @@ type Instrumentation struct {
 	tracer trace.Tracer
 	// traces is false for a no-op TracerProvider: no span is started, and
 	// the context is left alone.
-	traces      bool
-	logger      *slog.Logger
-	m           instruments
-	metricKeys  []attribute.Key
-	prevNames   bool
+	traces     bool
+	logger     *slog.Logger
+	m          instruments
+	metricKeys []attribute.Key
+	prevNames  bool
 
 	registration metric.Registration
 	closed       atomic.Bool
@@ -145,11 +145,11 @@ func New(opts Options) (*Instrumentation, error) {
 	}
 	_, noopTP := tp.(tracenoop.TracerProvider)
 	i := &Instrumentation{
-		tracer:      tp.Tracer(ScopeName),
-		traces:      !noopTP,
-		logger:      opts.Logger,
-		metricKeys:  append([]attribute.Key(nil), opts.MetricAttributes...),
-		prevNames:   opts.PreviousNames,
+		tracer:     tp.Tracer(ScopeName),
+		traces:     !noopTP,
+		logger:     opts.Logger,
+		metricKeys: append([]attribute.Key(nil), opts.MetricAttributes...),
+		prevNames:  opts.PreviousNames,
 	}
 	i.reg.Store(&registry{stages: map[stageKey]*stageState{}, ops: map[opKey]*opState{}, endpoints: map[endpointKey]endpoint{}, prev: i.prevNames})
 	i.watched.Store(&watchList{})
