@@ -46,6 +46,9 @@ type config struct {
 	// reader, when set, also reads otelx's metrics (the Prometheus
 	// exporter); the run leaves it serving (summary.stopMetrics).
 	reader sdkmetric.Reader
+	// beforeTraffic, when set, runs once the chains are instrumented and
+	// before the first request (a test waits there for a first scrape).
+	beforeTraffic func()
 }
 
 func defaultConfig() config {

@@ -95,10 +95,10 @@ func newChart(tl timeline, ps []phase, ymax float64, unit string) *svgChart {
 	return &svgChart{tl: tl, phases: ps, ymax: niceCeil(ymax), unit: unit}
 }
 
-// niceCeil rounds v up to 1, 2 or 5 times a power of ten.
+// niceCeil rounds v up to 1, 2, 2.5 or 5 times a power of ten.
 func niceCeil(v float64) float64 {
 	p := math.Pow(10, math.Floor(math.Log10(v)))
-	for _, m := range []float64{1, 2, 5, 10} {
+	for _, m := range []float64{1, 2, 2.5, 5, 10} {
 		if v <= m*p {
 			return m * p
 		}

@@ -115,6 +115,9 @@ func run(ctx context.Context, cfg config, progress io.Writer) (*summary, error) 
 		}
 	}
 
+	if cfg.beforeTraffic != nil {
+		cfg.beforeTraffic()
+	}
 	// The clock starts now: the scripts' windows and every record are
 	// relative to it.
 	rec.start(time.Now())

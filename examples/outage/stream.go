@@ -72,9 +72,9 @@ func buildStreamChain(cfg config, srv *fakegemini.Server, catalog *fallback.Cata
 	// The operation is the unary chain's, generate_content, as the GenAI
 	// conventions name it: otelx marks the attempts gen_ai.request.stream.
 	return fallback.NewStream(fallback.StreamConfig[question, gemrest.Chunk]{
-		Stages:    stages,
-		Total:     cfg.Deadline, // bounds the whole stream, not just its start
-		Catalog:   catalog,
+		Stages:  stages,
+		Total:   cfg.Deadline, // bounds the whole stream, not just its start
+		Catalog: catalog,
 		// When no tier could start a stream: one canned chunk.
 		Default: func(context.Context, question) (gemrest.Chunk, bool) {
 			return gemrest.Chunk{Text: `{"model":"default","answer":"We are busy right now; please try again shortly."}`, FinishReason: "STOP"}, true
