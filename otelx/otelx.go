@@ -231,10 +231,11 @@ func (i *Instrumentation) Watch(c Chain) {
 	}
 }
 
-// zeroRequests starts the tierguard.requests series of the answers a chain
-// can give at 0 — from each tier, the cache and the default — so that a
-// Prometheus rate counts the first answer of each kind too (a series whose
-// first sample is already 1 counts nothing).
+// zeroRequests starts the tierguard.requests series of the outcomes a
+// chain can have at 0 — an answer from each tier, the cache or the
+// default, a failure of each class — so that a Prometheus rate counts the
+// first of each too (a series whose first sample is already 1 counts
+// nothing), and an error ratio sees the first errors.
 func (i *Instrumentation) zeroRequests(reg *registry, op string, stages []fallback.StageInfo) {
 	ctx := context.Background()
 	o := reg.ops[opKey{op: op, stream: stages[0].Stream}]
@@ -243,6 +244,9 @@ func (i *Instrumentation) zeroRequests(reg *registry, op string, stages []fallba
 	}
 	i.m.requests.Add(ctx, 0, o.cache[1].add...)
 	i.m.requests.Add(ctx, 0, o.def[1].add...)
+	for _, a := range o.failed {
+		i.m.requests.Add(ctx, 0, a.add...)
+	}
 	for _, s := range stages {
 		st := reg.stages[stageKey{op: op, tier: s.Tier, model: s.Model, provider: s.Provider, index: s.TierIndex, stream: s.Stream}]
 		if st == nil {

@@ -141,12 +141,16 @@ func TestPrimaryDownFallsBack(t *testing.T) {
 		m = findMetric(t, rm, otelx.MetricRequests)
 		assert.Equal(t, "{request}", m.Unit)
 		assert.Equal(t, map[string]int64{answered: 1}, nonZero(ints(t, m)))
-		assert.ElementsMatch(t, []string{
+		zeros := []string{
 			kv(opAttr, otelx.AttrSource.String("cache"), otelx.AttrDegraded.Bool(true)),
 			kv(opAttr, otelx.AttrSource.String("default"), otelx.AttrDegraded.Bool(true)),
 			kv(opAttr, otelx.AttrSource.String("tier"), proTier, otelx.AttrDegraded.Bool(false)),
 			answered,
-		}, keys(ints(t, m)), "every answer a chain can give is counted from 0")
+		}
+		for _, c := range classify.Classes() {
+			zeros = append(zeros, kv(opAttr, otelx.AttrSource.String("error"), otelx.AttrDegraded.Bool(false), otelx.AttrErrorType.String(c.String())))
+		}
+		assert.ElementsMatch(t, zeros, keys(ints(t, m)), "every outcome a chain can have is counted from 0")
 		rd := hist(t, findMetric(t, rm, otelx.MetricRequestDuration))[answered]
 		assert.InDelta(t, 0.4, rd.Sum, 1e-9) // 50 + 100 wait + 50 + 200 ms
 		left := hist(t, findMetric(t, rm, otelx.MetricDeadlineRemaining))[answered]

@@ -32,7 +32,7 @@ const (
 
 // palette: one colour per answer source, tier and breaker state.
 var (
-	sourceColors = map[string]string{"pro": "#2b6cb0", "legacy": "#805ad5", "flash": "#38a169", "cache": "#d69e2e", "default": "#dd6b20", "error": "#c53030"}
+	sourceColors = map[string]string{"pro": "#2b6cb0", "legacy": "#805ad5", "flash": "#38a169", "cache": "#d69e2e", "default": "#d53f8c", "error": "#c53030"}
 	stateColors  = map[breaker.State]string{breaker.Closed: "#c6f6d5", breaker.HalfOpen: "#fefcbf", breaker.Open: "#fed7d7"}
 	lineColors   = []string{"#2b6cb0", "#805ad5", "#38a169", "#c53030"}
 )
@@ -129,10 +129,15 @@ func (c *svgChart) frame(height float64) {
 	fmt.Fprintf(&c.b, `<line x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f" stroke="#a0aec0"/>`, padL, padL+plotW, padT+height, padT+height)
 }
 
-// yAxis draws the value axis.
+// yAxis draws the value axis: four steps, or five when the top is 2.5 or
+// 5 times a power of ten, so that the steps stay round.
 func (c *svgChart) yAxis() {
-	for i := 0; i <= 4; i++ {
-		v := c.ymax * float64(i) / 4
+	steps := 4
+	if m := c.ymax / math.Pow(10, math.Floor(math.Log10(c.ymax))); m == 2.5 || m == 5 {
+		steps = 5
+	}
+	for i := 0; i <= steps; i++ {
+		v := c.ymax * float64(i) / float64(steps)
 		y := c.y(v)
 		fmt.Fprintf(&c.b, `<line x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f" stroke="#edf2f7"/>`, padL, padL+plotW, y, y)
 		fmt.Fprintf(&c.b, `<text x="%.1f" y="%.1f" font-size="10" text-anchor="end" fill="#4a5568">%s</text>`, padL-4, y+3, fmtValue(v, c.unit))

@@ -291,7 +291,7 @@ func TestDashboardQueriesInPrometheus(t *testing.T) {
 	// chunk is not.
 	got = eval(5)
 	require.Len(t, got, 1)
-	assert.InDelta(t, answered/total, got[0].value, 0.002)
+	assert.InDelta(t, answered/total, got[0].value, 1e-3)
 	assert.Equal(t, float64(len(sum.records)), float64(sum.answered), "every unary request answered")
 
 	checkGrafana(t, p, queries)
