@@ -208,7 +208,7 @@ func TestNamesFollowTheConventions(t *testing.T) {
 					for _, k := range spec.required {
 						v, has := set.Value(attribute.Key(k))
 						if assert.True(t, has, "%s: required %s missing in %s", m.Name, k, key(set)) {
-							assert.NotEmpty(t, v.Emit(), "%s: %s is empty", m.Name, k)
+							assert.NotEmpty(t, v.String(), "%s: %s is empty", m.Name, k)
 						}
 					}
 					if _, hasAddress := set.Value("server.address"); hasAddress {
