@@ -109,7 +109,7 @@ type ChunkResponseReporter[Chunk any] interface {
 
 // UsageReporter is implemented by tiers that can read the token usage of
 // their answers (the SDK adapters do). The chain passes it to observers,
-// which export gen_ai.client.token.usage.
+// which export the gen_ai.client.inference.usage.* metrics.
 type UsageReporter[Out any] interface {
 	// Usage returns out's token usage, and false when it carries none.
 	Usage(out Out) (Usage, bool)
@@ -178,7 +178,7 @@ func (t funcStreamTier[In, Chunk]) Inspect(c Chunk) ChunkInfo { return t.inspect
 // ChunkUsageReporter is implemented by stream tiers whose chunks carry token
 // usage (Gemini sends it on the last chunk). The chain reports the last
 // usage a stream carried to observers, which export
-// gen_ai.client.token.usage.
+// the gen_ai.client.inference.usage.* metrics.
 type ChunkUsageReporter[Chunk any] interface {
 	// ChunkUsage returns the usage c carries, and false when it carries
 	// none.
