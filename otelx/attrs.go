@@ -107,10 +107,10 @@ type stageState struct {
 	skips     []*attrs  // by fallback.Skip
 	result    [2]*attrs // answered by this tier, by degraded
 
-	// byModel caches the sets with gen_ai.response.model, by responded
-	// and class (respKey); models counts its models.
-	byModel sync.Map
-	models  atomic.Int32
+	// byModel caches the sets with gen_ai.response.model, by responding
+	// model, class and kind (respKey); copied on write under modelsMu.
+	byModel  atomic.Pointer[map[respKey]*attrs]
+	modelsMu sync.Mutex
 
 	// prev holds the sets of the previous names (Options.PreviousNames).
 	prev *prevAttrs
@@ -237,17 +237,31 @@ func (st *stageState) usageAttrs(model string) *attrs {
 }
 
 // withModel returns the set for k, built on first use, or nil once the
-// stage has seen maxResponseModels models.
+// stage has seen maxResponseModels models. The map is copied on write, so
+// that the lookup of a known set allocates nothing.
 func (st *stageState) withModel(k respKey) *attrs {
-	if a, ok := st.byModel.Load(k); ok {
-		return a.(*attrs)
-	}
-	if _, known := st.byModel.Load(respKey{model: k.model, class: -1}); !known {
-		if st.models.Add(1) > maxResponseModels {
-			st.models.Add(-1)
-			return nil
+	if m := st.byModel.Load(); m != nil {
+		if a, ok := (*m)[k]; ok {
+			return a
 		}
-		st.byModel.Store(respKey{model: k.model, class: -1}, (*attrs)(nil))
+	}
+	st.modelsMu.Lock()
+	defer st.modelsMu.Unlock()
+	var cur map[respKey]*attrs
+	if m := st.byModel.Load(); m != nil {
+		cur = *m
+		if a, ok := cur[k]; ok {
+			return a
+		}
+	}
+	known := false
+	models := map[string]bool{}
+	for key := range cur {
+		models[key.model] = true
+		known = known || key.model == k.model
+	}
+	if !known && len(models) >= maxResponseModels {
+		return nil
 	}
 	kvs := append(st.genai, attrResponseModel.String(k.model))
 	switch {
@@ -256,8 +270,14 @@ func (st *stageState) withModel(k respKey) *attrs {
 	case k.class != int(classify.OK):
 		kvs = append(kvs, attrErrorType.String(classify.Class(k.class).String()))
 	}
-	a, _ := st.byModel.LoadOrStore(k, newAttrs(kvs...))
-	return a.(*attrs)
+	a := newAttrs(kvs...)
+	next := maps.Clone(cur)
+	if next == nil {
+		next = map[respKey]*attrs{}
+	}
+	next[k] = a
+	st.byModel.Store(&next)
+	return a
 }
 
 // opState holds everything precomputed for one chain's requests.
