@@ -21,6 +21,7 @@ type Chain[In, Out any] struct {
 	tiers      []ModelTier[In, Out]
 	validators []validate.Validator[Out]
 	usages     []UsageReporter[Out]
+	responses  []ResponseReporter[Out]
 	cache      Cache[In, Out]
 	writer     CacheWriter[In, Out]
 	def        func(context.Context, In) (Out, bool)
@@ -39,12 +40,13 @@ func New[In, Out any](cfg Config[In, Out]) (*Chain[In, Out], error) {
 	}
 	c := &Chain[In, Out]{
 		base: newBase[In](e, len(cfg.Stages)), tiers: make([]ModelTier[In, Out], len(cfg.Stages)), validators: make([]validate.Validator[Out], len(cfg.Stages)),
-		usages: make([]UsageReporter[Out], len(cfg.Stages)),
-		cache:  cfg.Cache, def: cfg.Default, key: cfg.Key, flights: make(map[string]*flight[Out]),
+		usages: make([]UsageReporter[Out], len(cfg.Stages)), responses: make([]ResponseReporter[Out], len(cfg.Stages)),
+		cache: cfg.Cache, def: cfg.Default, key: cfg.Key, flights: make(map[string]*flight[Out]),
 	}
 	for i, s := range cfg.Stages {
 		c.tiers[i], c.validators[i] = s.Tier, s.Validate
 		c.usages[i], _ = s.Tier.(UsageReporter[Out])
+		c.responses[i], _ = s.Tier.(ResponseReporter[Out])
 		c.selectors[i], _ = s.Tier.(ModelSelector[In])
 	}
 	c.writer, _ = cfg.Cache.(CacheWriter[In, Out])
@@ -115,19 +117,22 @@ func (c *Chain[In, Out]) attempt(st *stage, b budget.Budget, base context.Contex
 	if end.err == nil {
 		if v := c.validators[st.index]; v != nil {
 			if verr := v.Validate(out); verr != nil {
-				end.err = asInvalidOutput(verr)
+				end.err, end.rejected = asInvalidOutput(verr), true
 			}
 		}
 	}
 	return out, end
 }
 
-// usage reads the token usage of an answer.
-func (c *Chain[In, Out]) usage(st *stage, out Out) (Usage, bool) {
-	if u := c.usages[st.index]; u != nil {
-		return u.Usage(out)
+// describe reads the token usage and the description of an answer.
+func (c *Chain[In, Out]) describe(st *stage, out Out) (u Usage, hasUsage bool, resp ResponseInfo) {
+	if r := c.usages[st.index]; r != nil {
+		u, hasUsage = r.Usage(out)
 	}
-	return Usage{}, false
+	if r := c.responses[st.index]; r != nil {
+		resp, _ = r.Response(out)
+	}
+	return u, hasUsage, resp
 }
 
 // committed is false: a call's success is its end.

@@ -35,7 +35,9 @@ type Stage[In, Out any] struct {
 	// observers as gen_ai.request.model. A tier that implements
 	// ModelSelector names the model per input instead. Optional.
 	Model string
-	// Provider names the API for observers ("gcp.gemini", "openai").
+	// Provider names the API for observers ("gcp.gemini", "openai"),
+	// reported as gen_ai.provider.name. Empty means the tier's, when it
+	// implements EndpointReporter (the SDK adapters' tiers do).
 	Provider string
 
 	// Bulkhead bounds the tier's calls in flight; nil means unbounded.
@@ -153,11 +155,15 @@ type shared struct {
 	retirePark, abandonAfter time.Duration
 	observer                 Observer
 	measure                  bool
+	stream                   bool
 }
 
 // stageSpec is what compiling a stage needs, for either kind of chain.
 type stageSpec struct {
 	name, model, provider string
+	address               string
+	port                  int
+	reportsUsage          bool
 	bulkhead              *bulkhead.Bulkhead
 	breaker               *breaker.Breaker
 	retry                 retry.Policy
@@ -185,9 +191,25 @@ func (cfg *Config[In, Out]) specs() []stageSpec {
 		}
 		if s.Tier != nil {
 			specs[i].name = s.Tier.Name()
+			specs[i].endpoint(s.Tier)
+			_, specs[i].reportsUsage = s.Tier.(UsageReporter[Out])
 		}
 	}
 	return specs
+}
+
+// endpoint fills the provider (when the stage leaves it empty) and the
+// server from a tier that reports its endpoint.
+func (s *stageSpec) endpoint(tier any) {
+	r, ok := tier.(EndpointReporter)
+	if !ok {
+		return
+	}
+	ep := r.Endpoint()
+	if s.provider == "" {
+		s.provider = ep.Provider
+	}
+	s.address, s.port = ep.Address, ep.Port
 }
 
 // check reports every invalid setting of a chain's config at once.

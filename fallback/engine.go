@@ -30,6 +30,7 @@ type engine struct {
 	retirePark   time.Duration
 	abandonAfter time.Duration
 	measure      bool
+	stream       bool
 	epoch        time.Time
 	observer     observerSlot
 
@@ -39,6 +40,9 @@ type engine struct {
 // stage is a compiled stage.
 type stage struct {
 	name, model, provider string
+	address               string
+	port                  int
+	reportsUsage          bool
 	index                 int
 	bulkhead              *bulkhead.Bulkhead
 	breaker               *breaker.Breaker
@@ -59,7 +63,7 @@ func newEngine(kind string, sh shared, specs []stageSpec) (*engine, error) {
 		table: classify.DefaultTable(), catalog: sh.catalog,
 		quotaPark: cmpOr(sh.quotaPark, defaultQuotaCooldown), maxQuotaPark: cmpOr(sh.maxQuotaPark, defaultMaxQuotaCooldown),
 		retirePark: cmpOr(sh.retirePark, defaultRetiredRecheck), abandonAfter: sh.abandonAfter, measure: sh.measure,
-		epoch: time.Now(),
+		stream: sh.stream, epoch: time.Now(),
 	}
 	e.maxQuotaPark = max(e.maxQuotaPark, e.quotaPark)
 	if sh.table != nil {
@@ -73,7 +77,8 @@ func newEngine(kind string, sh shared, specs []stageSpec) (*engine, error) {
 	for i, s := range specs {
 		st := &e.stages[i]
 		*st = stage{
-			name: s.name, model: s.model, provider: s.provider, index: i, bulkhead: s.bulkhead, breaker: s.breaker,
+			name: s.name, model: s.model, provider: s.provider, address: s.address, port: s.port, reportsUsage: s.reportsUsage,
+			index: i, bulkhead: s.bulkhead, breaker: s.breaker,
 			policy: s.retry.WithDefaults(), classifier: s.classifier, reserve: s.reserve,
 			try: budget.Try{Cap: s.cap, MinUseful: cmpOr(s.minAttempt, minAttempt)},
 		}
@@ -137,9 +142,19 @@ type StageInfo struct {
 	// Tier is the tier's name and TierIndex its position in the chain.
 	Tier      string
 	TierIndex int
-	// Model and Provider are the stage's (for telemetry).
+	// Model and Provider are the stage's (for telemetry); Provider is the
+	// tier's when the stage left it empty and the tier reports one.
 	Model    string
 	Provider string
+	// Address and Port are the server the tier calls, when its tier
+	// reports them (EndpointReporter); "" and 0 otherwise.
+	Address string
+	Port    int
+	// Stream is set for a stage of a StreamChain.
+	Stream bool
+	// ReportsUsage is set when the tier reports token usage
+	// (UsageReporter, ChunkUsageReporter).
+	ReportsUsage bool
 	// Breaker and Bulkhead are the stage's guards; nil when absent.
 	Breaker  *breaker.Breaker
 	Bulkhead *bulkhead.Bulkhead
@@ -149,7 +164,8 @@ func (e *engine) stageInfo() []StageInfo {
 	out := make([]StageInfo, len(e.stages))
 	for i := range e.stages {
 		st := &e.stages[i]
-		out[i] = StageInfo{Tier: st.name, TierIndex: i, Model: st.model, Provider: st.provider, Breaker: st.breaker, Bulkhead: st.bulkhead}
+		out[i] = StageInfo{Tier: st.name, TierIndex: i, Model: st.model, Provider: st.provider, Address: st.address, Port: st.port,
+			Stream: e.stream, ReportsUsage: st.reportsUsage, Breaker: st.breaker, Bulkhead: st.bulkhead}
 	}
 	return out
 }
@@ -193,7 +209,7 @@ func (e *engine) begin(ctx context.Context, r *request) {
 	r.timing = e.measure
 	if o := e.observer.load(); o != nil {
 		r.obs, r.timing, r.start = o, true, time.Now()
-		r.ctx = o.Observe(ctx, Event{Kind: RequestStarted, Operation: e.op, TierIndex: -1, Model: e.stages[0].model, Provider: e.stages[0].provider})
+		r.ctx = o.Observe(ctx, Event{Kind: RequestStarted, Operation: e.op, TierIndex: -1, Model: e.stages[0].model, Provider: e.stages[0].provider, Stream: e.stream})
 	}
 }
 
@@ -554,7 +570,7 @@ func succeeded(st *stage) {
 
 // event builds a stage's event.
 func (e *engine) event(r *request, kind EventKind, st *stage, model string, n int) Event {
-	ev := Event{Kind: kind, Operation: e.op, Tier: st.name, TierIndex: st.index, Model: model, Provider: st.provider, Attempt: n, Remaining: r.budget.Remaining()}
+	ev := Event{Kind: kind, Operation: e.op, Stream: e.stream, Tier: st.name, TierIndex: st.index, Model: model, Provider: st.provider, Attempt: n, Remaining: r.budget.Remaining()}
 	if st.breaker != nil {
 		ev.Breaker, ev.HasBreaker = st.breaker.State(), true
 	}
@@ -589,7 +605,7 @@ func (e *engine) skip(r *request, st *stage, model string, why Skip, err error) 
 }
 
 // answered records a successful attempt.
-func (e *engine) answered(r *request, st *stage, model string, n int, latency time.Duration, u Usage, hasUsage bool) {
+func (e *engine) answered(r *request, st *stage, model string, n int, latency time.Duration, d *described) {
 	succeeded(st)
 	if st.policy.OnAttempt != nil {
 		st.policy.OnAttempt(retry.Attempt{N: n})
@@ -597,19 +613,19 @@ func (e *engine) answered(r *request, st *stage, model string, n int, latency ti
 	r.sum.record(Attempt{Tier: st.name, TierIndex: st.index, Model: model, N: n, Latency: latency})
 	if r.obs != nil {
 		ev := e.event(r, AttemptEnded, st, model, n)
-		ev.Latency, ev.Usage, ev.HasUsage = latency, u, hasUsage
+		ev.Latency, ev.Usage, ev.HasUsage, ev.Response = latency, d.usage, d.hasUsage, d.resp
 		r.obs.Observe(r.ctx, ev)
 	}
 }
 
 // attemptFailed records a failed attempt and its decision.
-func (e *engine) attemptFailed(r *request, st *stage, model string, n int, latency time.Duration, v classify.Verdict, d decision, err error, u Usage, hasUsage bool) {
+func (e *engine) attemptFailed(r *request, st *stage, model string, n int, latency time.Duration, v classify.Verdict, d decision, err error, desc *described) {
 	r.sum.record(Attempt{Tier: st.name, TierIndex: st.index, Model: model, N: n, Verdict: v, Latency: latency, Wait: d.wait, Err: err})
 	if r.obs != nil {
 		ev := e.event(r, AttemptEnded, st, model, n)
 		ev.Verdict, ev.Latency, ev.Err = v, latency, err
-		ev.Usage, ev.HasUsage = u, hasUsage
 		ev.Retry, ev.Wait, ev.Stop, ev.Route = d.retry, d.wait, d.stop, d.route
+		ev.Usage, ev.HasUsage, ev.Response = desc.usage, desc.hasUsage, desc.resp
 		r.obs.Observe(r.ctx, ev)
 	}
 }
@@ -623,7 +639,7 @@ func (e *engine) answeredBy(r *request, st *stage, degraded bool) {
 func (e *engine) localAnswered(r *request, src Source) {
 	r.sum.Source, r.sum.Tier, r.sum.TierIndex, r.sum.Degraded = src, "", -1, true
 	if r.obs != nil {
-		r.obs.Observe(r.ctx, Event{Kind: LocalAnswered, Operation: e.op, TierIndex: -1, Source: src, Degraded: true, UpstreamCalls: r.sum.UpstreamCalls})
+		r.obs.Observe(r.ctx, Event{Kind: LocalAnswered, Operation: e.op, Stream: e.stream, TierIndex: -1, Source: src, Degraded: true, UpstreamCalls: r.sum.UpstreamCalls})
 	}
 }
 
@@ -652,7 +668,7 @@ func (e *engine) end(r *request, err error, v classify.Verdict, chunks int) {
 		return
 	}
 	r.obs.Observe(r.ctx, Event{
-		Kind: RequestEnded, Operation: e.op, TierIndex: r.sum.TierIndex, Tier: r.sum.Tier,
+		Kind: RequestEnded, Operation: e.op, Stream: e.stream, TierIndex: r.sum.TierIndex, Tier: r.sum.Tier,
 		Verdict: v, Source: r.sum.Source, Degraded: r.sum.Degraded, UpstreamCalls: r.sum.UpstreamCalls,
 		Answered: err == nil, Remaining: r.budget.Remaining(), Latency: time.Since(r.start), Err: err,
 		Chunks: chunks, Incomplete: errors.Is(err, ErrIncomplete),

@@ -34,12 +34,16 @@ const (
 	// arrived (Latency is the time to first chunk). From here on the
 	// stream cannot silently switch tiers.
 	FirstChunkReceived
+	// ChunkReceived reports each chunk a committed stream receives after
+	// the first (Latency is the time since the previous chunk arrived), for
+	// per-chunk timing. Observers that do not time chunks ignore it.
+	ChunkReceived
 )
 
 var eventNames = [...]string{
 	RequestStarted: "request_started", AttemptStarted: "attempt_started", AttemptEnded: "attempt_ended",
 	StageSkipped: "tier_skipped", LocalAnswered: "local_answered", RequestEnded: "request_ended",
-	FirstChunkReceived: "first_chunk_received",
+	FirstChunkReceived: "first_chunk_received", ChunkReceived: "chunk_received",
 }
 
 // String names the kind.
@@ -53,6 +57,8 @@ type Event struct {
 	Kind EventKind
 	// Operation is the chain's Config.Operation.
 	Operation string
+	// Stream is set for the events of a StreamChain.
+	Stream bool
 
 	// Tier, TierIndex, Model and Provider name the tier (attempt and skip
 	// events); TierIndex is -1 otherwise.
@@ -78,8 +84,9 @@ type Event struct {
 	// Route says where the request goes after a tier was given up
 	// (AttemptEnded without Retry, StageSkipped).
 	Route classify.Route
-	// Latency is the attempt's duration (AttemptEnded) or the request's
-	// (RequestEnded).
+	// Latency is the attempt's duration (AttemptEnded), the request's
+	// (RequestEnded), the time to the first chunk (FirstChunkReceived) or
+	// since the previous chunk (ChunkReceived).
 	Latency time.Duration
 	// Usage is the attempt's token usage, when the tier reports it
 	// (AttemptEnded): a success's, and a failed attempt's when the tier
@@ -87,6 +94,9 @@ type Event struct {
 	// tier returns partial answers) — tokens billed all the same.
 	Usage    Usage
 	HasUsage bool
+	// Response describes the attempt's response when the tier reports it
+	// (ResponseReporter, ChunkResponseReporter; AttemptEnded).
+	Response ResponseInfo
 	// Skip says why a tier was passed over (StageSkipped).
 	Skip Skip
 

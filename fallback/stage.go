@@ -17,8 +17,9 @@ type attempter[In, Out any] interface {
 	// window was computed) on a context built on base. tok is the stage's
 	// breaker token, which an abandoned call takes with it.
 	attempt(st *stage, b budget.Budget, base context.Context, per, remaining time.Duration, in In, tok breaker.Token) (Out, attemptEnd)
-	// usage reads the token usage of a successful attempt's result.
-	usage(st *stage, out Out) (Usage, bool)
+	// describe reads the token usage and the response description of an
+	// attempt's answer (a success, or an answer the validator rejected).
+	describe(st *stage, out Out) (Usage, bool, ResponseInfo)
 	// committed is set for attempts whose success is only a beginning (a
 	// stream's first chunk): their end is reported when it comes.
 	committed() bool
@@ -32,6 +33,16 @@ type attemptEnd struct {
 	// abandoned is set when the call ignored its context and was left
 	// behind (Config.AbandonAfter); it keeps the stage's bulkhead slot.
 	abandoned bool
+	// rejected is set when the call answered and the validator rejected
+	// the answer: its usage was spent all the same.
+	rejected bool
+}
+
+// described is what an attempt's answer says about itself, for observers.
+type described struct {
+	usage    Usage
+	hasUsage bool
+	resp     ResponseInfo
 }
 
 // stageEnd is how a stage ended for the request.
@@ -133,12 +144,11 @@ func runStage[In, Out any, A attempter[In, Out]](e *engine, a A, r *request, st 
 				succeeded(st)
 				return res, h, stageEnd{n: n}
 			}
-			var u Usage
-			var hasUsage bool
+			var d described
 			if r.obs != nil {
-				u, hasUsage = a.usage(st, res)
+				d.usage, d.hasUsage, d.resp = a.describe(st, res)
 			}
-			e.answered(r, st, model, n, latency, u, hasUsage)
+			e.answered(r, st, model, n, latency, &d)
 			return res, h, stageEnd{n: n}
 		}
 		v, d := e.decide(r, st, n, try, failed{err: ae.err, timedOut: ae.timedOut, ran: ran, abandoned: ae.abandoned}, h.tok)
@@ -147,14 +157,13 @@ func runStage[In, Out any, A attempter[In, Out]](e *engine, a A, r *request, st 
 			// it needed more than it was given.
 			st.need.Cut(ran)
 		}
-		var u Usage
-		var hasUsage bool
+		var desc described
 		if r.obs != nil {
 			// A rejected answer (or a partial one a tier returns with its
 			// error) was billed: observers that count cost need it.
-			u, hasUsage = a.usage(st, res)
+			desc.usage, desc.hasUsage, desc.resp = a.describe(st, res)
 		}
-		e.attemptFailed(r, st, model, n, latency, v, d, ae.err, u, hasUsage)
+		e.attemptFailed(r, st, model, n, latency, v, d, ae.err, &desc)
 		end, last = stageEnd{verdict: v, route: d.route, err: ae.err}, d
 		if !d.retry {
 			decided = true

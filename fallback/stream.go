@@ -158,7 +158,7 @@ func (cfg *StreamConfig[In, Chunk]) shared() shared {
 	return shared{
 		op: cfg.Operation, total: cfg.Total, minAttempt: cfg.MinAttempt, table: cfg.Table, classifier: cfg.Classifier,
 		catalog: cfg.Catalog, quotaPark: cfg.QuotaCooldown, maxQuotaPark: cfg.MaxQuotaCooldown,
-		retirePark: cfg.RetiredRecheck, abandonAfter: cfg.AbandonAfter, observer: cfg.Observer, measure: true,
+		retirePark: cfg.RetiredRecheck, abandonAfter: cfg.AbandonAfter, observer: cfg.Observer, measure: true, stream: true,
 	}
 }
 
@@ -171,6 +171,8 @@ func (cfg *StreamConfig[In, Chunk]) specs() []stageSpec {
 		}
 		if s.Tier != nil {
 			specs[i].name = s.Tier.Name()
+			specs[i].endpoint(s.Tier)
+			_, specs[i].reportsUsage = s.Tier.(ChunkUsageReporter[Chunk])
 		}
 		specs[i].idle = s.IdleTimeout
 	}
@@ -185,6 +187,7 @@ type StreamChain[In, Chunk any] struct {
 	tiers      []StreamTier[In, Chunk]
 	validators []validate.Validator[string]
 	usages     []ChunkUsageReporter[Chunk]
+	responses  []ChunkResponseReporter[Chunk]
 	idle       []time.Duration
 	cache      Cache[In, Chunk]
 	writer     CacheWriter[In, string]
@@ -202,12 +205,13 @@ func NewStream[In, Chunk any](cfg StreamConfig[In, Chunk]) (*StreamChain[In, Chu
 	n := len(cfg.Stages)
 	c := &StreamChain[In, Chunk]{
 		base: newBase[In](e, n), tiers: make([]StreamTier[In, Chunk], n), validators: make([]validate.Validator[string], n),
-		usages: make([]ChunkUsageReporter[Chunk], n), idle: make([]time.Duration, n),
+		usages: make([]ChunkUsageReporter[Chunk], n), responses: make([]ChunkResponseReporter[Chunk], n), idle: make([]time.Duration, n),
 		cache: cfg.Cache, def: cfg.Default, cont: cfg.Continue,
 	}
 	for i, s := range cfg.Stages {
 		c.tiers[i], c.validators[i], c.idle[i] = s.Tier, s.Validate, s.IdleTimeout
 		c.usages[i], _ = s.Tier.(ChunkUsageReporter[Chunk])
+		c.responses[i], _ = s.Tier.(ChunkResponseReporter[Chunk])
 		c.selectors[i], _ = s.Tier.(ModelSelector[In])
 	}
 	c.writer, _ = cfg.Cache.(CacheWriter[In, string])
@@ -406,8 +410,11 @@ func (c *StreamChain[In, Chunk]) attempt(st *stage, b budget.Budget, base contex
 	}
 }
 
-// usage is not read at the commit point: a stream reports it when it ends.
-func (c *StreamChain[In, Chunk]) usage(*stage, *opened[Chunk]) (Usage, bool) { return Usage{}, false }
+// describe reads nothing at the commit point: a stream reports its usage
+// and response when it ends.
+func (c *StreamChain[In, Chunk]) describe(*stage, *opened[Chunk]) (Usage, bool, ResponseInfo) {
+	return Usage{}, false, ResponseInfo{}
+}
 
 // committed is true: a stream's first chunk is its commit point, and its
 // end comes later.
@@ -448,19 +455,22 @@ func (p *pump[In, Chunk]) run(in In) (ie *IncompleteError, done bool) {
 	if res.Chunks == 0 {
 		res.TimeToFirstChunk = time.Since(r.start)
 	}
+	// last is when the latest chunk arrived, for ChunkReceived events.
+	var last time.Time
 	if r.obs != nil {
 		ev := c.event(r, FirstChunkReceived, st, p.model, p.n)
-		ev.Latency = time.Since(op.start)
+		last = time.Now()
+		ev.Latency = last.Sub(op.start)
 		r.obs.Observe(r.ctx, ev)
 	}
 	tier := c.tiers[st.index]
-	validator, usages := c.validators[st.index], c.usages[st.index]
+	validator, usages, responses := c.validators[st.index], c.usages[st.index], c.responses[st.index]
 	keepText := p.partial != nil || validator != nil || c.writer != nil
 	var text strings.Builder
 	chunks, bytes := 0, 0
 	var finish string
-	var u Usage
-	var hasUsage bool
+	// d is what the chunks said about the response, for observers.
+	var d described
 	idleFor := c.idle[st.index]
 	var idle *time.Timer
 	if idleFor > 0 {
@@ -491,6 +501,12 @@ func (p *pump[In, Chunk]) run(in In) (ie *IncompleteError, done bool) {
 			if !ok || cerr != nil {
 				break
 			}
+			if r.obs != nil {
+				now := time.Now()
+				ev := c.event(r, ChunkReceived, st, p.model, p.n)
+				ev.Latency, last = now.Sub(last), now
+				r.obs.Observe(r.ctx, ev)
+			}
 		}
 		info := tier.Inspect(ch)
 		chunks++
@@ -499,7 +515,12 @@ func (p *pump[In, Chunk]) run(in In) (ie *IncompleteError, done bool) {
 		bytes += len(info.Text)
 		if usages != nil {
 			if cu, ok := usages.ChunkUsage(ch); ok {
-				u, hasUsage = cu, true
+				d.usage, d.hasUsage = cu, true
+			}
+		}
+		if responses != nil {
+			if ri, ok := responses.ChunkResponse(ch); ok {
+				d.resp = mergeResponse(d.resp, ri)
 			}
 		}
 		if info.FinishReason != "" {
@@ -515,13 +536,16 @@ func (p *pump[In, Chunk]) run(in In) (ie *IncompleteError, done bool) {
 			// The consumer stopped: cancel upstream, decide nothing.
 			op.cut.CompareAndSwap(cutNone, cutConsumer)
 			v := classify.Verdict{Class: classify.Canceled, Reason: "consumer stopped"}
-			p.ended(chunks, v, nil, false, u, hasUsage)
+			p.ended(chunks, v, nil, false, &d)
 			c.end(r, nil, v, res.Chunks)
 			return nil, true
 		}
 	}
 	op.pending = nil
 	res.FinishReason = finish
+	if d.resp.FinishReason == "" {
+		d.resp.FinishReason = finish
+	}
 	var cause error
 	var v classify.Verdict
 	switch {
@@ -532,7 +556,7 @@ func (p *pump[In, Chunk]) run(in In) (ie *IncompleteError, done bool) {
 			if verr := validator.Validate(text.String()); verr != nil {
 				verr = asInvalidOutput(verr)
 				v = classify.Classify(verr)
-				p.ended(chunks, v, verr, false, u, hasUsage)
+				p.ended(chunks, v, verr, false, &d)
 				var zero Chunk
 				p.yield(zero, verr)
 				c.end(r, verr, v, res.Chunks)
@@ -541,7 +565,7 @@ func (p *pump[In, Chunk]) run(in In) (ie *IncompleteError, done bool) {
 		}
 		res.Complete = true
 		outcome = breaker.Success
-		p.ended(chunks, classify.Verdict{}, nil, false, u, hasUsage)
+		p.ended(chunks, classify.Verdict{}, nil, false, &d)
 		if c.writer != nil {
 			c.writer.Put(r.ctx, in, text.String())
 		}
@@ -565,19 +589,35 @@ func (p *pump[In, Chunk]) run(in In) (ie *IncompleteError, done bool) {
 	}
 	c.park(st, p.model, v, a.Park)
 	ie = &IncompleteError{Tier: st.name, Chunks: chunks, Bytes: bytes, FinishReason: finish, Cause: cause, V: v}
-	p.ended(chunks, v, ie, true, u, hasUsage)
+	p.ended(chunks, v, ie, true, &d)
 	return ie, false
 }
 
 // ended reports a committed stream's end.
-func (p *pump[In, Chunk]) ended(chunks int, v classify.Verdict, err error, incomplete bool, u Usage, hasUsage bool) {
+func (p *pump[In, Chunk]) ended(chunks int, v classify.Verdict, err error, incomplete bool, d *described) {
 	r := p.r
 	latency := time.Since(p.op.start)
 	r.sum.record(Attempt{Tier: p.st.name, TierIndex: p.st.index, Model: p.model, N: p.n, Verdict: v, Latency: latency, Err: err})
 	if r.obs != nil {
 		ev := p.c.event(r, AttemptEnded, p.st, p.model, p.n)
 		ev.Verdict, ev.Latency, ev.Err, ev.Chunks, ev.Incomplete = v, latency, err, chunks, incomplete
-		ev.Usage, ev.HasUsage = u, hasUsage
+		ev.Usage, ev.HasUsage, ev.Response = d.usage, d.hasUsage, d.resp
 		r.obs.Observe(r.ctx, ev)
 	}
+}
+
+// mergeResponse keeps what earlier chunks said unless a later one says
+// more: the id and the model come with any chunk, the finish reason with
+// the last.
+func mergeResponse(prev, next ResponseInfo) ResponseInfo {
+	if next.ID == "" {
+		next.ID = prev.ID
+	}
+	if next.Model == "" {
+		next.Model = prev.Model
+	}
+	if next.FinishReason == "" {
+		next.FinishReason = prev.FinishReason
+	}
+	return next
 }

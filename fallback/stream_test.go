@@ -385,7 +385,8 @@ func TestStreamObserverEvents(t *testing.T) {
 	c := newStreamChain(t, fallback.StreamConfig[string, chunk]{Stages: []fallback.StreamStage[string, chunk]{{Tier: pro.tier()}}, Observer: obs})
 	_, err := collect(c.Stream(context.Background(), "q"))
 	require.Error(t, err)
-	assert.Equal(t, []string{"request_started", "attempt_started", "first_chunk_received", "attempt_ended incomplete", "request_ended"}, kinds)
+	assert.Equal(t, []string{"request_started", "attempt_started", "first_chunk_received", "chunk_received", "attempt_ended incomplete", "request_ended"}, kinds,
+		"the second chunk is timed on its own")
 }
 
 func TestStreamInvalidConfig(t *testing.T) {

@@ -49,25 +49,70 @@ type ModelSelector[In any] interface {
 type Usage struct {
 	// InputTokens counts the prompt's tokens, cached ones included.
 	InputTokens int64
-	// OutputTokens counts the answer's tokens, reasoning (thinking) tokens
-	// included.
+	// OutputTokens counts the answer's tokens, reasoning included.
 	OutputTokens int64
-	// CachedInputTokens is the part of InputTokens served from a prompt
-	// cache (Gemini's cachedContentTokenCount, OpenAI's
-	// prompt_tokens_details.cached_tokens), which providers bill at a
-	// lower rate; 0 when unknown.
-	CachedInputTokens int64
-	// ReasoningTokens is the part of OutputTokens spent thinking (Gemini's
-	// thoughtsTokenCount, OpenAI's completion_tokens_details.reasoning_tokens);
-	// 0 when unknown.
-	ReasoningTokens int64
+	// CacheReadInputTokens counts the input tokens served from the
+	// provider's cache: a part of InputTokens. 0 when not reported.
+	CacheReadInputTokens int64
+	// CacheWriteInputTokens counts the input tokens written to the
+	// provider's cache: a part of InputTokens. 0 when not reported.
+	CacheWriteInputTokens int64
+	// ReasoningOutputTokens counts the output tokens spent on reasoning
+	// (thinking): a part of OutputTokens. 0 when not reported.
+	ReasoningOutputTokens int64
+}
+
+// Endpoint says which API a tier calls, for observers: the provider
+// (gen_ai.provider.name: "gcp.gemini", "openai") and the server's host and
+// port (server.address, server.port). Empty fields are unknown.
+type Endpoint struct {
+	Provider string
+	Address  string
+	Port     int
+}
+
+// EndpointReporter is implemented by tiers that know the API they call
+// (the SDK adapters' tiers do). A stage whose Provider is empty takes the
+// tier's, so that telemetry always names the provider; observers see the
+// server in StageInfo.
+type EndpointReporter interface {
+	// Endpoint describes the API the tier's calls go to.
+	Endpoint() Endpoint
+}
+
+// ResponseInfo describes a response for observers, without any of its
+// content: the provider's response id, the model that answered (which may
+// be a version of the model asked for) and the finish reason. Empty fields
+// are unknown.
+type ResponseInfo struct {
+	ID           string
+	Model        string
+	FinishReason string
+}
+
+// ResponseReporter is implemented by tiers that can describe their answers
+// (the SDK adapters do). The chain passes the description to observers
+// with the attempt's end.
+type ResponseReporter[Out any] interface {
+	// Response describes out; false when it has nothing to say.
+	Response(out Out) (ResponseInfo, bool)
+}
+
+// ChunkResponseReporter is the streaming form of ResponseReporter: the
+// chain reports the last description a stream's chunks carried, with the
+// finish reason the chunks had.
+type ChunkResponseReporter[Chunk any] interface {
+	// ChunkResponse describes the response c is part of; false when c
+	// says nothing.
+	ChunkResponse(c Chunk) (ResponseInfo, bool)
 }
 
 // UsageReporter is implemented by tiers that can read the token usage of
 // their answers (the SDK adapters do). The chain passes it to observers,
-// which export gen_ai.client.token.usage. A failed attempt reports usage
-// too when the tier returned an answer with its error: an answer a
-// validator rejected, or a partial answer whose tokens were billed.
+// which export the gen_ai.client.inference.usage.* metrics. A failed
+// attempt reports usage too when the tier returned an answer with its
+// error: an answer a validator rejected, or a partial answer whose tokens
+// were billed.
 type UsageReporter[Out any] interface {
 	// Usage returns out's token usage, and false when it carries none.
 	Usage(out Out) (Usage, bool)
@@ -136,7 +181,7 @@ func (t funcStreamTier[In, Chunk]) Inspect(c Chunk) ChunkInfo { return t.inspect
 // ChunkUsageReporter is implemented by stream tiers whose chunks carry token
 // usage (Gemini sends it on the last chunk). The chain reports the last
 // usage a stream carried to observers, which export
-// gen_ai.client.token.usage.
+// the gen_ai.client.inference.usage.* metrics.
 type ChunkUsageReporter[Chunk any] interface {
 	// ChunkUsage returns the usage c carries, and false when it carries
 	// none.

@@ -40,7 +40,7 @@ func (t billedTier) Usage(b billed) (fallback.Usage, bool) {
 // Observers that count cost see every billed token; an attempt without an
 // answer reports none.
 func TestFailedAttemptsReportUsage(t *testing.T) {
-	rejected := billed{text: "not json", usage: fallback.Usage{InputTokens: 100, OutputTokens: 40, CachedInputTokens: 30, ReasoningTokens: 10}}
+	rejected := billed{text: "not json", usage: fallback.Usage{InputTokens: 100, OutputTokens: 40, CacheReadInputTokens: 30, ReasoningOutputTokens: 10}}
 	partial := billed{usage: fallback.Usage{InputTokens: 70, OutputTokens: 5}}
 	answer := billed{text: `{"ok":true}`, usage: fallback.Usage{InputTokens: 50, OutputTokens: 20}}
 	isJSON := validate.Field(func(b billed) string { return b.text }, validate.JSON())

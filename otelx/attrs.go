@@ -1,6 +1,8 @@
 package otelx
 
 import (
+	"maps"
+	"sync"
 	"sync/atomic"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -49,13 +51,36 @@ func newAttrs(kvs ...attribute.KeyValue) *attrs {
 type stageKey struct {
 	op, tier, model, provider string
 	index                     int
+	stream                    bool
 }
 
-// opKey identifies a chain as RequestStarted describes it: its operation and
-// its first stage's model and provider.
-type opKey struct {
-	op, model, provider string
+// endpointKey identifies a stage of a watched chain, whatever the model
+// its events name (a ModelSelector tier names several).
+type endpointKey struct {
+	op, tier string
+	index    int
+	stream   bool
 }
+
+// endpoint is what a chain's StageInfo tells of a stage and its events do
+// not: the server its tier calls and whether the tier reports usage.
+type endpoint struct {
+	address string
+	port    int
+	usage   bool
+}
+
+// opKey identifies a chain as RequestStarted describes it.
+type opKey struct {
+	op     string
+	stream bool
+}
+
+// maxResponseModels bounds the attribute sets kept per stage for the
+// models that answered (gen_ai.response.model): past it, measurements go
+// without that attribute, so a tier reporting a new model version per
+// response cannot grow a series per response.
+const maxResponseModels = 16
 
 // stageState holds everything precomputed for one stage.
 type stageState struct {
@@ -63,43 +88,84 @@ type stageState struct {
 	// waits is set when the stage's bulkhead may queue, so that the time
 	// before its first attempt is reported as queue wait.
 	waits atomic.Bool
+	// usage is set when the stage's tier reports token usage: its
+	// attempts then record the usage metrics, failures included.
+	usage bool
 
 	spanName  string
 	spanStart []trace.SpanStartOption
 
+	// genai are the attributes of the gen_ai.* metrics, without error.type
+	// and gen_ai.response.model.
+	genai []attribute.KeyValue
+
 	durOK     *attrs
-	durErr    []*attrs // by class
-	attempts  []*attrs // by class
-	retryWait []*attrs // by class
-	skips     []*attrs // by fallback.Skip
-	tokIn     *attrs
-	tokOut    *attrs
+	durErr    []*attrs  // by class
+	usageSet  *attrs    // the usage counters' (gen_ai.token.modality)
+	attempts  []*attrs  // by class
+	retryWait []*attrs  // by class
+	skips     []*attrs  // by fallback.Skip
 	result    [2]*attrs // answered by this tier, by degraded
+
+	// byModel caches the sets with gen_ai.response.model, by responding
+	// model, class and kind (respKey); copied on write under modelsMu.
+	byModel  atomic.Pointer[map[respKey]*attrs]
+	modelsMu sync.Mutex
+
+	// prev holds the sets of the previous names (Options.PreviousNames).
+	prev *prevAttrs
 }
 
-func newStage(k stageKey) *stageState {
-	st := &stageState{key: k, spanName: spanName(k.op, k.model)}
+// prevAttrs are a stage's attribute sets under the conventions before
+// SemConvVersion: no server, no response model, gen_ai.token.type.
+type prevAttrs struct {
+	durOK  *attrs
+	durErr []*attrs // by class
+	tokIn  *attrs
+	tokOut *attrs
+}
+
+// respKey keys stageState.byModel: the responding model, the class
+// (classify.OK for a success) and which set — durations, or usage.
+type respKey struct {
+	model string
+	class int
+	usage bool
+}
+
+func newStage(k stageKey, ep endpoint, prev bool) *stageState {
+	st := &stageState{key: k, spanName: spanName(k.op, k.model), usage: ep.usage}
 	op := attrOperation.String(k.op)
 	tier := attrTier.String(k.tier)
 
-	genai := []attribute.KeyValue{op}
-	if k.provider != "" {
-		genai = append(genai, attrProvider.String(k.provider))
+	// The conventions require the provider: a stage that names none, over
+	// a tier that reports none, gets the conventions' fallback value.
+	provider := k.provider
+	if provider == "" {
+		provider = providerOther
 	}
+	genai := []attribute.KeyValue{op, attrProvider.String(provider)}
 	if k.model != "" {
 		genai = append(genai, attrModel.String(k.model))
 	}
-	genai = append(genai, tier)
-	st.spanStart = []trace.SpanStartOption{
-		trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithAttributes(append(genai[:len(genai):len(genai)], attrTierIndex.Int(k.index))...),
+	if ep.address != "" {
+		genai = append(genai, attrServerAddress.String(ep.address))
+		if ep.port > 0 {
+			genai = append(genai, attrServerPort.Int(ep.port))
+		}
 	}
+	genai = append(genai, tier)
+	st.genai = genai[:len(genai):len(genai)]
+	span := append(st.genai, attrTierIndex.Int(k.index))
+	if k.stream {
+		span = append(span, attrRequestStream.Bool(true))
+	}
+	st.spanStart = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(span...)}
 	with := func(kvs ...attribute.KeyValue) *attrs {
-		return newAttrs(append(genai[:len(genai):len(genai)], kvs...)...)
+		return newAttrs(append(st.genai, kvs...)...)
 	}
 	st.durOK = with()
-	st.tokIn = with(attrTokenType.String("input"))
-	st.tokOut = with(attrTokenType.String("output"))
+	st.usageSet = with(attrTokenModality.String(modalityUnknown))
 
 	st.durErr = make([]*attrs, numClasses)
 	st.attempts = make([]*attrs, numClasses)
@@ -117,7 +183,101 @@ func newStage(k stageKey) *stageState {
 	for d := range 2 {
 		st.result[d] = newAttrs(op, attrSource.String(fallback.SourceTier.String()), tier, attrDegraded.Bool(d == 1))
 	}
+	if prev {
+		st.prev = newPrevAttrs(k)
+	}
 	return st
+}
+
+func newPrevAttrs(k stageKey) *prevAttrs {
+	base := []attribute.KeyValue{attrOperation.String(k.op)}
+	if k.provider != "" {
+		base = append(base, attrProvider.String(k.provider))
+	}
+	if k.model != "" {
+		base = append(base, attrModel.String(k.model))
+	}
+	base = append(base, attrTier.String(k.tier))
+	base = base[:len(base):len(base)]
+	p := &prevAttrs{
+		durOK:  newAttrs(base...),
+		tokIn:  newAttrs(append(base, attrPrevTokenType.String("input"))...),
+		tokOut: newAttrs(append(base, attrPrevTokenType.String("output"))...),
+		durErr: make([]*attrs, numClasses),
+	}
+	for c := range numClasses {
+		p.durErr[c] = newAttrs(append(base, attrErrorType.String(classify.Class(c).String()))...)
+	}
+	return p
+}
+
+// dur returns the attribute set of a duration (and per-operation token)
+// measurement: cls is classify.OK for a success; model is the responding
+// model, "" when unknown.
+func (st *stageState) dur(cls int, model string) *attrs {
+	if model != "" {
+		if a := st.withModel(respKey{model: model, class: cls}); a != nil {
+			return a
+		}
+	}
+	if cls == int(classify.OK) {
+		return st.durOK
+	}
+	return st.durErr[cls]
+}
+
+// usageAttrs returns the attribute set of the usage counters.
+func (st *stageState) usageAttrs(model string) *attrs {
+	if model != "" {
+		if a := st.withModel(respKey{model: model, usage: true}); a != nil {
+			return a
+		}
+	}
+	return st.usageSet
+}
+
+// withModel returns the set for k, built on first use, or nil once the
+// stage has seen maxResponseModels models. The map is copied on write, so
+// that the lookup of a known set allocates nothing.
+func (st *stageState) withModel(k respKey) *attrs {
+	if m := st.byModel.Load(); m != nil {
+		if a, ok := (*m)[k]; ok {
+			return a
+		}
+	}
+	st.modelsMu.Lock()
+	defer st.modelsMu.Unlock()
+	var cur map[respKey]*attrs
+	if m := st.byModel.Load(); m != nil {
+		cur = *m
+		if a, ok := cur[k]; ok {
+			return a
+		}
+	}
+	known := false
+	models := map[string]bool{}
+	for key := range cur {
+		models[key.model] = true
+		known = known || key.model == k.model
+	}
+	if !known && len(models) >= maxResponseModels {
+		return nil
+	}
+	kvs := append(st.genai, attrResponseModel.String(k.model))
+	switch {
+	case k.usage:
+		kvs = append(kvs, attrTokenModality.String(modalityUnknown))
+	case k.class != int(classify.OK):
+		kvs = append(kvs, attrErrorType.String(classify.Class(k.class).String()))
+	}
+	a := newAttrs(kvs...)
+	next := maps.Clone(cur)
+	if next == nil {
+		next = map[respKey]*attrs{}
+	}
+	next[k] = a
+	st.byModel.Store(&next)
+	return a
 }
 
 // opState holds everything precomputed for one chain's requests.
@@ -135,16 +295,16 @@ type opState struct {
 }
 
 func newOp(k opKey) *opState {
-	o := &opState{key: k, spanName: spanName(k.op, k.model)}
+	o := &opState{key: k, spanName: requestSpanPrefix + k.op}
 	op := attrOperation.String(k.op)
-	start := []attribute.KeyValue{op}
-	if k.provider != "" {
-		start = append(start, attrProvider.String(k.provider))
+	// The request is not an inference: an internal span, with none of the
+	// gen_ai.* attributes (the first tier's model may not be the one that
+	// answers).
+	start := []attribute.KeyValue{attrTGOperation.String(k.op)}
+	if k.stream {
+		start = append(start, attrStream.Bool(true))
 	}
-	if k.model != "" {
-		start = append(start, attrModel.String(k.model))
-	}
-	o.spanStart = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(start...)}
+	o.spanStart = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(start...)}
 	o.active = newAttrs(op)
 	for d := range 2 {
 		o.cache[d] = newAttrs(op, attrSource.String(fallback.SourceCache.String()), attrDegraded.Bool(d == 1))
@@ -169,19 +329,20 @@ func spanName(op, model string) string {
 // registry maps stages and operations to their precomputed state. It is
 // immutable once published; writers copy it under Instrumentation.mu.
 type registry struct {
-	stages map[stageKey]*stageState
-	ops    map[opKey]*opState
+	stages    map[stageKey]*stageState
+	ops       map[opKey]*opState
+	endpoints map[endpointKey]endpoint
+	prev      bool
 }
 
 func (r *registry) clone() *registry {
-	c := &registry{stages: make(map[stageKey]*stageState, len(r.stages)+1), ops: make(map[opKey]*opState, len(r.ops)+1)}
-	for k, v := range r.stages {
-		c.stages[k] = v
-	}
-	for k, v := range r.ops {
-		c.ops[k] = v
-	}
+	c := &registry{stages: maps.Clone(r.stages), ops: maps.Clone(r.ops), endpoints: maps.Clone(r.endpoints), prev: r.prev}
 	return c
+}
+
+// newStage builds k's state with what Watch learnt of its stage.
+func (r *registry) newStage(k stageKey) *stageState {
+	return newStage(k, r.endpoints[endpointKey{op: k.op, tier: k.tier, index: k.index, stream: k.stream}], r.prev)
 }
 
 // stageLocked returns k's stage, adding it to an unpublished registry.
@@ -189,7 +350,7 @@ func (r *registry) stageLocked(k stageKey) *stageState {
 	if st, ok := r.stages[k]; ok {
 		return st
 	}
-	st := newStage(k)
+	st := r.newStage(k)
 	if len(r.stages) < maxCached {
 		r.stages[k] = st
 	}
@@ -220,7 +381,7 @@ func (i *Instrumentation) stage(k stageKey) *stageState {
 		return st
 	}
 	if len(reg.stages) >= maxCached {
-		return newStage(k)
+		return reg.newStage(k)
 	}
 	reg = reg.clone()
 	st := reg.stageLocked(k)

@@ -16,9 +16,29 @@ import (
 	"github.com/tierguard/tierguard/otelx"
 )
 
+// describedBenchTier answers at once and reports what the SDK adapters'
+// tiers report: an endpoint, usage and a response.
+type describedBenchTier struct{}
+
+func (describedBenchTier) Name() string                                 { return "pro" }
+func (describedBenchTier) Call(context.Context, string) (string, error) { return "ok", nil }
+func (describedBenchTier) Endpoint() fallback.Endpoint {
+	return fallback.Endpoint{Provider: "gcp.gemini", Address: "generativelanguage.googleapis.com", Port: 443}
+}
+func (describedBenchTier) Usage(string) (fallback.Usage, bool) {
+	return fallback.Usage{InputTokens: 100, OutputTokens: 20, CacheReadInputTokens: 64, ReasoningOutputTokens: 4}, true
+}
+func (describedBenchTier) Response(string) (fallback.ResponseInfo, bool) {
+	return fallback.ResponseInfo{ID: "resp-1", Model: "gemini-2.5-pro-001", FinishReason: "STOP"}, true
+}
+
 // benchChain is fallback's benchmark chain: one tier behind a bulkhead and a
 // breaker, answering at once.
 func benchChain(b *testing.B) *fallback.Chain[string, string] {
+	return benchChainWith(b, fallback.Tier("pro", func(context.Context, string) (string, error) { return "ok", nil }))
+}
+
+func benchChainWith(b *testing.B, tier fallback.ModelTier[string, string]) *fallback.Chain[string, string] {
 	bh, err := bulkhead.New(bulkhead.Config{Name: "pro", Max: 1 << 20})
 	if err != nil {
 		b.Fatal(err)
@@ -28,7 +48,7 @@ func benchChain(b *testing.B) *fallback.Chain[string, string] {
 		b.Fatal(err)
 	}
 	c, err := fallback.New(fallback.Config[string, string]{Stages: []fallback.Stage[string, string]{{
-		Tier:     fallback.Tier("pro", func(context.Context, string) (string, error) { return "ok", nil }),
+		Tier:     tier,
 		Model:    "gemini-2.5-pro",
 		Provider: "gcp.gemini",
 		Bulkhead: bh,
@@ -70,7 +90,7 @@ func runChain(b *testing.B, c *fallback.Chain[string, string]) {
 func BenchmarkInstrumented(b *testing.B) {
 	b.Run("uninstrumented", func(b *testing.B) { runChain(b, benchChain(b)) })
 
-	instrumented := func(b *testing.B, metrics, traces bool, logger *slog.Logger) {
+	instrumented := func(b *testing.B, metrics, traces bool, logger *slog.Logger, tier ...fallback.ModelTier[string, string]) {
 		opts := otelx.Options{Logger: logger}
 		if metrics {
 			mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
@@ -84,6 +104,9 @@ func BenchmarkInstrumented(b *testing.B) {
 			opts.TracerProvider = tp
 		}
 		c := benchChain(b)
+		if len(tier) > 0 {
+			c = benchChainWith(b, tier[0])
+		}
 		inst, err := otelx.Instrument(c, opts)
 		if err != nil {
 			b.Fatal(err)
@@ -97,4 +120,8 @@ func BenchmarkInstrumented(b *testing.B) {
 	b.Run("sdk-metrics", func(b *testing.B) { instrumented(b, true, false, nil) })
 	b.Run("sdk-metrics-traces", func(b *testing.B) { instrumented(b, true, true, nil) })
 	b.Run("sdk-metrics-traces-logger", func(b *testing.B) { instrumented(b, true, true, quiet) })
+	// A tier that reports its endpoint, usage and response, as the SDK
+	// adapters' do: the usage metrics and response attributes on top.
+	b.Run("sdk-metrics-described", func(b *testing.B) { instrumented(b, true, false, nil, describedBenchTier{}) })
+	b.Run("sdk-metrics-traces-described", func(b *testing.B) { instrumented(b, true, true, nil, describedBenchTier{}) })
 }

@@ -20,81 +20,131 @@
 //
 // # Metrics
 //
-// Durations are in seconds. Every attribute has a small fixed set of
-// values, determined by the chain's configuration: no request id, tenant or
-// other per-request value appears on a metric unless listed in
-// Options.MetricAttributes. tierguard.breaker.name and
-// tierguard.bulkhead.name (and the breaker log's "breaker" field) are the
-// guards' Name: a member of a group keyed by tenant shows the group's name
-// and a hash of its key, unless the group's Config has KeysInNames.
+// The gen_ai.* names follow the OpenTelemetry GenAI semantic conventions
+// v0.1.0 (SemConvVersion; github.com/open-telemetry/semantic-conventions-genai,
+// docs/gen-ai/client-inference.md and gen-ai-token-metrics.md): their
+// instruments, units, bucket boundaries and attributes. Durations are in
+// seconds. Every attribute has a small fixed set of values, determined by
+// the chain's configuration: no request id, tenant or other per-request
+// value appears on a metric unless listed in Options.MetricAttributes.
+// tierguard.breaker.name and tierguard.bulkhead.name (and the breaker log's
+// "breaker" field) are the guards' Name: a member of a group keyed by
+// tenant shows the group's name and a hash of its key, unless the group's
+// Config has KeysInNames.
 //
-//	name                                         instrument              unit          attributes
-//	gen_ai.client.operation.duration             Float64Histogram        s             gen_ai.operation.name, gen_ai.provider.name, gen_ai.request.model, tierguard.tier.name, error.type (failures)
-//	gen_ai.client.token.usage                    Int64Histogram          {token}       gen_ai.operation.name, gen_ai.provider.name, gen_ai.request.model, tierguard.tier.name, gen_ai.token.type
-//	gen_ai.client.operation.time_to_first_chunk  Float64Histogram        s             gen_ai.operation.name, gen_ai.provider.name, gen_ai.request.model, tierguard.tier.name (streams only)
-//	tierguard.attempts                           Int64Counter            {attempt}     gen_ai.operation.name, tierguard.tier.name, tierguard.class
-//	tierguard.requests                           Int64Counter            {request}     gen_ai.operation.name, tierguard.source, tierguard.degraded, tierguard.tier.name (source tier), error.type (source error)
-//	tierguard.request.duration                   Float64Histogram        s             as tierguard.requests
-//	tierguard.request.deadline_remaining         Float64Histogram        s             as tierguard.requests; requests with a deadline only
-//	tierguard.active_requests                    Int64UpDownCounter      {request}     gen_ai.operation.name
-//	tierguard.retry.wait                         Float64Histogram        s             gen_ai.operation.name, tierguard.tier.name, tierguard.class
-//	tierguard.skips                              Int64Counter            {skip}        gen_ai.operation.name, tierguard.tier.name, tierguard.skip.reason
-//	tierguard.breaker.state                      Int64ObservableGauge    {state}       tierguard.breaker.name
-//	tierguard.breaker.transitions                Int64Counter            {transition}  tierguard.breaker.name, tierguard.breaker.from, tierguard.breaker.to, tierguard.breaker.reason
-//	tierguard.bulkhead.accepted                  Int64ObservableCounter  {call}        tierguard.bulkhead.name
-//	tierguard.bulkhead.rejected                  Int64ObservableCounter  {call}        tierguard.bulkhead.name
-//	tierguard.bulkhead.in_flight                 Int64ObservableUpDown   {call}        tierguard.bulkhead.name
-//	tierguard.bulkhead.queued                    Int64ObservableUpDown   {call}        tierguard.bulkhead.name
-//	tierguard.bulkhead.limit                     Int64ObservableUpDown   {call}        tierguard.bulkhead.name
-//	tierguard.bulkhead.queue.wait                Float64Histogram        s             tierguard.bulkhead.name, tierguard.bulkhead.acquired
+//	name                                                    instrument              unit          attributes
+//	gen_ai.client.inference.duration                        Float64Histogram        s             genai, error.type (failures)
+//	gen_ai.client.inference.time_to_first_chunk             Float64Histogram        s             genai (streams only)
+//	gen_ai.client.inference.time_per_output_chunk           Float64Histogram        s             genai (streams, each chunk after the first)
+//	gen_ai.client.inference.usage.input_tokens              Int64Counter            {token}       genai, gen_ai.token.modality
+//	gen_ai.client.inference.usage.output_tokens             Int64Counter            {token}       genai, gen_ai.token.modality
+//	gen_ai.client.inference.usage.cache_read.input_tokens   Int64Counter            {token}       genai, gen_ai.token.modality
+//	gen_ai.client.inference.usage.cache_write.input_tokens  Int64Counter            {token}       genai, gen_ai.token.modality
+//	gen_ai.client.inference.usage.reasoning.output_tokens   Int64Counter            {token}       genai, gen_ai.token.modality
+//	gen_ai.client.inference.operation.input_tokens          Int64Histogram          {token}       genai, error.type (failures)
+//	gen_ai.client.inference.operation.output_tokens         Int64Histogram          {token}       genai, error.type (failures)
+//	tierguard.attempts                                      Int64Counter            {attempt}     gen_ai.operation.name, tierguard.tier.name, tierguard.class
+//	tierguard.requests                                      Int64Counter            {request}     gen_ai.operation.name, tierguard.source, tierguard.degraded, tierguard.tier.name (source tier), error.type (source error)
+//	tierguard.request.duration                              Float64Histogram        s             as tierguard.requests
+//	tierguard.request.deadline_remaining                    Float64Histogram        s             as tierguard.requests; requests with a deadline only
+//	tierguard.active_requests                               Int64UpDownCounter      {request}     gen_ai.operation.name
+//	tierguard.retry.wait                                    Float64Histogram        s             gen_ai.operation.name, tierguard.tier.name, tierguard.class
+//	tierguard.skips                                         Int64Counter            {skip}        gen_ai.operation.name, tierguard.tier.name, tierguard.skip.reason
+//	tierguard.breaker.state                                 Int64ObservableGauge    {state}       tierguard.breaker.name
+//	tierguard.breaker.transitions                           Int64Counter            {transition}  tierguard.breaker.name, tierguard.breaker.from, tierguard.breaker.to (every pair starts at 0)
+//	tierguard.bulkhead.accepted                             Int64ObservableCounter  {call}        tierguard.bulkhead.name
+//	tierguard.bulkhead.rejected                             Int64ObservableCounter  {call}        tierguard.bulkhead.name
+//	tierguard.bulkhead.in_flight                            Int64ObservableUpDown   {call}        tierguard.bulkhead.name
+//	tierguard.bulkhead.queued                               Int64ObservableUpDown   {call}        tierguard.bulkhead.name
+//	tierguard.bulkhead.limit                                Int64ObservableUpDown   {call}        tierguard.bulkhead.name
+//	tierguard.bulkhead.queue.wait                           Float64Histogram        s             tierguard.bulkhead.name, tierguard.bulkhead.acquired
 //
-// The gen_ai.* metrics follow the GenAI semantic conventions (Development
-// status). gen_ai.client.operation.duration and gen_ai.client.token.usage
-// use their advised bucket boundaries, and so do the other duration
-// histograms but two: the time to first chunk (1 ms to 10 s, finer below a
-// second) and the queue wait (1 ms to 10 s). Values:
-// tierguard.class and error.type are classify.Class names ("ok",
+// "genai" is gen_ai.operation.name and gen_ai.provider.name (both always
+// present), gen_ai.request.model (when the stage has a Model),
+// server.address and server.port (when the tier reports its server:
+// fallback.EndpointReporter), gen_ai.response.model (when the tier reports
+// the model that answered: fallback.ResponseReporter; at most 16 models per
+// stage), and tierguard.tier.name. The provider is the stage's Provider,
+// else its tier's Endpoint (the SDK adapters' tiers report "gcp.gemini",
+// "gcp.vertex_ai" or "openai"), else "_OTHER". The duration and token
+// histograms use the conventions' bucket boundaries (0.01 s to 81.92 s; 1
+// to 67108864 tokens), and so do tierguard's duration histograms but the
+// queue wait (1 ms to 10 s).
+//
+// The usage metrics are recorded for every attempt of a tier that reports
+// usage (fallback.UsageReporter, fallback.ChunkUsageReporter), failures
+// included, as the conventions ask: an answer a validator rejected counts
+// its tokens, an attempt that got no usage back counts 0. Tiers report
+// totals, so gen_ai.token.modality is "unknown". A tier that reports no
+// usage records none.
+//
+// Values: tierguard.class and error.type are classify.Class names ("ok",
 // "transient", "rate_limited", ...), tierguard.source is "tier", "cache",
 // "default" or "error", tierguard.skip.reason is "open", "full", "retired",
 // "quota" or "budget", and the breaker state is closed 0, half-open 1, open
 // 2. tierguard.degraded is true for any answer but the first tier's.
 //
+// Options.PreviousNames also emits, for one release, the names of the
+// conventions before v0.1.0 with the attributes they had:
+// gen_ai.client.operation.duration, gen_ai.client.token.usage (successes,
+// by gen_ai.token.type) and gen_ai.client.operation.time_to_first_chunk.
+//
 // # Traces
 //
-// Each request gets a client span named "{operation} {first tier's model}"
-// and each upstream attempt a child client span named "{operation}
-// {model}" carrying the tier, the attempt number, the breaker state, the
-// outcome's class, HTTP status and canonical status, the retry wait chosen
-// or why no retry followed, and the gen_ai.* attributes. The attempt's
-// context carries its span, so the tier's own HTTP spans nest under it.
-// Fallbacks, skips and local answers are events on the request span, a
-// stream's first chunk an event on its attempt span. The request span's
-// status is Error only when the request failed for its caller; an answer
-// from a later tier, the cache or the default is OK and carries
-// tierguard.degraded=true. A failed attempt carries error.type and keeps
-// its status unset, since the chain absorbed it, unless
-// Options.AttemptErrorStatus asks for Error there too.
+// Each upstream attempt is a GenAI inference span: kind client, named
+// "{operation} {model}", with gen_ai.operation.name, gen_ai.provider.name,
+// gen_ai.request.model, server.address and server.port at its start
+// (gen_ai.request.stream=true for a stream), and at its end
+// gen_ai.response.model, gen_ai.response.id,
+// gen_ai.response.finish_reasons ("error" when the attempt failed or its
+// stream broke before a finish reason), gen_ai.usage.input_tokens,
+// output_tokens and, when reported, cache_read.input_tokens,
+// cache_write.input_tokens and reasoning.output_tokens,
+// gen_ai.response.time_to_first_chunk for a stream, and tierguard's own:
+// the tier, the attempt number, the breaker state, the outcome's class,
+// HTTP status (http.response.status_code) and canonical status, the retry
+// wait chosen or why no retry followed. The attempt's context carries its
+// span, so the tier's own HTTP spans nest under it.
+//
+// The request that wraps the attempts is not an inference: an internal span
+// named "tierguard {operation}", with tierguard.* attributes only — it does
+// not claim the first tier's model. Fallbacks, skips and local answers are
+// events on it, a stream's first chunk an event on its attempt span.
+//
+// Span status follows the conventions' rules for recording errors: a failed
+// attempt's span is Error with error.type, even when the chain absorbed the
+// failure (the span describes the attempt); the request span is Error only
+// when the request failed for its caller — an answer from a later tier,
+// the cache or the default leaves it unset, with tierguard.degraded=true.
 //
 // # Streams
 //
-// A fallback.StreamChain is instrumented the same way. Its commit point
-// (the first chunk) records gen_ai.client.operation.time_to_first_chunk;
-// a stream that breaks after it is logged at Warn, and its request fails
-// for the caller with tierguard.stream.incomplete=true on the span.
+// A fallback.StreamChain is instrumented the same way and keeps its
+// chain's operation name; its attempt spans say gen_ai.request.stream=true.
+// Its commit point (the first chunk) records
+// gen_ai.client.inference.time_to_first_chunk, each later chunk
+// gen_ai.client.inference.time_per_output_chunk; a stream that breaks after
+// its first chunk is logged at Warn, and its request fails for the caller
+// with tierguard.stream.incomplete=true on the span.
 //
 // # Logs
 //
-// With Options.Logger set, each decision is one event: a success at Debug,
-// a retry, a skip or a local answer at Info, a tier given up, a broken
-// stream and a degraded answer at Warn,
-// a failed request at Error, breaker transitions at Info (Warn when
+// With Options.Logger set, each decision is one event, with
+// component=tierguard: a success at Debug, a retry, a skip or a local
+// answer at Info, a tier given up, a broken stream and a degraded answer at
+// Warn, a failed request at Error, breaker transitions at Info (Warn when
 // opening). Events carry request_id, tenant and scenario (see
 // WithRequestID, WithTenant, WithScenario), trace_id and span_id, tier,
 // tier_index (the fallback index), attempt, class, http_status, status,
-// reason, retryable, retry, retry_wait_ms, stop, route, circuit,
+// reason, retryable, retry, retry_wait, stop, route, circuit,
 // validation_rule and validation_reason, source, degraded, upstream_calls,
-// chunks, latency_ms, deadline_remaining_ms and queue_wait_ms. The attributes are built only when the logger is
-// enabled for the event's level.
+// chunks, response_model, latency, deadline_remaining, queue_wait,
+// retry_after and cooldown; durations are slog.Duration values. The
+// context each event is logged with carries the span it is about (the
+// attempt's for an attempt's end), so a handler bridged to OpenTelemetry
+// (go.opentelemetry.io/contrib/bridges/otelslog) correlates the record with
+// its trace. The attributes are built only when the logger is enabled for
+// the event's level.
 //
 // # Nothing sensitive
 //
@@ -109,7 +159,7 @@
 //
 // For tiers whose bulkhead may queue (bulkhead.Config.MaxWait), the chain
 // measures each request's wait for a slot (fallback.Event.QueueWait): it is
-// the queue_wait_ms of the tier's first attempt or skip in the logs and the
+// the queue_wait of the tier's first attempt or skip in the logs and the
 // tierguard.bulkhead.queue.wait attribute of its attempt span. The
 // tierguard.bulkhead.queue.wait histogram comes from the bulkhead itself.
 package otelx

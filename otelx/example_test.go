@@ -29,7 +29,7 @@ func ExampleInstrument() {
 	logger := slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{
 		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
 			switch a.Key {
-			case slog.TimeKey, "latency_ms":
+			case slog.TimeKey, "latency":
 				return slog.Attr{}
 			}
 			return a
@@ -70,6 +70,9 @@ func ExampleInstrument() {
 	for _, m := range rm.ScopeMetrics[0].Metrics {
 		if sum, ok := m.Data.(metricdata.Sum[int64]); ok && (m.Name == "tierguard.attempts" || m.Name == "tierguard.requests") {
 			for _, p := range sum.DataPoints {
+				if p.Value == 0 {
+					continue // the answers the chain could have given, counted from 0
+				}
 				lines = append(lines, fmt.Sprintf("%s{%s} %d", m.Name, p.Attributes.Encoded(attribute.DefaultEncoder()), p.Value))
 			}
 		}
@@ -79,8 +82,8 @@ func ExampleInstrument() {
 		fmt.Println(l)
 	}
 	// Output:
-	// level=WARN msg="tierguard: tier failed, falling back" operation=generate_content request_id=req-42 tier=pro tier_index=0 model=gemini-2.5-pro provider=gcp.gemini attempt=1 class=transient http_status=503 status=UNAVAILABLE reason="server error" retryable=true retry=false stop="attempts exhausted" route=next_tier
-	// level=WARN msg="tierguard: request answered degraded" operation=generate_content request_id=req-42 source=tier tier=flash tier_index=1 degraded=true upstream_calls=2
+	// level=WARN msg="tier failed, falling back" component=tierguard operation=generate_content request_id=req-42 tier=pro tier_index=0 model=gemini-2.5-pro provider=gcp.gemini attempt=1 class=transient http_status=503 status=UNAVAILABLE reason="server error" retryable=true retry=false stop="attempts exhausted" route=next_tier
+	// level=WARN msg="request answered degraded" component=tierguard operation=generate_content request_id=req-42 source=tier tier=flash tier_index=1 degraded=true upstream_calls=2
 	// answered by flash degraded: true
 	// tierguard.attempts{gen_ai.operation.name=generate_content,tierguard.class=ok,tierguard.tier.name=flash} 1
 	// tierguard.attempts{gen_ai.operation.name=generate_content,tierguard.class=transient,tierguard.tier.name=pro} 1

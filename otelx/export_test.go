@@ -6,7 +6,6 @@ var (
 	AttrAttempt              = attrAttempt
 	AttrBreaker              = attrBreaker
 	AttrBreakerFrom          = attrBreakerFrom
-	AttrBreakerReason        = attrBreakerReason
 	AttrBreakerState         = attrBreakerState
 	AttrBreakerTo            = attrBreakerTo
 	AttrBulkhead             = attrBulkhead
@@ -33,7 +32,20 @@ var (
 	AttrStatus               = attrStatus
 	AttrTier                 = attrTier
 	AttrTierIndex            = attrTierIndex
-	AttrTokenType            = attrTokenType
+	AttrPrevTokenType        = attrPrevTokenType
+	AttrTokenModality        = attrTokenModality
+	AttrResponseModel        = attrResponseModel
+	AttrResponseID           = attrResponseID
+	AttrFinishReasons        = attrFinishReasons
+	AttrRequestStream        = attrRequestStream
+	AttrTimeToFirstChunk     = attrTimeToFirstChunk
+	AttrCacheReadTokens      = attrCacheReadTokens
+	AttrCacheWriteTokens     = attrCacheWriteToken
+	AttrReasoningTokens      = attrReasoningTokens
+	AttrServerAddress        = attrServerAddress
+	AttrServerPort           = attrServerPort
+	AttrTGOperation          = attrTGOperation
+	AttrStream               = attrStream
 	AttrUpstreamCalls        = attrUpstreamCalls
 	AttrValidationReason     = attrValidationReason
 	AttrValidationRule       = attrValidationRule
@@ -48,13 +60,30 @@ var (
 	MetricBulkheadQueued     = metricBulkheadQueued
 	MetricBulkheadRejected   = metricBulkheadRejected
 	MetricDeadlineRemaining  = metricDeadlineRemaining
-	MetricOperationDuration  = metricOperationDuration
+	MetricInferenceDuration  = metricInferenceDuration
+	MetricTimePerOutputChunk = metricTimePerOutputChunk
+	MetricUsageInput         = metricUsageInput
+	MetricUsageOutput        = metricUsageOutput
+	MetricUsageCacheRead     = metricUsageCacheRead
+	MetricUsageCacheWrite    = metricUsageCacheWrite
+	MetricUsageReasoning     = metricUsageReasoning
+	MetricOperationInput     = metricOperationInput
+	MetricOperationOutput    = metricOperationOutput
+	MetricPrevDuration       = metricPrevOperationDuration
+	MetricPrevTokenUsage     = metricPrevTokenUsage
+	MetricPrevFirstChunk     = metricPrevTimeToFirstChunk
 	MetricRequestDuration    = metricRequestDuration
 	MetricRequests           = metricRequests
 	MetricRetryWait          = metricRetryWait
 	MetricSkips              = metricSkips
 	MetricTimeToFirstChunk   = metricTimeToFirstChunk
-	MetricTokenUsage         = metricTokenUsage
+)
+
+// The bucket boundaries, for the tests.
+var (
+	DurationBuckets       = durationBuckets
+	TokenBuckets          = tokenBuckets
+	PrevFirstChunkBuckets = prevFirstChunkBuckets
 )
 
 // The context getters, for the tests.

@@ -49,7 +49,8 @@ func (w *watchedBulkhead) event(e bulkhead.Event) {
 
 // WatchBreaker exports b's state as tierguard.breaker.state and counts and
 // logs its transitions, until unwatch is called or the Instrumentation is
-// closed. Watching a watched breaker again returns the first unwatch.
+// closed. Its tierguard.breaker.transitions series start at 0, every pair
+// of states, so that the first trip shows in a rate. Watching a watched breaker again returns the first unwatch.
 func (i *Instrumentation) WatchBreaker(b *breaker.Breaker) (unwatch func()) {
 	i.mu.Lock()
 	defer i.mu.Unlock()
@@ -63,6 +64,7 @@ func (i *Instrumentation) WatchBreaker(b *breaker.Breaker) (unwatch func()) {
 		}
 	}
 	w := &watchedBreaker{b: b, attrs: newAttrs(attrBreaker.String(b.Name()))}
+	i.zeroTransitions(b.Name())
 	w.unsub = b.Observe(i.breakerTransition)
 	next := &watchList{breakers: append(slices.Clip(cur.breakers), w), bulkheads: cur.bulkheads}
 	i.watched.Store(next)
@@ -198,40 +200,63 @@ func (i *Instrumentation) waited(name string, wait time.Duration, acquired bool)
 	ctx := context.Background()
 	i.m.queueWait.Record(ctx, wait.Seconds(), v.(*attrs).rec...)
 	if i.logEnabled(ctx, slog.LevelDebug) {
-		i.logger.LogAttrs(ctx, slog.LevelDebug, "tierguard: bulkhead wait",
-			slog.String("bulkhead", name), slog.Float64("queue_wait_ms", ms(wait)), slog.Bool("acquired", acquired))
+		i.logger.LogAttrs(ctx, slog.LevelDebug, "bulkhead wait", slog.String(logComponent, logComponentValue),
+			slog.String("bulkhead", name), slog.Duration("queue_wait", wait), slog.Bool("acquired", acquired))
 	}
 }
 
 type transitionKey struct {
-	name, reason string
-	from, to     breaker.State
+	name     string
+	from, to breaker.State
+}
+
+// breakerStates are the states a breaker moves between.
+var breakerStates = [...]breaker.State{breaker.Closed, breaker.HalfOpen, breaker.Open}
+
+// transitionAttrs returns the attribute set of a transition of the named
+// breaker.
+func (i *Instrumentation) transitionAttrs(name string, from, to breaker.State) *attrs {
+	k := transitionKey{name, from, to}
+	v, ok := i.transitions.Load(k)
+	if !ok {
+		v, _ = i.transitions.LoadOrStore(k, newAttrs(attrBreaker.String(name),
+			attrBreakerFrom.String(from.String()), attrBreakerTo.String(to.String())))
+	}
+	return v.(*attrs)
+}
+
+// zeroTransitions starts a watched breaker's transition series at 0, so
+// that a Prometheus rate or increase sees its first trip: a series whose
+// first sample is already 1 counts nothing.
+func (i *Instrumentation) zeroTransitions(name string) {
+	for _, from := range breakerStates {
+		for _, to := range breakerStates {
+			if from != to {
+				i.m.transitions.Add(context.Background(), 0, i.transitionAttrs(name, from, to).add...)
+			}
+		}
+	}
 }
 
 // breakerTransition counts and logs one transition. It runs in the
 // goroutine that caused it (a request, or the cooldown timer).
 func (i *Instrumentation) breakerTransition(tr breaker.Transition) {
-	k := transitionKey{tr.Name, tr.Reason, tr.From, tr.To}
-	v, ok := i.transitions.Load(k)
-	if !ok {
-		v, _ = i.transitions.LoadOrStore(k, newAttrs(attrBreaker.String(tr.Name),
-			attrBreakerFrom.String(tr.From.String()), attrBreakerTo.String(tr.To.String()), attrBreakerReason.String(tr.Reason)))
-	}
 	ctx := context.Background()
-	i.m.transitions.Add(ctx, 1, v.(*attrs).add...)
-	level, msg := slog.LevelInfo, "tierguard: circuit "+tr.To.String()
+	i.m.transitions.Add(ctx, 1, i.transitionAttrs(tr.Name, tr.From, tr.To).add...)
+	level, msg := slog.LevelInfo, "circuit "+tr.To.String()
 	if tr.To == breaker.Open {
 		level = slog.LevelWarn
 	}
 	if i.logEnabled(ctx, level) {
 		var b logBuf
+		b.add(slog.String(logComponent, logComponentValue))
 		b.add(slog.String("breaker", tr.Name))
 		b.add(slog.String("from", tr.From.String()))
 		b.add(slog.String("to", tr.To.String()))
 		b.add(slog.String("reason", tr.Reason))
 		b.add(slog.Uint64("generation", tr.Generation))
 		if !tr.OpenUntil.IsZero() {
-			b.add(slog.Float64("cooldown_ms", ms(tr.OpenUntil.Sub(tr.At))))
+			b.add(slog.Duration("cooldown", tr.OpenUntil.Sub(tr.At)))
 		}
 		i.logger.LogAttrs(ctx, level, msg, b.attrs()...)
 	}

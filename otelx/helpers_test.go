@@ -122,6 +122,17 @@ func ints(t testing.TB, m metricdata.Metrics) map[string]int64 {
 	return out
 }
 
+// nonZero drops the series that are still 0.
+func nonZero(m map[string]int64) map[string]int64 {
+	out := map[string]int64{}
+	for k, v := range m {
+		if v != 0 {
+			out[k] = v
+		}
+	}
+	return out
+}
+
 // hist returns a float histogram's points by attribute set.
 func hist(t testing.TB, m metricdata.Metrics) map[string]metricdata.HistogramDataPoint[float64] {
 	t.Helper()
@@ -152,6 +163,7 @@ func (h *harness) logLines(t testing.TB) []map[string]any {
 	for sc.Scan() {
 		var m map[string]any
 		require.NoError(t, json.Unmarshal(sc.Bytes(), &m), sc.Text())
+		require.Equal(t, "tierguard", m["component"], "every event names its component: %s", sc.Text())
 		out = append(out, m)
 	}
 	return out
@@ -230,8 +242,12 @@ func (f *tier) Call(ctx context.Context, _ string) (string, error) {
 	return s.out, s.err
 }
 
-// Usage reports token counts derived from the answer, like an SDK adapter.
+// Usage reports token counts derived from the answer, like an SDK adapter:
+// none for the zero answer a failed call returns.
 func (f *tier) Usage(out string) (fallback.Usage, bool) {
+	if out == "" {
+		return fallback.Usage{}, false
+	}
 	return fallback.Usage{InputTokens: 10, OutputTokens: int64(len(out))}, true
 }
 

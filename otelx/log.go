@@ -34,24 +34,35 @@ func (b *logBuf) add(a slog.Attr) {
 
 func (b *logBuf) attrs() []slog.Attr { return b.a[:b.n] }
 
-// kvBuf collects a span's attributes without growing a slice.
+// kvBuf collects a span's attributes without growing a slice, and sets
+// them on sp in batches: the buffer escapes (SetAttributes takes a slice
+// through an interface), so it stays small.
 type kvBuf struct {
-	a [14]attribute.KeyValue
-	n int
+	a  [10]attribute.KeyValue
+	n  int
+	sp trace.Span
 }
 
 func (b *kvBuf) put(kv attribute.KeyValue) {
-	if b.n < len(b.a) {
-		b.a[b.n] = kv
-		b.n++
+	if b.n == len(b.a) {
+		b.flush()
 	}
+	b.a[b.n] = kv
+	b.n++
 }
 
-func (b *kvBuf) slice() []attribute.KeyValue { return b.a[:b.n] }
+// flush sets the collected attributes on the span.
+func (b *kvBuf) flush() {
+	if b.n > 0 {
+		b.sp.SetAttributes(b.a[:b.n]...)
+		b.n = 0
+	}
+}
 
 // common adds what every request event carries: the operation, the
 // request's labels, and the trace and span ids to find its spans by.
 func (r *reqState) common(b *logBuf, op string, sc trace.SpanContext) {
+	b.add(slog.String(logComponent, logComponentValue))
 	b.add(slog.String("operation", op))
 	if r.id != "" {
 		b.add(slog.String("request_id", r.id))
@@ -101,9 +112,17 @@ func verdictLog(b *logBuf, v classify.Verdict, className string) {
 
 func remainingLog(b *logBuf, remaining time.Duration) {
 	if remaining != deadline.Unlimited {
-		b.add(slog.Float64("deadline_remaining_ms", ms(max(remaining, 0))))
+		b.add(slog.Duration("deadline_remaining", max(remaining, 0)))
 	}
 }
 
-// ms converts d to milliseconds, keeping microseconds.
-func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+// spanCtx returns ctx carrying sc as its span, so that a handler bridged to
+// OpenTelemetry (otelslog) correlates the event with the span it is about
+// (an attempt's, which ctx does not carry). It allocates only when sc is
+// not already ctx's span.
+func spanCtx(ctx context.Context, sc trace.SpanContext) context.Context {
+	if !sc.IsValid() || trace.SpanContextFromContext(ctx).Equal(sc) {
+		return ctx
+	}
+	return trace.ContextWithSpanContext(ctx, sc)
+}

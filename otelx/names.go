@@ -6,20 +6,61 @@ import "go.opentelemetry.io/otel/attribute"
 // creates.
 const ScopeName = "github.com/tierguard/tierguard/otelx"
 
-// Metric names. The two gen_ai.* histograms follow the OpenTelemetry GenAI
-// semantic conventions; the rest are tierguard's own. Exported through the
-// OpenTelemetry Prometheus exporter, dots become underscores and the unit is
-// appended (seconds as _seconds, counters get _total; a {…} unit is dropped).
+// SemConvVersion is the release of the OpenTelemetry GenAI semantic
+// conventions (github.com/open-telemetry/semantic-conventions-genai) whose
+// names otelx emits: the gen_ai.* metrics, their attributes and bucket
+// boundaries, the inference span's name, kind and attributes.
+const SemConvVersion = "v0.1.0"
+
+// This file is otelx's naming table: every metric, attribute and bucket
+// boundary otelx emits is named here, and nowhere else. A metric added in
+// another file adds its name here. Exported through the OpenTelemetry
+// Prometheus exporter, dots become underscores and the unit is appended
+// (seconds as _seconds, counters get _total; a {…} unit is dropped).
+
+// GenAI inference metrics, as the GenAI semantic conventions name them.
 const (
-	// metricOperationDuration is gen_ai.client.operation.duration: the
+	// metricInferenceDuration is gen_ai.client.inference.duration: the
 	// duration of each upstream attempt, in seconds.
-	metricOperationDuration = "gen_ai.client.operation.duration"
-	// metricTokenUsage is gen_ai.client.token.usage: tokens per answer, by
-	// gen_ai.token.type (input, output), when the tier reports usage.
-	metricTokenUsage = "gen_ai.client.token.usage"
-	// metricTimeToFirstChunk is gen_ai.client.operation.time_to_first_chunk:
+	metricInferenceDuration = "gen_ai.client.inference.duration"
+	// metricTimeToFirstChunk is gen_ai.client.inference.time_to_first_chunk:
 	// for a streaming attempt, the time from the call to its first chunk.
-	metricTimeToFirstChunk = "gen_ai.client.operation.time_to_first_chunk"
+	metricTimeToFirstChunk = "gen_ai.client.inference.time_to_first_chunk"
+	// metricTimePerOutputChunk is
+	// gen_ai.client.inference.time_per_output_chunk: for each chunk after
+	// the first, the time since the previous one.
+	metricTimePerOutputChunk = "gen_ai.client.inference.time_per_output_chunk"
+	// metricUsageInput and the other usage counters count tokens over
+	// time, by gen_ai.token.modality; recorded for every attempt of a tier
+	// that reports usage, failures included (0 when none was received).
+	metricUsageInput      = "gen_ai.client.inference.usage.input_tokens"
+	metricUsageOutput     = "gen_ai.client.inference.usage.output_tokens"
+	metricUsageCacheRead  = "gen_ai.client.inference.usage.cache_read.input_tokens"
+	metricUsageCacheWrite = "gen_ai.client.inference.usage.cache_write.input_tokens"
+	metricUsageReasoning  = "gen_ai.client.inference.usage.reasoning.output_tokens"
+	// metricOperationInput and metricOperationOutput are the per-attempt
+	// token histograms (percentiles, outliers), with error.type on
+	// failures.
+	metricOperationInput  = "gen_ai.client.inference.operation.input_tokens"
+	metricOperationOutput = "gen_ai.client.inference.operation.output_tokens"
+)
+
+// The names of the GenAI semantic conventions before SemConvVersion
+// (semantic-conventions v1.37 to v1.41), emitted as well when
+// Options.PreviousNames is set, for one release.
+const (
+	// metricPrevOperationDuration is gen_ai.client.operation.duration.
+	metricPrevOperationDuration = "gen_ai.client.operation.duration"
+	// metricPrevTokenUsage is gen_ai.client.token.usage, by
+	// gen_ai.token.type.
+	metricPrevTokenUsage = "gen_ai.client.token.usage"
+	// metricPrevTimeToFirstChunk is
+	// gen_ai.client.operation.time_to_first_chunk.
+	metricPrevTimeToFirstChunk = "gen_ai.client.operation.time_to_first_chunk"
+)
+
+// tierguard's own metrics.
+const (
 	// metricAttempts counts upstream attempts by tier and class ("ok" for a
 	// success).
 	metricAttempts = "tierguard.attempts"
@@ -44,8 +85,8 @@ const (
 	// metricBreakerState is each circuit breaker's state: closed 0,
 	// half-open 1, open 2.
 	metricBreakerState = "tierguard.breaker.state"
-	// metricBreakerTransitions counts breaker state changes by from, to and
-	// reason.
+	// metricBreakerTransitions counts breaker state changes by from and to
+	// state (the reason is in the log event).
 	metricBreakerTransitions = "tierguard.breaker.transitions"
 	// metricBulkheadAccepted counts acquisitions that got a slot.
 	metricBulkheadAccepted = "tierguard.bulkhead.accepted"
@@ -63,29 +104,71 @@ const (
 	metricBulkheadQueueWait = "tierguard.bulkhead.queue.wait"
 )
 
-// Attribute keys. The gen_ai.*, error.type and http.* keys are those of the
-// OpenTelemetry semantic conventions; the tierguard.* keys are the
-// library's own. Every key used on a metric has a small, fixed set of
-// values.
+// Span names. An upstream attempt is a GenAI inference span, named
+// "{gen_ai.operation.name} {gen_ai.request.model}" (spanName); the request
+// that wraps a chain's attempts is tierguard's own, "tierguard
+// {operation}".
+const requestSpanPrefix = "tierguard "
+
+// Attribute keys of the OpenTelemetry semantic conventions (GenAI, error,
+// server, HTTP).
 const (
 	// attrOperation is gen_ai.operation.name: the chain's Operation.
 	attrOperation = attribute.Key("gen_ai.operation.name")
-	// attrProvider is gen_ai.provider.name: the stage's Provider.
+	// attrProvider is gen_ai.provider.name: the stage's Provider, or its
+	// tier's (fallback.EndpointReporter), or providerOther.
 	attrProvider = attribute.Key("gen_ai.provider.name")
 	// attrModel is gen_ai.request.model: the stage's Model.
 	attrModel = attribute.Key("gen_ai.request.model")
-	// attrTokenType is gen_ai.token.type: "input" or "output".
-	attrTokenType = attribute.Key("gen_ai.token.type")
+	// attrResponseModel is gen_ai.response.model: the model that answered,
+	// when the tier reports it.
+	attrResponseModel = attribute.Key("gen_ai.response.model")
+	// attrResponseID is gen_ai.response.id (spans only).
+	attrResponseID = attribute.Key("gen_ai.response.id")
+	// attrFinishReasons is gen_ai.response.finish_reasons (spans only):
+	// the tier's finish reason, or "error" for an attempt that failed.
+	attrFinishReasons = attribute.Key("gen_ai.response.finish_reasons")
+	// attrRequestStream is gen_ai.request.stream: true on the attempt
+	// spans of a stream chain, absent otherwise.
+	attrRequestStream = attribute.Key("gen_ai.request.stream")
+	// attrTimeToFirstChunk is gen_ai.response.time_to_first_chunk, in
+	// seconds (stream attempt spans).
+	attrTimeToFirstChunk = attribute.Key("gen_ai.response.time_to_first_chunk")
+	// attrTokenModality is gen_ai.token.modality on the usage counters:
+	// "unknown", since tiers report totals, not a breakdown by modality.
+	attrTokenModality = attribute.Key("gen_ai.token.modality")
+	// attrInputTokens and the other gen_ai.usage.* keys are an attempt's
+	// token usage (spans only); the cache and reasoning ones appear when
+	// the tier reports them.
+	attrInputTokens     = attribute.Key("gen_ai.usage.input_tokens")
+	attrOutputTokens    = attribute.Key("gen_ai.usage.output_tokens")
+	attrCacheReadTokens = attribute.Key("gen_ai.usage.cache_read.input_tokens")
+	attrCacheWriteToken = attribute.Key("gen_ai.usage.cache_write.input_tokens")
+	attrReasoningTokens = attribute.Key("gen_ai.usage.reasoning.output_tokens")
 	// attrErrorType is error.type: the failure's class name
 	// ("transient", "rate_limited", ...), never its message.
 	attrErrorType = attribute.Key("error.type")
+	// attrServerAddress and attrServerPort are server.address and
+	// server.port: the server the tier calls, when it reports it.
+	attrServerAddress = attribute.Key("server.address")
+	attrServerPort    = attribute.Key("server.port")
 	// attrHTTPStatus is http.response.status_code (spans only).
 	attrHTTPStatus = attribute.Key("http.response.status_code")
-	// attrInputTokens is gen_ai.usage.input_tokens (spans only).
-	attrInputTokens = attribute.Key("gen_ai.usage.input_tokens")
-	// attrOutputTokens is gen_ai.usage.output_tokens (spans only).
-	attrOutputTokens = attribute.Key("gen_ai.usage.output_tokens")
+)
 
+// Attribute keys of the GenAI conventions before SemConvVersion, on the
+// previous metrics only (Options.PreviousNames).
+const (
+	// attrPrevTokenType is gen_ai.token.type: "input" or "output".
+	attrPrevTokenType = attribute.Key("gen_ai.token.type")
+)
+
+// tierguard's attribute keys. Every key used on a metric has a small, fixed
+// set of values.
+const (
+	// attrTGOperation is the chain's Operation on the request span, which
+	// is not an inference span and so does not carry gen_ai.* attributes.
+	attrTGOperation = attribute.Key("tierguard.operation")
 	// attrTier is the tier's name (fallback.ModelTier.Name).
 	attrTier = attribute.Key("tierguard.tier.name")
 	// attrTierIndex is the tier's position in the chain, 0 for the primary
@@ -127,6 +210,8 @@ const (
 	// attrQueueWait is the time a request waited for the tier's bulkhead,
 	// in seconds (spans only).
 	attrQueueWait = attribute.Key("tierguard.bulkhead.queue.wait")
+	// attrStream is true on the request span of a stream chain.
+	attrStream = attribute.Key("tierguard.stream")
 	// attrChunks is the number of chunks a streaming attempt or request
 	// delivered (spans only).
 	attrChunks = attribute.Key("tierguard.stream.chunks")
@@ -148,9 +233,6 @@ const (
 	attrBreakerFrom = attribute.Key("tierguard.breaker.from")
 	// attrBreakerTo is the state a breaker entered.
 	attrBreakerTo = attribute.Key("tierguard.breaker.to")
-	// attrBreakerReason is the transition's fixed reason phrase
-	// ("consecutive failures", "cooldown elapsed", ...).
-	attrBreakerReason = attribute.Key("tierguard.breaker.reason")
 	// attrBulkhead is a bulkhead's name.
 	attrBulkhead = attribute.Key("tierguard.bulkhead.name")
 	// attrAcquired says whether a queued acquisition got its slot.
@@ -166,15 +248,36 @@ const (
 	KeyScenario = attribute.Key("tierguard.scenario")
 )
 
+// Values of the conventions' attributes.
+const (
+	// modalityUnknown is the gen_ai.token.modality of usage not broken
+	// down by modality.
+	modalityUnknown = "unknown"
+	// providerOther is the gen_ai.provider.name of a stage whose provider
+	// is unknown (neither Stage.Provider nor the tier's Endpoint names it).
+	providerOther = "_OTHER"
+	// finishError is the finish reason of an attempt that ended without
+	// one: it failed, or its stream broke.
+	finishError = "error"
+)
+
+// Log event keys that are not attributes: every event carries
+// logComponent=logComponentValue.
+const (
+	logComponent      = "component"
+	logComponentValue = "tierguard"
+)
+
 // Histogram bucket boundaries. durationBuckets (seconds) are those the
-// GenAI semantic conventions advise for gen_ai.client.operation.duration and
-// serve every duration histogram but the bulkhead queue wait, which uses the
-// finer queueWaitBuckets; tokenBuckets are those advised for
-// gen_ai.client.token.usage; firstChunkBuckets serve the time to first
-// chunk, finer below a second.
+// GenAI semantic conventions advise for the inference duration, the time to
+// first chunk and the time per output chunk, and serve tierguard's request
+// durations too; tokenBuckets those advised for the per-operation token
+// histograms (and the previous gen_ai.client.token.usage). The bulkhead
+// queue wait uses the finer queueWaitBuckets, and the previous
+// gen_ai.client.operation.time_to_first_chunk kept prevFirstChunkBuckets.
 var (
-	durationBuckets   = []float64{0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92}
-	tokenBuckets      = []float64{1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864}
-	firstChunkBuckets = []float64{0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10}
-	queueWaitBuckets  = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
+	durationBuckets       = []float64{0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92}
+	tokenBuckets          = []float64{1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864}
+	queueWaitBuckets      = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
+	prevFirstChunkBuckets = []float64{0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10}
 )

@@ -110,6 +110,8 @@ func (i *Instrumentation) Observe(ctx context.Context, e fallback.Event) context
 		i.requestEnded(ctx, r, &e)
 	case fallback.FirstChunkReceived:
 		i.firstChunk(ctx, r, &e)
+	case fallback.ChunkReceived:
+		i.chunkReceived(ctx, r, &e)
 	}
 	return ctx
 }
@@ -150,7 +152,7 @@ func (i *Instrumentation) readLabels(r *reqState, ctx context.Context) {
 // elsewhere): metrics and logs only.
 func (i *Instrumentation) unstarted(ctx context.Context, e *fallback.Event) *reqState {
 	r := &reqState{Context: ctx, inst: i, queueWait: -1}
-	r.op = i.op(opKey{op: e.Operation})
+	r.op = i.op(opKey{op: e.Operation, stream: e.Stream})
 	r.sc = trace.SpanContextFromContext(ctx)
 	i.readLabels(r, ctx)
 	return r
@@ -158,7 +160,7 @@ func (i *Instrumentation) unstarted(ctx context.Context, e *fallback.Event) *req
 
 func (i *Instrumentation) requestStarted(ctx context.Context, e *fallback.Event) context.Context {
 	r := &reqState{inst: i, started: true, queueWait: -1}
-	r.op = i.op(opKey{op: e.Operation, model: e.Model, provider: e.Provider})
+	r.op = i.op(opKey{op: e.Operation, stream: e.Stream})
 	i.readLabels(r, ctx)
 	if i.traces {
 		ctx, r.span = i.tracer.Start(ctx, r.op.spanName, r.op.spanStart...)
@@ -177,7 +179,10 @@ func (i *Instrumentation) requestStarted(ctx context.Context, e *fallback.Event)
 		if e.Model != "" {
 			b.add(slog.String("model", e.Model))
 		}
-		i.logger.LogAttrs(r, slog.LevelDebug, "tierguard: request started", b.attrs()...)
+		if e.Stream {
+			b.add(slog.Bool("stream", true))
+		}
+		i.logger.LogAttrs(r, slog.LevelDebug, "request started", b.attrs()...)
 	}
 	return r
 }
@@ -187,7 +192,7 @@ func (i *Instrumentation) requestLabels(r *reqState) {
 	if r.id == "" && r.tenant == "" && r.scenario == "" && len(r.labels) == 0 {
 		return
 	}
-	var kv kvBuf
+	kv := kvBuf{sp: r.span}
 	if r.id != "" {
 		kv.put(KeyRequestID.String(r.id))
 	}
@@ -197,9 +202,7 @@ func (i *Instrumentation) requestLabels(r *reqState) {
 	if r.scenario != "" {
 		kv.put(KeyScenario.String(r.scenario))
 	}
-	if kv.n > 0 {
-		r.span.SetAttributes(kv.slice()...)
-	}
+	kv.flush()
 	if len(r.labels) > 0 {
 		r.span.SetAttributes(r.labels...)
 	}
@@ -209,10 +212,10 @@ func (i *Instrumentation) requestLabels(r *reqState) {
 // request's cache when it is the current one.
 func (i *Instrumentation) stageOf(r *reqState, e *fallback.Event) *stageState {
 	if st := r.cur; st != nil && st.key.index == e.TierIndex && st.key.tier == e.Tier &&
-		st.key.model == e.Model && st.key.provider == e.Provider && st.key.op == e.Operation {
+		st.key.model == e.Model && st.key.provider == e.Provider && st.key.op == e.Operation && st.key.stream == e.Stream {
 		return st
 	}
-	return i.stage(stageKey{op: e.Operation, tier: e.Tier, model: e.Model, provider: e.Provider, index: e.TierIndex})
+	return i.stage(stageKey{op: e.Operation, tier: e.Tier, model: e.Model, provider: e.Provider, index: e.TierIndex, stream: e.Stream})
 }
 
 func (i *Instrumentation) attemptStarted(ctx context.Context, r *reqState, e *fallback.Event) context.Context {
@@ -274,18 +277,37 @@ func (i *Instrumentation) attemptEnded(ctx context.Context, r *reqState, e *fall
 	// committed is set for a stream that delivered chunks: it could not
 	// fall back silently, so no retry decision or route applies.
 	committed := e.Chunks > 0
+	dur := st.dur(cls, e.Response.Model)
+	i.m.duration.Record(ctx, e.Latency.Seconds(), r.rec(dur)...)
+	if st.usage || e.HasUsage {
+		// A tier that reports usage records it for every attempt, failures
+		// included: 0 when no usage came back.
+		u := e.Usage
+		ua := r.add(st.usageAttrs(e.Response.Model))
+		i.m.usageIn.Add(ctx, u.InputTokens, ua...)
+		i.m.usageOut.Add(ctx, u.OutputTokens, ua...)
+		i.m.cacheRead.Add(ctx, u.CacheReadInputTokens, ua...)
+		i.m.cacheWrite.Add(ctx, u.CacheWriteInputTokens, ua...)
+		i.m.reasoning.Add(ctx, u.ReasoningOutputTokens, ua...)
+		dr := r.rec(dur)
+		i.m.opIn.Record(ctx, u.InputTokens, dr...)
+		i.m.opOut.Record(ctx, u.OutputTokens, dr...)
+	}
+	if p := st.prev; p != nil {
+		if ok {
+			i.m.prevDuration.Record(ctx, e.Latency.Seconds(), r.rec(p.durOK)...)
+			if e.HasUsage {
+				i.m.prevTokens.Record(ctx, e.Usage.InputTokens, r.rec(p.tokIn)...)
+				i.m.prevTokens.Record(ctx, e.Usage.OutputTokens, r.rec(p.tokOut)...)
+			}
+		} else {
+			i.m.prevDuration.Record(ctx, e.Latency.Seconds(), r.rec(p.durErr[cls])...)
+		}
+	}
 	if ok {
-		i.m.opDuration.Record(ctx, e.Latency.Seconds(), r.rec(st.durOK)...)
-		if e.HasUsage {
-			i.m.tokens.Record(ctx, e.Usage.InputTokens, r.rec(st.tokIn)...)
-			i.m.tokens.Record(ctx, e.Usage.OutputTokens, r.rec(st.tokOut)...)
-		}
 		r.answered = st
-	} else {
-		i.m.opDuration.Record(ctx, e.Latency.Seconds(), r.rec(st.durErr[cls])...)
-		if e.Retry {
-			i.m.retryWait.Record(ctx, e.Wait.Seconds(), r.rec(st.retryWait[cls])...)
-		}
+	} else if e.Retry {
+		i.m.retryWait.Record(ctx, e.Wait.Seconds(), r.rec(st.retryWait[cls])...)
 	}
 	i.m.attempts.Add(ctx, 1, r.add(st.attempts[cls])...)
 	rule, reason := validation(e)
@@ -295,45 +317,7 @@ func (i *Instrumentation) attemptEnded(ctx context.Context, r *reqState, e *fall
 		r.attempt = nil
 		asc = sp.SpanContext()
 		if sp.IsRecording() {
-			var kv kvBuf
-			kv.put(attrClass.String(className))
-			if e.Verdict.HTTPStatus != 0 {
-				kv.put(attrHTTPStatus.Int(e.Verdict.HTTPStatus))
-			}
-			if e.Verdict.Status != "" {
-				kv.put(attrStatus.String(e.Verdict.Status))
-			}
-			if committed {
-				kv.put(attrChunks.Int(e.Chunks))
-				kv.put(attrIncomplete.Bool(e.Incomplete))
-			}
-			if ok && e.HasUsage {
-				kv.put(attrInputTokens.Int64(e.Usage.InputTokens))
-				kv.put(attrOutputTokens.Int64(e.Usage.OutputTokens))
-			}
-			if !ok {
-				kv.put(attrErrorType.String(className))
-				if e.Verdict.Reason != "" {
-					kv.put(attrReason.String(e.Verdict.Reason))
-				}
-				if !committed {
-					kv.put(attrRetry.Bool(e.Retry))
-					if e.Retry {
-						kv.put(attrRetryWait.Float64(e.Wait.Seconds()))
-					} else {
-						kv.put(attrRetryStop.String(e.Stop.String()))
-						kv.put(attrRoute.String(e.Route.String()))
-					}
-				}
-				if rule != "" {
-					kv.put(attrValidationRule.String(rule))
-					kv.put(attrValidationReason.String(reason))
-				}
-			}
-			sp.SetAttributes(kv.slice()...)
-			if !ok && i.attemptErrs {
-				sp.SetStatus(codes.Error, className)
-			}
+			i.attemptSpanEnd(sp, e, ok, committed, className, rule, reason)
 		}
 		sp.End()
 	}
@@ -342,21 +326,21 @@ func (i *Instrumentation) attemptEnded(ctx context.Context, r *reqState, e *fall
 			attrTier.String(e.Tier), attrTierIndex.Int(e.TierIndex), attrClass.String(className), attrRoute.String(e.Route.String())))
 	}
 
-	level, msg := slog.LevelDebug, "tierguard: attempt succeeded"
+	level, msg := slog.LevelDebug, "attempt succeeded"
 	switch {
 	case ok:
 	case committed && e.Err == nil:
-		level, msg = slog.LevelInfo, "tierguard: stream stopped by its consumer"
+		level, msg = slog.LevelInfo, "stream stopped by its consumer"
 	case committed:
-		level, msg = slog.LevelWarn, "tierguard: stream broke after its first chunk"
+		level, msg = slog.LevelWarn, "stream broke after its first chunk"
 	case e.Retry:
-		level, msg = slog.LevelInfo, "tierguard: attempt failed, retrying"
+		level, msg = slog.LevelInfo, "attempt failed, retrying"
 	case e.Route == classify.RouteNextTier:
-		level, msg = slog.LevelWarn, "tierguard: tier failed, falling back"
+		level, msg = slog.LevelWarn, "tier failed, falling back"
 	case e.Route == classify.RouteLocal:
-		level, msg = slog.LevelWarn, "tierguard: tier failed, answering locally"
+		level, msg = slog.LevelWarn, "tier failed, answering locally"
 	default:
-		level, msg = slog.LevelWarn, "tierguard: tier failed closed"
+		level, msg = slog.LevelWarn, "tier failed closed"
 	}
 	if i.logEnabled(ctx, level) {
 		var b logBuf
@@ -368,7 +352,7 @@ func (i *Instrumentation) attemptEnded(ctx context.Context, r *reqState, e *fall
 			b.add(slog.Bool("retryable", e.Retry || (e.Stop != retry.NotStopped && e.Stop != retry.NotRetryable)))
 			b.add(slog.Bool("retry", e.Retry))
 			if e.Retry {
-				b.add(slog.Float64("retry_wait_ms", ms(e.Wait)))
+				b.add(slog.Duration("retry_wait", e.Wait))
 			} else {
 				b.add(slog.String("stop", e.Stop.String()))
 				b.add(slog.String("route", e.Route.String()))
@@ -385,18 +369,92 @@ func (i *Instrumentation) attemptEnded(ctx context.Context, r *reqState, e *fall
 			b.add(slog.String("validation_rule", rule))
 			b.add(slog.String("validation_reason", reason))
 		}
-		if ok && e.HasUsage {
+		if e.HasUsage {
 			b.add(slog.Int64("input_tokens", e.Usage.InputTokens))
 			b.add(slog.Int64("output_tokens", e.Usage.OutputTokens))
 		}
-		b.add(slog.Float64("latency_ms", ms(e.Latency)))
+		if e.Response.Model != "" {
+			b.add(slog.String("response_model", e.Response.Model))
+		}
+		b.add(slog.Duration("latency", e.Latency))
 		remainingLog(&b, e.Remaining)
 		if r.queueWait >= 0 {
-			b.add(slog.Float64("queue_wait_ms", ms(r.queueWait)))
+			b.add(slog.Duration("queue_wait", r.queueWait))
 		}
-		i.logger.LogAttrs(ctx, level, msg, b.attrs()...)
+		i.logger.LogAttrs(spanCtx(ctx, asc), level, msg, b.attrs()...)
 	}
 	r.queueWait = -1
+}
+
+// attemptSpanEnd sets what an attempt's end tells on its span. The span
+// follows the conventions' rules for recording errors: an attempt that
+// failed is an Error with error.type, even when the chain absorbed the
+// failure (the request span, which describes the request, is not).
+func (i *Instrumentation) attemptSpanEnd(sp trace.Span, e *fallback.Event, ok, committed bool, className, rule, reason string) {
+	kv := kvBuf{sp: sp}
+	kv.put(attrClass.String(className))
+	if e.Verdict.HTTPStatus != 0 {
+		kv.put(attrHTTPStatus.Int(e.Verdict.HTTPStatus))
+	}
+	if e.Verdict.Status != "" {
+		kv.put(attrStatus.String(e.Verdict.Status))
+	}
+	if committed {
+		kv.put(attrChunks.Int(e.Chunks))
+		kv.put(attrIncomplete.Bool(e.Incomplete))
+	}
+	if resp := e.Response; resp.Model != "" {
+		kv.put(attrResponseModel.String(resp.Model))
+	}
+	if id := e.Response.ID; id != "" {
+		kv.put(attrResponseID.String(id))
+	}
+	finish := e.Response.FinishReason
+	if !ok || finish == "" && e.Stream {
+		// The finish reason was expected and did not come: the attempt
+		// failed, or its stream broke.
+		finish = finishError
+	}
+	if finish != "" {
+		kv.put(attrFinishReasons.StringSlice([]string{finish}))
+	}
+	if e.HasUsage {
+		u := e.Usage
+		kv.put(attrInputTokens.Int64(u.InputTokens))
+		kv.put(attrOutputTokens.Int64(u.OutputTokens))
+		if u.CacheReadInputTokens > 0 {
+			kv.put(attrCacheReadTokens.Int64(u.CacheReadInputTokens))
+		}
+		if u.CacheWriteInputTokens > 0 {
+			kv.put(attrCacheWriteToken.Int64(u.CacheWriteInputTokens))
+		}
+		if u.ReasoningOutputTokens > 0 {
+			kv.put(attrReasoningTokens.Int64(u.ReasoningOutputTokens))
+		}
+	}
+	if !ok {
+		kv.put(attrErrorType.String(className))
+		if e.Verdict.Reason != "" {
+			kv.put(attrReason.String(e.Verdict.Reason))
+		}
+		if !committed {
+			kv.put(attrRetry.Bool(e.Retry))
+			if e.Retry {
+				kv.put(attrRetryWait.Float64(e.Wait.Seconds()))
+			} else {
+				kv.put(attrRetryStop.String(e.Stop.String()))
+				kv.put(attrRoute.String(e.Route.String()))
+			}
+		}
+		if rule != "" {
+			kv.put(attrValidationRule.String(rule))
+			kv.put(attrValidationReason.String(reason))
+		}
+	}
+	kv.flush()
+	if !ok && e.Err != nil {
+		sp.SetStatus(codes.Error, className)
+	}
 }
 
 // firstChunk reports a stream's commit point: its first chunk arrived, and
@@ -405,10 +463,14 @@ func (i *Instrumentation) firstChunk(ctx context.Context, r *reqState, e *fallba
 	st := i.stageOf(r, e)
 	r.answered = st
 	i.m.firstChunk.Record(ctx, e.Latency.Seconds(), r.rec(st.durOK)...)
+	if p := st.prev; p != nil {
+		i.m.prevFirstChunk.Record(ctx, e.Latency.Seconds(), r.rec(p.durOK)...)
+	}
 	asc := r.sc
 	if sp := r.attempt; sp != nil {
 		asc = sp.SpanContext()
 		if sp.IsRecording() {
+			sp.SetAttributes(attrTimeToFirstChunk.Float64(e.Latency.Seconds()))
 			sp.AddEvent("tierguard.first_chunk")
 		}
 	}
@@ -417,9 +479,15 @@ func (i *Instrumentation) firstChunk(ctx context.Context, r *reqState, e *fallba
 		r.common(&b, e.Operation, asc)
 		stageLog(&b, e)
 		b.add(slog.Int("attempt", e.Attempt))
-		b.add(slog.Float64("latency_ms", ms(e.Latency)))
-		i.logger.LogAttrs(ctx, slog.LevelDebug, "tierguard: first chunk received", b.attrs()...)
+		b.add(slog.Duration("latency", e.Latency))
+		i.logger.LogAttrs(spanCtx(ctx, asc), slog.LevelDebug, "first chunk received", b.attrs()...)
 	}
+}
+
+// chunkReceived times a committed stream's chunk after the first.
+func (i *Instrumentation) chunkReceived(ctx context.Context, r *reqState, e *fallback.Event) {
+	st := i.stageOf(r, e)
+	i.m.perChunk.Record(ctx, e.Latency.Seconds(), r.rec(st.durOK)...)
 }
 
 func (i *Instrumentation) stageSkipped(ctx context.Context, r *reqState, e *fallback.Event) {
@@ -448,14 +516,14 @@ func (i *Instrumentation) stageSkipped(ctx context.Context, r *reqState, e *fall
 			b.add(slog.String("circuit", e.Breaker.String()))
 		}
 		if e.Verdict.RetryAfter > 0 {
-			b.add(slog.Float64("retry_after_ms", ms(e.Verdict.RetryAfter)))
+			b.add(slog.Duration("retry_after", e.Verdict.RetryAfter))
 		}
 		b.add(slog.String("route", e.Route.String()))
 		remainingLog(&b, e.Remaining)
 		if wait >= 0 {
-			b.add(slog.Float64("queue_wait_ms", ms(wait)))
+			b.add(slog.Duration("queue_wait", wait))
 		}
-		i.logger.LogAttrs(ctx, slog.LevelInfo, "tierguard: tier skipped", b.attrs()...)
+		i.logger.LogAttrs(ctx, slog.LevelInfo, "tier skipped", b.attrs()...)
 	}
 }
 
@@ -469,7 +537,7 @@ func (i *Instrumentation) localAnswered(ctx context.Context, r *reqState, e *fal
 		b.add(slog.String("source", e.Source.String()))
 		b.add(slog.Bool("degraded", e.Degraded))
 		b.add(slog.Int("upstream_calls", e.UpstreamCalls))
-		i.logger.LogAttrs(ctx, slog.LevelInfo, "tierguard: answered locally", b.attrs()...)
+		i.logger.LogAttrs(ctx, slog.LevelInfo, "answered locally", b.attrs()...)
 	}
 }
 
@@ -495,7 +563,7 @@ func (i *Instrumentation) requestEnded(ctx context.Context, r *reqState, e *fall
 	default:
 		st := r.answered
 		if st == nil || st.key.index != e.TierIndex || st.key.tier != e.Tier {
-			st = i.stage(stageKey{op: e.Operation, tier: e.Tier, index: e.TierIndex})
+			st = i.stage(stageKey{op: e.Operation, tier: e.Tier, index: e.TierIndex, stream: e.Stream})
 		}
 		a, source = st.result[d], "tier"
 	}
@@ -510,7 +578,7 @@ func (i *Instrumentation) requestEnded(ctx context.Context, r *reqState, e *fall
 
 	if sp := r.span; sp != nil {
 		if sp.IsRecording() {
-			var kv kvBuf
+			kv := kvBuf{sp: sp}
 			kv.put(attrSource.String(source))
 			kv.put(attrDegraded.Bool(e.Degraded))
 			kv.put(attrUpstreamCalls.Int(e.UpstreamCalls))
@@ -529,7 +597,7 @@ func (i *Instrumentation) requestEnded(ctx context.Context, r *reqState, e *fall
 				kv.put(attrErrorType.String(className))
 				kv.put(attrClass.String(className))
 			}
-			sp.SetAttributes(kv.slice()...)
+			kv.flush()
 			if !e.Answered {
 				sp.SetStatus(codes.Error, className)
 			}
@@ -538,12 +606,12 @@ func (i *Instrumentation) requestEnded(ctx context.Context, r *reqState, e *fall
 		r.span = nil
 	}
 
-	level, msg := slog.LevelDebug, "tierguard: request answered"
+	level, msg := slog.LevelDebug, "request answered"
 	switch {
 	case !e.Answered:
-		level, msg = slog.LevelError, "tierguard: request failed"
+		level, msg = slog.LevelError, "request failed"
 	case e.Degraded:
-		level, msg = slog.LevelWarn, "tierguard: request answered degraded"
+		level, msg = slog.LevelWarn, "request answered degraded"
 	}
 	if i.logEnabled(ctx, level) {
 		var b logBuf
@@ -562,7 +630,7 @@ func (i *Instrumentation) requestEnded(ctx context.Context, r *reqState, e *fall
 			b.add(slog.Int("chunks", e.Chunks))
 			b.add(slog.Bool("incomplete", e.Incomplete))
 		}
-		b.add(slog.Float64("latency_ms", ms(e.Latency)))
+		b.add(slog.Duration("latency", e.Latency))
 		remainingLog(&b, e.Remaining)
 		i.logger.LogAttrs(ctx, level, msg, b.attrs()...)
 	}

@@ -1,6 +1,7 @@
 package otelx
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -38,12 +39,13 @@ type Options struct {
 	// each distinct value of a listed label is a new time series, and each
 	// request with such labels costs a few allocations more.
 	MetricAttributes []attribute.Key
-	// AttemptErrorStatus sets the status of the span of a failed attempt to
-	// Error, as the GenAI semantic conventions do for a failed call. By
-	// default only a request that failed for its caller has an Error span;
-	// a failed attempt carries error.type and keeps its status unset,
-	// since the chain absorbed it.
-	AttemptErrorStatus bool
+	// PreviousNames also emits the GenAI metrics under the names of the
+	// conventions before SemConvVersion — gen_ai.client.operation.duration,
+	// gen_ai.client.token.usage (successes only, by gen_ai.token.type) and
+	// gen_ai.client.operation.time_to_first_chunk, with the attributes they
+	// had — so that dashboards and alerts can move over. Off by default;
+	// it will be removed in the release after the one that introduced it.
+	PreviousNames bool
 }
 
 // Chain is what Instrument needs of a chain. *fallback.Chain[In, Out]
@@ -67,11 +69,11 @@ type Instrumentation struct {
 	tracer trace.Tracer
 	// traces is false for a no-op TracerProvider: no span is started, and
 	// the context is left alone.
-	traces      bool
-	logger      *slog.Logger
-	m           instruments
-	metricKeys  []attribute.Key
-	attemptErrs bool
+	traces     bool
+	logger     *slog.Logger
+	m          instruments
+	metricKeys []attribute.Key
+	prevNames  bool
 
 	registration metric.Registration
 	closed       atomic.Bool
@@ -94,9 +96,22 @@ type Instrumentation struct {
 }
 
 type instruments struct {
-	opDuration  metric.Float64Histogram
-	firstChunk  metric.Float64Histogram
-	tokens      metric.Int64Histogram
+	duration   metric.Float64Histogram
+	firstChunk metric.Float64Histogram
+	perChunk   metric.Float64Histogram
+	usageIn    metric.Int64Counter
+	usageOut   metric.Int64Counter
+	cacheRead  metric.Int64Counter
+	cacheWrite metric.Int64Counter
+	reasoning  metric.Int64Counter
+	opIn       metric.Int64Histogram
+	opOut      metric.Int64Histogram
+
+	// The previous names (Options.PreviousNames); nil otherwise.
+	prevDuration   metric.Float64Histogram
+	prevTokens     metric.Int64Histogram
+	prevFirstChunk metric.Float64Histogram
+
 	attempts    metric.Int64Counter
 	requests    metric.Int64Counter
 	reqDuration metric.Float64Histogram
@@ -130,16 +145,16 @@ func New(opts Options) (*Instrumentation, error) {
 	}
 	_, noopTP := tp.(tracenoop.TracerProvider)
 	i := &Instrumentation{
-		tracer:      tp.Tracer(ScopeName),
-		traces:      !noopTP,
-		logger:      opts.Logger,
-		metricKeys:  append([]attribute.Key(nil), opts.MetricAttributes...),
-		attemptErrs: opts.AttemptErrorStatus,
+		tracer:     tp.Tracer(ScopeName),
+		traces:     !noopTP,
+		logger:     opts.Logger,
+		metricKeys: append([]attribute.Key(nil), opts.MetricAttributes...),
+		prevNames:  opts.PreviousNames,
 	}
-	i.reg.Store(&registry{stages: map[stageKey]*stageState{}, ops: map[opKey]*opState{}})
+	i.reg.Store(&registry{stages: map[stageKey]*stageState{}, ops: map[opKey]*opState{}, endpoints: map[endpointKey]endpoint{}, prev: i.prevNames})
 	i.watched.Store(&watchList{})
 	meter := mp.Meter(ScopeName)
-	if err := i.m.create(meter); err != nil {
+	if err := i.m.create(meter, i.prevNames); err != nil {
 		return nil, fmt.Errorf("otelx: creating instruments: %w", err)
 	}
 	reg, err := meter.RegisterCallback(i.collect,
@@ -173,9 +188,11 @@ func (i *Instrumentation) Attach(c Chain) {
 	i.mu.Unlock()
 }
 
-// Watch prepares the attribute sets of c's stages and watches the breakers
-// and bulkheads they use, without observing c's requests. Watching a
-// breaker or bulkhead twice, through two chains, watches it once.
+// Watch prepares the attribute sets of c's stages — with the server each
+// tier calls and whether it reports token usage, which only the chain's
+// StageInfo tells — and watches the breakers and bulkheads they use,
+// without observing c's requests. Watching a breaker or bulkhead twice,
+// through two chains, watches it once.
 func (i *Instrumentation) Watch(c Chain) {
 	stages := c.Stages()
 	if len(stages) == 0 {
@@ -190,18 +207,20 @@ func (i *Instrumentation) Watch(c Chain) {
 	}
 	i.mu.Lock()
 	reg := i.reg.Load().clone()
-	o := reg.opLocked(opKey{op: op, model: stages[0].Model, provider: stages[0].Provider})
+	o := reg.opLocked(opKey{op: op, stream: stages[0].Stream})
 	if waits {
 		o.waits.Store(true)
 	}
 	for _, s := range stages {
-		st := reg.stageLocked(stageKey{op: op, tier: s.Tier, model: s.Model, provider: s.Provider, index: s.TierIndex})
+		reg.endpoints[endpointKey{op: op, tier: s.Tier, index: s.TierIndex, stream: s.Stream}] = endpoint{address: s.Address, port: s.Port, usage: s.ReportsUsage}
+		st := reg.stageLocked(stageKey{op: op, tier: s.Tier, model: s.Model, provider: s.Provider, index: s.TierIndex, stream: s.Stream})
 		if s.Bulkhead != nil && s.Bulkhead.Config().MaxWait > 0 {
 			st.waits.Store(true)
 		}
 	}
 	i.reg.Store(reg)
 	i.mu.Unlock()
+	i.zeroRequests(reg, op, stages)
 	for _, s := range stages {
 		if s.Breaker != nil {
 			i.WatchBreaker(s.Breaker)
@@ -209,6 +228,35 @@ func (i *Instrumentation) Watch(c Chain) {
 		if s.Bulkhead != nil {
 			i.WatchBulkhead(s.Bulkhead)
 		}
+	}
+}
+
+// zeroRequests starts the tierguard.requests series of the outcomes a
+// chain can have at 0 — an answer from each tier, the cache or the
+// default, a failure of each class — so that a Prometheus rate counts the
+// first of each too (a series whose first sample is already 1 counts
+// nothing), and an error ratio sees the first errors.
+func (i *Instrumentation) zeroRequests(reg *registry, op string, stages []fallback.StageInfo) {
+	ctx := context.Background()
+	o := reg.ops[opKey{op: op, stream: stages[0].Stream}]
+	if o == nil {
+		return
+	}
+	i.m.requests.Add(ctx, 0, o.cache[1].add...)
+	i.m.requests.Add(ctx, 0, o.def[1].add...)
+	for _, a := range o.failed {
+		i.m.requests.Add(ctx, 0, a.add...)
+	}
+	for _, s := range stages {
+		st := reg.stages[stageKey{op: op, tier: s.Tier, model: s.Model, provider: s.Provider, index: s.TierIndex, stream: s.Stream}]
+		if st == nil {
+			continue
+		}
+		d := 0
+		if s.TierIndex > 0 {
+			d = 1
+		}
+		i.m.requests.Add(ctx, 0, st.result[d].add...)
 	}
 }
 
@@ -243,68 +291,64 @@ func (i *Instrumentation) Close() error {
 	return nil
 }
 
-func (m *instruments) create(meter metric.Meter) error {
-	var errs [18]error
-	m.opDuration, errs[0] = meter.Float64Histogram(metricOperationDuration,
-		metric.WithUnit("s"),
-		metric.WithDescription("GenAI operation duration: one upstream attempt of a model tier."),
-		metric.WithExplicitBucketBoundaries(durationBuckets...))
-	m.tokens, errs[1] = meter.Int64Histogram(metricTokenUsage,
-		metric.WithUnit("{token}"),
-		metric.WithDescription("Number of input and output tokens used per answer."),
-		metric.WithExplicitBucketBoundaries(tokenBuckets...))
-	m.attempts, errs[2] = meter.Int64Counter(metricAttempts,
-		metric.WithUnit("{attempt}"),
-		metric.WithDescription("Upstream attempts, by tier and outcome class (ok for a success)."))
-	m.requests, errs[3] = meter.Int64Counter(metricRequests,
-		metric.WithUnit("{request}"),
-		metric.WithDescription("Finished requests, by answer source (tier, cache, default, error) and degraded flag."))
-	m.reqDuration, errs[4] = meter.Float64Histogram(metricRequestDuration,
-		metric.WithUnit("s"),
-		metric.WithDescription("End-to-end request duration, every attempt and fallback included."),
-		metric.WithExplicitBucketBoundaries(durationBuckets...))
-	m.remaining, errs[5] = meter.Float64Histogram(metricDeadlineRemaining,
-		metric.WithUnit("s"),
-		metric.WithDescription("Time left in the request's deadline budget when it ended."),
-		metric.WithExplicitBucketBoundaries(durationBuckets...))
-	m.active, errs[6] = meter.Int64UpDownCounter(metricActiveRequests,
-		metric.WithUnit("{request}"),
-		metric.WithDescription("Requests in flight in the chain."))
-	m.retryWait, errs[7] = meter.Float64Histogram(metricRetryWait,
-		metric.WithUnit("s"),
-		metric.WithDescription("Delay chosen before retrying the same tier, by the class that caused the retry."),
-		metric.WithExplicitBucketBoundaries(durationBuckets...))
-	m.skips, errs[8] = meter.Int64Counter(metricSkips,
-		metric.WithUnit("{skip}"),
-		metric.WithDescription("Tiers passed over without an upstream call, by reason (open, full, retired, quota, budget)."))
-	m.transitions, errs[9] = meter.Int64Counter(metricBreakerTransitions,
-		metric.WithUnit("{transition}"),
-		metric.WithDescription("Circuit breaker state changes, by from, to and reason."))
-	m.queueWait, errs[10] = meter.Float64Histogram(metricBulkheadQueueWait,
-		metric.WithUnit("s"),
-		metric.WithDescription("Time an acquisition waited in a bulkhead's queue, by whether it got a slot."),
-		metric.WithExplicitBucketBoundaries(queueWaitBuckets...))
-	m.breakerState, errs[11] = meter.Int64ObservableGauge(metricBreakerState,
-		metric.WithUnit("{state}"),
-		metric.WithDescription("Circuit breaker state: closed 0, half-open 1, open 2."))
-	m.bhAccepted, errs[12] = meter.Int64ObservableCounter(metricBulkheadAccepted,
-		metric.WithUnit("{call}"),
-		metric.WithDescription("Bulkhead acquisitions that got a slot."))
-	m.bhRejected, errs[13] = meter.Int64ObservableCounter(metricBulkheadRejected,
-		metric.WithUnit("{call}"),
-		metric.WithDescription("Bulkhead acquisitions refused: full, queue full, or wait ended."))
-	m.bhInFlight, errs[14] = meter.Int64ObservableUpDownCounter(metricBulkheadInFlight,
-		metric.WithUnit("{call}"),
-		metric.WithDescription("Bulkhead slots held."))
-	m.bhQueued, errs[15] = meter.Int64ObservableUpDownCounter(metricBulkheadQueued,
-		metric.WithUnit("{call}"),
-		metric.WithDescription("Bulkhead acquisitions waiting for a slot."))
-	m.bhLimit, errs[16] = meter.Int64ObservableUpDownCounter(metricBulkheadLimit,
-		metric.WithUnit("{call}"),
-		metric.WithDescription("Bulkhead slots in all."))
-	m.firstChunk, errs[17] = meter.Float64Histogram(metricTimeToFirstChunk,
-		metric.WithUnit("s"),
-		metric.WithDescription("Time to receive the first chunk of a streaming attempt."),
-		metric.WithExplicitBucketBoundaries(firstChunkBuckets...))
-	return errors.Join(errs[:]...)
+func (m *instruments) create(meter metric.Meter, prev bool) error {
+	var errs []error
+	f64 := func(name, unit, desc string, buckets []float64) metric.Float64Histogram {
+		h, err := meter.Float64Histogram(name, metric.WithUnit(unit), metric.WithDescription(desc), metric.WithExplicitBucketBoundaries(buckets...))
+		errs = append(errs, err)
+		return h
+	}
+	i64 := func(name, desc string) metric.Int64Histogram {
+		h, err := meter.Int64Histogram(name, metric.WithUnit("{token}"), metric.WithDescription(desc), metric.WithExplicitBucketBoundaries(tokenBuckets...))
+		errs = append(errs, err)
+		return h
+	}
+	counter := func(name, unit, desc string) metric.Int64Counter {
+		c, err := meter.Int64Counter(name, metric.WithUnit(unit), metric.WithDescription(desc))
+		errs = append(errs, err)
+		return c
+	}
+	observable := func(name, desc string) metric.Int64ObservableUpDownCounter {
+		c, err := meter.Int64ObservableUpDownCounter(name, metric.WithUnit("{call}"), metric.WithDescription(desc))
+		errs = append(errs, err)
+		return c
+	}
+
+	m.duration = f64(metricInferenceDuration, "s", "GenAI client inference operation duration: one upstream attempt of a model tier.", durationBuckets)
+	m.firstChunk = f64(metricTimeToFirstChunk, "s", "Time to receive the first chunk of a streaming attempt, from the call.", durationBuckets)
+	m.perChunk = f64(metricTimePerOutputChunk, "s", "Time per output chunk after the first, from the previous chunk.", durationBuckets)
+	m.usageIn = counter(metricUsageInput, "{token}", "Input (prompt) tokens used, cached tokens included.")
+	m.usageOut = counter(metricUsageOutput, "{token}", "Output (completion) tokens used, reasoning tokens included.")
+	m.cacheRead = counter(metricUsageCacheRead, "{token}", "Input tokens served from the provider's cache.")
+	m.cacheWrite = counter(metricUsageCacheWrite, "{token}", "Input tokens written to the provider's cache.")
+	m.reasoning = counter(metricUsageReasoning, "{token}", "Output tokens used for reasoning.")
+	m.opIn = i64(metricOperationInput, "Input (prompt) tokens used per inference operation.")
+	m.opOut = i64(metricOperationOutput, "Output (completion) tokens used per inference operation.")
+	if prev {
+		m.prevDuration = f64(metricPrevOperationDuration, "s", "GenAI operation duration (previous name of gen_ai.client.inference.duration).", durationBuckets)
+		m.prevTokens = i64(metricPrevTokenUsage, "Number of input and output tokens used (previous name of the inference usage metrics).")
+		m.prevFirstChunk = f64(metricPrevTimeToFirstChunk, "s", "Time to receive the first chunk (previous name of gen_ai.client.inference.time_to_first_chunk).", prevFirstChunkBuckets)
+	}
+
+	m.attempts = counter(metricAttempts, "{attempt}", "Upstream attempts, by tier and outcome class (ok for a success).")
+	m.requests = counter(metricRequests, "{request}", "Finished requests, by answer source (tier, cache, default, error) and degraded flag.")
+	m.reqDuration = f64(metricRequestDuration, "s", "End-to-end request duration, every attempt and fallback included.", durationBuckets)
+	m.remaining = f64(metricDeadlineRemaining, "s", "Time left in the request's deadline budget when it ended.", durationBuckets)
+	var err error
+	m.active, err = meter.Int64UpDownCounter(metricActiveRequests, metric.WithUnit("{request}"), metric.WithDescription("Requests in flight in the chain."))
+	errs = append(errs, err)
+	m.retryWait = f64(metricRetryWait, "s", "Delay chosen before retrying the same tier, by the class that caused the retry.", durationBuckets)
+	m.skips = counter(metricSkips, "{skip}", "Tiers passed over without an upstream call, by reason (open, full, retired, quota, budget).")
+	m.transitions = counter(metricBreakerTransitions, "{transition}", "Circuit breaker state changes, by from and to state.")
+	m.queueWait = f64(metricBulkheadQueueWait, "s", "Time an acquisition waited in a bulkhead's queue, by whether it got a slot.", queueWaitBuckets)
+	m.breakerState, err = meter.Int64ObservableGauge(metricBreakerState, metric.WithUnit("{state}"), metric.WithDescription("Circuit breaker state: closed 0, half-open 1, open 2."))
+	errs = append(errs, err)
+	m.bhAccepted, err = meter.Int64ObservableCounter(metricBulkheadAccepted, metric.WithUnit("{call}"), metric.WithDescription("Bulkhead acquisitions that got a slot."))
+	errs = append(errs, err)
+	m.bhRejected, err = meter.Int64ObservableCounter(metricBulkheadRejected, metric.WithUnit("{call}"), metric.WithDescription("Bulkhead acquisitions refused: full, queue full, or wait ended."))
+	errs = append(errs, err)
+	m.bhInFlight = observable(metricBulkheadInFlight, "Bulkhead slots held.")
+	m.bhQueued = observable(metricBulkheadQueued, "Bulkhead acquisitions waiting for a slot.")
+	m.bhLimit = observable(metricBulkheadLimit, "Bulkhead slots in all.")
+	return errors.Join(errs...)
 }

@@ -27,7 +27,7 @@ func TestPanicEndsTheRequest(t *testing.T) {
 	for _, v := range active {
 		assert.Zero(t, v)
 	}
-	spans := h.spansNamed("generate_content gemini-2.5-pro")
+	spans := h.spansNamed("tierguard generate_content")
 	require.NotEmpty(t, spans)
 	var ended bool
 	for _, s := range spans {

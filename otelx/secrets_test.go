@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"iter"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -43,9 +45,9 @@ func secretChain(t *testing.T, cache bool) *fallback.Chain[string, string] {
 		upstream := &classify.HTTPError{Facts: classify.Facts{HTTPStatus: 503, Status: "UNAVAILABLE", Message: "echo: " + in + " " + bodySecret}}
 		return "", fmt.Errorf("POST /v1beta/models/gemini-2.5-pro:generateContent?key=%s: %w", apiKey, upstream)
 	})
-	flash := fallback.Tier("flash", func(_ context.Context, in string) (string, error) {
+	flash := describedTier{ModelTier: fallback.Tier("flash", func(_ context.Context, in string) (string, error) {
 		return "answer to " + in + ": " + outputSecret, nil
-	})
+	})}
 	proxy := fallback.Tier("proxy", func(_ context.Context, in string) (string, error) {
 		return "", &classify.HTTPError{Facts: classify.Facts{Status: "502 " + bodySecret + " " + in}}
 	})
@@ -60,7 +62,7 @@ func secretChain(t *testing.T, cache bool) *fallback.Chain[string, string] {
 	})
 	cfg := fallback.Config[string, string]{Stages: []fallback.Stage[string, string]{
 		{Tier: pro, Model: "gemini-2.5-pro", Provider: "gcp.gemini", Retry: retry.Policy{MaxAttempts: 2, BaseDelay: 10 * time.Millisecond, Jitter: retry.NoJitter}},
-		{Tier: flash, Model: "gemini-2.5-flash", Provider: "gcp.gemini", Validate: rejectSecrets},
+		{Tier: flash, Model: "gemini-2.5-flash", Validate: rejectSecrets},
 		{Tier: proxy, Model: "gemini-2.5-flash-lite", Retry: retry.Policy{MaxAttempts: 1}},
 		{Tier: lite, Model: "gemini-2.0-flash", Retry: retry.Policy{MaxAttempts: 1}},
 	}}
@@ -70,10 +72,51 @@ func secretChain(t *testing.T, cache bool) *fallback.Chain[string, string] {
 	return newChain(t, cfg)
 }
 
+// describedTier reports what the SDK adapters' tiers report — an endpoint,
+// usage with cache and reasoning details, a response id and model — none of
+// which is content.
+type describedTier struct {
+	fallback.ModelTier[string, string]
+}
+
+func (describedTier) Endpoint() fallback.Endpoint {
+	return fallback.Endpoint{Provider: "gcp.gemini", Address: "generativelanguage.googleapis.com", Port: 443}
+}
+
+func (describedTier) Usage(string) (fallback.Usage, bool) {
+	return fallback.Usage{InputTokens: 120, OutputTokens: 30, CacheReadInputTokens: 64, CacheWriteInputTokens: 8, ReasoningOutputTokens: 12}, true
+}
+
+func (describedTier) Response(string) (fallback.ResponseInfo, bool) {
+	return fallback.ResponseInfo{ID: "resp-7f3a", Model: "gemini-2.5-flash-001", FinishReason: "STOP"}, true
+}
+
+// secretStream streams an answer made of secrets, then breaks.
+func secretStream(t *testing.T) *fallback.StreamChain[string, chunk] {
+	t.Helper()
+	tier := fallback.StreamTierFunc("pro", func(_ context.Context, in string) iter.Seq2[chunk, error] {
+		return func(yield func(chunk, error) bool) {
+			for _, text := range []string{"streamed " + in, " " + outputSecret} {
+				if !yield(chunk{text: text}, nil) {
+					return
+				}
+			}
+			yield(chunk{}, fmt.Errorf("connection reset reading %s: %w", bodySecret, io.ErrUnexpectedEOF))
+		}
+	}, func(c chunk) fallback.ChunkInfo { return fallback.ChunkInfo{Text: c.text, FinishReason: c.finish} })
+	sc, err := fallback.NewStream(fallback.StreamConfig[string, chunk]{Stages: []fallback.StreamStage[string, chunk]{
+		{Tier: tier, Model: "gemini-2.5-pro", Provider: "gcp.gemini"},
+	}})
+	require.NoError(t, err)
+	return sc
+}
+
 func TestNothingSensitiveIsExported(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t)
 		opts := h.options()
+		// The previous names too: every name otelx can emit.
+		opts.PreviousNames = true
 		inst, err := otelx.New(opts)
 		require.NoError(t, err)
 		defer func() { require.NoError(t, inst.Close()) }()
@@ -89,6 +132,8 @@ func TestNothingSensitiveIsExported(t *testing.T) {
 			Model: "gemini-2.5-pro",
 		}}})
 		inst.Attach(auth)
+		streams := secretStream(t)
+		inst.Attach(streams)
 
 		ctx := otelx.WithRequestID(context.Background(), "req-safe")
 		input := "summarise " + promptSecret
@@ -100,6 +145,15 @@ func TestNothingSensitiveIsExported(t *testing.T) {
 		require.Error(t, err)
 		_, err = auth.Do(ctx, input)
 		require.Error(t, err)
+		var streamed strings.Builder
+		for c, err := range streams.Stream(ctx, input).Chunks() {
+			if err != nil {
+				require.ErrorIs(t, err, fallback.ErrIncomplete)
+				break
+			}
+			streamed.WriteString(c.text)
+		}
+		require.Contains(t, streamed.String(), outputSecret, "the caller sees the stream; the signals do not")
 
 		// Everything exported, rendered as text.
 		var b strings.Builder
@@ -158,8 +212,15 @@ func TestNothingSensitiveIsExported(t *testing.T) {
 		assert.Contains(t, logs, `"class":"auth"`)
 		assert.Contains(t, logs, `"request_id":"req-safe"`)
 		assert.Contains(t, exported, "Error")
+		// ...the new attributes among them.
+		for _, want := range []string{"gen_ai.response.id=resp-7f3a", "gen_ai.response.model=gemini-2.5-flash-001", "gen_ai.usage.cache_read.input_tokens=64",
+			"gen_ai.usage.reasoning.output_tokens=12", "server.address=generativelanguage.googleapis.com", `gen_ai.response.finish_reasons=["error"]`,
+			"gen_ai.request.stream=true", "gen_ai.client.inference.time_per_output_chunk", "gen_ai.client.inference.usage.cache_write.input_tokens",
+			"gen_ai.client.operation.duration", "tierguard.stream.incomplete=true"} {
+			assert.True(t, strings.Contains(exported, want), "%s not exported", want)
+		}
 		// ...and no secret is.
-		for _, s := range append(secrets, "summarise", "answer to") {
+		for _, s := range append(secrets, "summarise", "answer to", "streamed") {
 			if i := strings.Index(exported, s); i >= 0 {
 				t.Errorf("%q exported: ...%s...", s, exported[max(i-200, 0):min(i+100, len(exported))])
 			}

@@ -84,39 +84,60 @@ func TestStream(t *testing.T) {
 		got := ttfc[kv(opAttr, gemini, flashModel, flashTier)]
 		assert.Equal(t, uint64(1), got.Count)
 		assert.InDelta(t, 0.3, got.Sum, 1e-9)
-		assert.Equal(t, []float64{0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10}, got.Bounds)
+		assert.Equal(t, wantDurationBuckets, got.Bounds, "the conventions' buckets")
+		// The chunks after the first: two for flash's answer (10ms each),
+		// one for the broken stream's second chunk.
+		m = findMetric(t, rm, otelx.MetricTimePerOutputChunk)
+		assert.Equal(t, "s", m.Unit)
+		per := hist(t, m)
+		assert.Equal(t, uint64(2), per[kv(opAttr, gemini, flashModel, flashTier)].Count)
+		assert.InDelta(t, 0.02, per[kv(opAttr, gemini, flashModel, flashTier)].Sum, 1e-9)
+		assert.Equal(t, uint64(1), per[kv(otelx.AttrOperation.String("chat"), gemini, proModel, proTier)].Count)
+		assert.Equal(t, wantDurationBuckets, per[kv(opAttr, gemini, flashModel, flashTier)].Bounds)
 		chat := otelx.AttrOperation.String("chat")
 		assert.Equal(t, map[string]int64{
 			kv(opAttr, otelx.AttrSource.String("tier"), flashTier, otelx.AttrDegraded.Bool(true)):                               1,
 			kv(chat, otelx.AttrSource.String("error"), otelx.AttrDegraded.Bool(false), otelx.AttrErrorType.String("transient")): 1,
-		}, ints(t, findMetric(t, rm, otelx.MetricRequests)))
+		}, nonZero(ints(t, findMetric(t, rm, otelx.MetricRequests))))
 		assert.Equal(t, map[string]int64{
 			kv(opAttr, proTier, otelx.AttrClass.String("transient")): 1,
 			kv(opAttr, flashTier, otelx.AttrClass.String("ok")):      1,
 			kv(chat, proTier, otelx.AttrClass.String("transient")):   1,
 		}, ints(t, findMetric(t, rm, otelx.MetricAttempts)))
 
-		var flashAttempt, brokenRoot map[string]any
+		var flashAttempt, brokenAttempt, brokenRoot map[string]any
 		for _, sp := range h.spans.Ended() {
 			a := spanAttrs(sp)
 			switch {
 			case sp.Name() == "generate_content gemini-2.5-flash":
-				flashAttempt = map[string]any{"chunks": a[otelx.AttrChunks].AsInt64(), "events": len(sp.Events()), "event": sp.Events()[0].Name}
-			case sp.Name() == "chat gemini-2.5-pro" && !sp.Parent().IsValid():
-				brokenRoot = map[string]any{"status": sp.Status().Code.String(), "incomplete": a[otelx.AttrIncomplete].AsBool(), "chunks": a[otelx.AttrChunks].AsInt64()}
+				flashAttempt = map[string]any{"chunks": a[otelx.AttrChunks].AsInt64(), "events": len(sp.Events()), "event": sp.Events()[0].Name,
+					"stream": a[otelx.AttrRequestStream].AsBool(), "ttfc": a[otelx.AttrTimeToFirstChunk].AsFloat64(),
+					"finish": a[otelx.AttrFinishReasons].AsStringSlice(), "status": sp.Status().Code.String()}
+			case sp.Name() == "chat gemini-2.5-pro":
+				brokenAttempt = map[string]any{"stream": a[otelx.AttrRequestStream].AsBool(), "finish": a[otelx.AttrFinishReasons].AsStringSlice(),
+					"error": a[otelx.AttrErrorType].AsString(), "status": sp.Status().Code.String()}
+			case sp.Name() == "tierguard chat":
+				brokenRoot = map[string]any{"status": sp.Status().Code.String(), "incomplete": a[otelx.AttrIncomplete].AsBool(), "chunks": a[otelx.AttrChunks].AsInt64(),
+					"stream": a[otelx.AttrStream].AsBool(), "kind": sp.SpanKind().String()}
 			}
 		}
-		assert.Equal(t, map[string]any{"chunks": int64(3), "events": 1, "event": "tierguard.first_chunk"}, flashAttempt)
-		assert.Equal(t, map[string]any{"status": "Error", "incomplete": true, "chunks": int64(2)}, brokenRoot)
+		assert.Equal(t, map[string]any{"chunks": int64(3), "events": 1, "event": "tierguard.first_chunk", "stream": true, "ttfc": 0.3,
+			"finish": []string{"STOP"}, "status": "Unset"}, flashAttempt)
+		assert.Equal(t, map[string]any{"stream": true, "finish": []string{"error"}, "error": "transient", "status": "Error"}, brokenAttempt,
+			"a stream that broke expected a finish reason")
+		assert.Equal(t, map[string]any{"status": "Error", "incomplete": true, "chunks": int64(2), "stream": true, "kind": "internal"}, brokenRoot)
+		for _, sp := range h.spans.Ended() {
+			assert.NotEqual(t, "stream_generate_content", spanAttrs(sp)[otelx.AttrOperation].AsString(), "streams keep their operation name")
+		}
 
-		require.Len(t, h.logsWith(t, "tierguard: first chunk received"), 2)
-		broke := h.logsWith(t, "tierguard: stream broke after its first chunk")
+		require.Len(t, h.logsWith(t, "first chunk received"), 2)
+		broke := h.logsWith(t, "stream broke after its first chunk")
 		require.Len(t, broke, 1)
 		assert.Equal(t, "WARN", broke[0]["level"])
 		assert.Equal(t, 2.0, broke[0]["chunks"])
 		assert.Equal(t, true, broke[0]["incomplete"])
 		assert.NotContains(t, broke[0], "route", "a committed stream has no route")
-		failed := h.logsWith(t, "tierguard: request failed")
+		failed := h.logsWith(t, "request failed")
 		require.Len(t, failed, 1)
 		assert.Equal(t, true, failed[0]["incomplete"])
 	})

@@ -5,6 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"time"
+
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 )
 
 // config holds the demo's knobs. Times are offsets from the start.
@@ -39,6 +41,17 @@ type config struct {
 	MinSuccess float64
 	Progress   bool
 	Metrics    bool
+	// Prometheus is the address -prometheus serves /metrics on ("" for
+	// none), Report the file -report writes.
+	Prometheus string
+	Report     string
+
+	// reader, when set, also reads otelx's metrics (the Prometheus
+	// exporter); the run leaves it serving (summary.stopMetrics).
+	reader sdkmetric.Reader
+	// beforeTraffic, when set, runs once the chains are instrumented and
+	// before the first request (a test waits there for a first scrape).
+	beforeTraffic func()
 }
 
 func defaultConfig() config {
@@ -98,6 +111,8 @@ func (c *config) register(fs *flag.FlagSet) {
 	fs.Float64Var(&c.MinSuccess, "min-success", c.MinSuccess, "invariant: at least this share of requests answered (any source)")
 	fs.BoolVar(&c.Progress, "progress", c.Progress, "show live progress on stderr")
 	fs.BoolVar(&c.Metrics, "metrics", c.Metrics, "instrument the chains with otelx (OpenTelemetry SDK, in-process reader) and print the metrics at the end")
+	fs.StringVar(&c.Prometheus, "prometheus", c.Prometheus, "serve otelx's metrics for Prometheus on this address (/metrics, OpenTelemetry Prometheus exporter), until interrupted after the run")
+	fs.StringVar(&c.Report, "report", c.Report, "write the run as one self-contained HTML page with charts to this file")
 }
 
 func (c *config) validate() error {

@@ -4,6 +4,8 @@
 //
 //	go run ./examples/outage           # or: make demo
 //	go run ./examples/outage -metrics  # and print the OpenTelemetry metrics
+//	go run ./examples/outage -report outage.html  # and draw it: one self-contained HTML page
+//	go run ./examples/outage -prometheus 127.0.0.1:9464  # and serve /metrics for Prometheus
 //
 // # The story
 //
@@ -92,7 +94,16 @@
 //     conventions and tierguard.*), read from an in-process OpenTelemetry
 //     SDK MeterProvider with a ManualReader, one row per series: counters
 //     and gauges with their value, histograms with count, sum, mean and
-//     max.
+//     max;
+//   - with -report FILE: one HTML page, charts drawn as inline SVG (it
+//     loads nothing from anywhere): answers per second by source (stacked),
+//     each tier's breaker state as a band, p50 and p99 latency against the
+//     deadline, upstream calls per tier, streams completed and incomplete,
+//     the fault phases shaded on every chart;
+//   - with -prometheus ADDR: otelx's metrics on http://ADDR/metrics through
+//     the OpenTelemetry Prometheus exporter, during the run and after it
+//     until Ctrl-C — the names the README's PromQL and the Grafana
+//     dashboard (examples/outage/grafana-dashboard.json) use.
 //
 // The command exits 1 when an invariant breaks: an answer (or the end of a
 // stream) later than its deadline plus -slack, or less than -min-success of
@@ -104,6 +115,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/signal"
 	"sync"
@@ -126,6 +138,19 @@ func main() {
 		fmt.Fprintln(os.Stderr, "outage:", err)
 		os.Exit(2)
 	}
+	var prom *promServer
+	if cfg.Prometheus != "" {
+		ln, err := net.Listen("tcp", cfg.Prometheus)
+		if err == nil {
+			prom, err = servePrometheus(ln)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "outage: -prometheus:", err)
+			os.Exit(2)
+		}
+		cfg.reader = prom.reader
+		fmt.Fprintf(os.Stderr, "serving metrics on http://%s/metrics\n", prom.addr())
+	}
 	// Ctrl-C stops new requests early; the summary still prints.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	var progress io.Writer // nil: no live progress
@@ -139,9 +164,38 @@ func main() {
 		os.Exit(1)
 	}
 	sum.print(os.Stdout)
+	if cfg.Report != "" {
+		if err := writeReportFile(sum, cfg.Report); err != nil {
+			fmt.Fprintln(os.Stderr, "outage: -report:", err)
+			os.Exit(1)
+		}
+		fmt.Printf("\nreport written to %s\n", cfg.Report)
+	}
+	if prom != nil {
+		// Prometheus scrapes the last figures until Ctrl-C.
+		fmt.Fprintf(os.Stderr, "still serving metrics on http://%s/metrics; Ctrl-C to stop\n", prom.addr())
+		hold, stopHold := signal.NotifyContext(context.Background(), os.Interrupt)
+		<-hold.Done()
+		stopHold()
+		sum.stopMetrics()
+		_ = prom.close()
+	}
 	if len(sum.violations()) > 0 {
 		os.Exit(1)
 	}
+}
+
+// writeReportFile writes the -report page.
+func writeReportFile(sum *summary, path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := sum.writeReport(f); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // The models of the story. The fake server retires legacyModel.

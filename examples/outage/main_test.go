@@ -126,17 +126,22 @@ func checkMetrics(t *testing.T, sum *summary, printed string) {
 		seen[row.metric+" "+op.String()] = true
 	}
 	for _, want := range []string{
-		"gen_ai.client.operation.duration (s) generate_content",
-		"gen_ai.client.operation.duration (s) stream_generate_content",
-		"gen_ai.client.operation.time_to_first_chunk (s) stream_generate_content",
+		"gen_ai.client.inference.duration (s) generate_content",
+		"gen_ai.client.inference.time_to_first_chunk (s) generate_content",
+		"gen_ai.client.inference.time_per_output_chunk (s) generate_content",
+		"gen_ai.client.inference.usage.input_tokens ({token}) generate_content",
+		"gen_ai.client.inference.operation.output_tokens ({token}) generate_content",
 		"tierguard.requests ({request}) generate_content",
-		"tierguard.requests ({request}) stream_generate_content",
 		"tierguard.breaker.state ({state}) ",
 		"tierguard.breaker.transitions ({transition}) ",
 	} {
 		assert.True(t, seen[want], "%s not collected: %v", want, seen)
 	}
-	for _, s := range []string{"metrics (otelx", "gen_ai.client.operation.time_to_first_chunk (s)", "gen_ai.request.model, by tier:", "count "} {
+	for _, row := range sum.metrics.rows {
+		op, _ := row.attrs.Value(opKey)
+		assert.NotEqual(t, "stream_generate_content", op.AsString(), "streams keep the operation name")
+	}
+	for _, s := range []string{"metrics (otelx", "gen_ai.client.inference.time_to_first_chunk (s)", "gen_ai.request.model, by tier:", "count "} {
 		assert.Contains(t, printed, s)
 	}
 }

@@ -20,21 +20,32 @@ import (
 	"github.com/tierguard/tierguard/otelx"
 )
 
-// meters is the -metrics instrumentation: otelx on the chains, feeding an
-// in-process OpenTelemetry SDK MeterProvider whose ManualReader stands in
-// for a real exporter (Prometheus, OTLP). The library depends on the
-// OpenTelemetry API only; this demo, like a service, brings the SDK.
+// meters is the instrumentation of -metrics and -prometheus: otelx on the
+// chains, feeding an in-process OpenTelemetry SDK MeterProvider — read once
+// at the end through a ManualReader (-metrics), scraped by Prometheus
+// through the OpenTelemetry Prometheus exporter (-prometheus), or both.
+// The library depends on the OpenTelemetry API only; this demo, like a
+// service, brings the SDK.
 type meters struct {
-	reader *sdkmetric.ManualReader
+	reader *sdkmetric.ManualReader // nil without -metrics
 	mp     *sdkmetric.MeterProvider
 	inst   *otelx.Instrumentation
 }
 
-// newMeters instruments chains with otelx. Tracing is off (a no-op tracer
-// provider): the demo prints metrics only.
-func newMeters(chains ...otelx.Chain) (*meters, error) {
-	m := &meters{reader: sdkmetric.NewManualReader()}
-	m.mp = sdkmetric.NewMeterProvider(sdkmetric.WithReader(m.reader))
+// newMeters instruments chains with otelx, reading the metrics with a
+// ManualReader when manual is set and with extra when it is not nil.
+// Tracing is off (a no-op tracer provider): the demo exports metrics only.
+func newMeters(manual bool, extra sdkmetric.Reader, chains ...otelx.Chain) (*meters, error) {
+	m := &meters{}
+	var opts []sdkmetric.Option
+	if manual {
+		m.reader = sdkmetric.NewManualReader()
+		opts = append(opts, sdkmetric.WithReader(m.reader))
+	}
+	if extra != nil {
+		opts = append(opts, sdkmetric.WithReader(extra))
+	}
+	m.mp = sdkmetric.NewMeterProvider(opts...)
 	inst, err := otelx.New(otelx.Options{MeterProvider: m.mp, TracerProvider: tracenoop.NewTracerProvider()})
 	if err != nil {
 		return nil, err
@@ -46,16 +57,19 @@ func newMeters(chains ...otelx.Chain) (*meters, error) {
 	return m, nil
 }
 
-// collect reads every metric once, then stops the instrumentation.
+// collect reads every metric once through the ManualReader.
 func (m *meters) collect(ctx context.Context) (*metricsReport, error) {
 	var rm metricdata.ResourceMetrics
-	err := m.reader.Collect(ctx, &rm)
-	_ = m.inst.Close()
-	_ = m.mp.Shutdown(ctx)
-	if err != nil {
+	if err := m.reader.Collect(ctx, &rm); err != nil {
 		return nil, fmt.Errorf("collecting metrics: %w", err)
 	}
 	return newMetricsReport(rm), nil
+}
+
+// stop ends the instrumentation and the provider.
+func (m *meters) stop(ctx context.Context) {
+	_ = m.inst.Close()
+	_ = m.mp.Shutdown(ctx)
 }
 
 // metricRow is one data point, ready to print.

@@ -23,6 +23,15 @@ func sourceIndex(name string) int {
 	return len(sources) - 1
 }
 
+// tiers are the unary chain's tiers, in order; the stream chain uses pro
+// and flash.
+var tiers = []string{"pro", "legacy", "flash"}
+
+const numTiers = 3
+
+// tierIndex returns the index of the named tier, or -1.
+func tierIndex(name string) int { return slices.Index(tiers, name) }
+
 // record is one request's outcome.
 type record struct {
 	start    time.Duration // since t0
@@ -31,6 +40,7 @@ type record struct {
 	source   int           // index into sources
 	class    classify.Class
 	proCalls int
+	calls    [numTiers]uint16 // upstream calls per tier
 }
 
 // tally is what one client saw; clients merge theirs at the end, so the
@@ -126,6 +136,9 @@ func (r *recorder) record(t *tally, start, end time.Time, res *fallback.Result[g
 		}
 		if a.Tier == "pro" {
 			rec.proCalls++
+		}
+		if i := tierIndex(a.Tier); i >= 0 {
+			rec.calls[i]++
 		}
 	}
 	t.records = append(t.records, rec)

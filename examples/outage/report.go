@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tierguard/tierguard/breaker"
+	"github.com/tierguard/tierguard/bulkhead"
 	"github.com/tierguard/tierguard/classify"
 	"github.com/tierguard/tierguard/fallback"
 	"github.com/tierguard/tierguard/internal/testbed/fakegemini"
@@ -196,6 +197,14 @@ type summary struct {
 	errors      map[classify.Class]int
 	streams     streamSummary
 	metrics     *metricsReport // nil without -metrics
+	// stopMetrics ends the instrumentation behind a Prometheus exporter
+	// (-prometheus); nil otherwise.
+	stopMetrics func()
+	// bulkheads are the unary chain's bulkheads' figures at the end.
+	bulkheads map[string]bulkhead.Stats
+	// records and streamRecords are the run's raw outcomes, for -report.
+	records       []record
+	streamRecords []streamRecord
 }
 
 type phaseRow struct {
@@ -277,6 +286,7 @@ func (r *recorder) summarize(stats map[string]fakegemini.ModelStats, stages []fa
 		})
 	}
 	s.streams = summarizeStreams(m)
+	s.records, s.streamRecords = slices.Clone(m.records), slices.Clone(m.streams)
 	return s
 }
 

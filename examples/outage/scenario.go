@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tierguard/tierguard/breaker"
+	"github.com/tierguard/tierguard/bulkhead"
 	"github.com/tierguard/tierguard/fallback"
 	"github.com/tierguard/tierguard/fallback/chaos"
 	"github.com/tierguard/tierguard/internal/testbed/fakegemini"
@@ -105,16 +106,19 @@ func run(ctx context.Context, cfg config, progress io.Writer) (*summary, error) 
 		}
 	}
 	var m *meters
-	if cfg.Metrics {
+	if cfg.Metrics || cfg.reader != nil {
 		chains := []otelx.Chain{chain}
 		if streams != nil {
 			chains = append(chains, streams)
 		}
-		if m, err = newMeters(chains...); err != nil {
+		if m, err = newMeters(cfg.Metrics, cfg.reader, chains...); err != nil {
 			return nil, err
 		}
 	}
 
+	if cfg.beforeTraffic != nil {
+		cfg.beforeTraffic()
+	}
 	// The clock starts now: the scripts' windows and every record are
 	// relative to it.
 	rec.start(time.Now())
@@ -143,10 +147,20 @@ func run(ctx context.Context, cfg config, progress io.Writer) (*summary, error) 
 	drills.Stop()
 	// Read the metrics while the breakers still hold their last state.
 	var report *metricsReport
-	if m != nil {
+	if cfg.Metrics {
 		if report, err = m.collect(context.Background()); err != nil {
+			m.stop(context.Background())
 			return nil, err
 		}
+	}
+	// A Prometheus exporter keeps serving the last figures until the
+	// caller is done with it; otherwise the instrumentation stops here.
+	var stopMetrics func()
+	switch {
+	case m != nil && cfg.reader != nil:
+		stopMetrics = func() { m.stop(context.Background()) }
+	case m != nil:
+		m.stop(context.Background())
 	}
 	// Silence the breakers before the report: stop recording, then reset
 	// them, which also stops their cooldown timers.
@@ -159,7 +173,20 @@ func run(ctx context.Context, cfg config, progress io.Writer) (*summary, error) 
 	con.mute()
 	sum := rec.summarize(srv.Stats(), chain.Stages())
 	sum.metrics = report
+	sum.stopMetrics = stopMetrics
+	sum.bulkheads = bulkheadStats(chain.Stages())
 	return sum, nil
+}
+
+// bulkheadStats reads the chain's bulkheads' figures at the end of the run.
+func bulkheadStats(stages []fallback.StageInfo) map[string]bulkhead.Stats {
+	out := map[string]bulkhead.Stats{}
+	for _, st := range stages {
+		if st.Bulkhead != nil {
+			out[st.Bulkhead.Name()] = st.Bulkhead.Stats()
+		}
+	}
+	return out
 }
 
 // client sends one request after another until the run's duration ends.

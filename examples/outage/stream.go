@@ -18,10 +18,6 @@ import (
 	"github.com/tierguard/tierguard/retry"
 )
 
-// streamOperation names the stream chain in metrics and logs, apart from
-// the unary chain's generate_content.
-const streamOperation = "stream_generate_content"
-
 // buildStreamChain assembles the streaming chain: pro → flash → default,
 // each tier a gemrest stream over :streamGenerateContent?alt=sse.
 //
@@ -73,11 +69,12 @@ func buildStreamChain(cfg config, srv *fakegemini.Server, catalog *fallback.Cata
 			Validate: validAnswer,
 		})
 	}
+	// The operation is the unary chain's, generate_content, as the GenAI
+	// conventions name it: otelx marks the attempts gen_ai.request.stream.
 	return fallback.NewStream(fallback.StreamConfig[question, gemrest.Chunk]{
-		Operation: streamOperation,
-		Stages:    stages,
-		Total:     cfg.Deadline, // bounds the whole stream, not just its start
-		Catalog:   catalog,
+		Stages:  stages,
+		Total:   cfg.Deadline, // bounds the whole stream, not just its start
+		Catalog: catalog,
 		// When no tier could start a stream: one canned chunk.
 		Default: func(context.Context, question) (gemrest.Chunk, bool) {
 			return gemrest.Chunk{Text: `{"model":"default","answer":"We are busy right now; please try again shortly."}`, FinishReason: "STOP"}, true
@@ -141,6 +138,7 @@ type streamRecord struct {
 	end      streamEnd
 	cause    string // why an incomplete stream broke
 	fellBack bool   // answered by a later tier or the default
+	calls    [numTiers]uint16
 }
 
 // recordStream files one stream's result in the client's tally.
@@ -171,6 +169,9 @@ func (r *recorder) recordStream(t *tally, start, end time.Time, res fallback.Str
 			continue
 		}
 		bump(&t.streamCalls, a.Tier)
+		if i := tierIndex(a.Tier); i >= 0 {
+			rec.calls[i]++
+		}
 		if errors.Is(a.Err, fallback.ErrFirstChunkTimeout) {
 			bump(&t.firstChunkTimeouts, a.Tier)
 		}

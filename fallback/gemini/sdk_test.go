@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -18,6 +19,7 @@ import (
 	"google.golang.org/genai"
 
 	"github.com/tierguard/tierguard/classify"
+	"github.com/tierguard/tierguard/fallback"
 	"github.com/tierguard/tierguard/fallback/gemini"
 	"github.com/tierguard/tierguard/internal/testbed/fakegemini"
 )
@@ -254,4 +256,56 @@ func TestNewClientLeavesCallerClientAlone(t *testing.T) {
 	tr, ok := client.ClientConfig().HTTPClient.Transport.(*gemini.Transport)
 	require.True(t, ok)
 	assert.Same(t, orig, tr.Base)
+}
+
+// The usage, response id and model version of a real response shape reach
+// the chain's observers; the field names are those of the GenerateContent
+// reference (https://ai.google.dev/api/generate-content#UsageMetadata):
+// promptTokenCount includes the cached content, thoughtsTokenCount is
+// output spent thinking.
+func TestUsageDetailsAndResponse(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"candidates":[{"content":{"role":"model","parts":[{"text":"Rayleigh scattering."}]},"finishReason":"STOP","index":0}],`+
+			`"usageMetadata":{"promptTokenCount":1200,"candidatesTokenCount":40,"totalTokenCount":1490,"cachedContentTokenCount":1024,"thoughtsTokenCount":250,`+
+			`"promptTokensDetails":[{"modality":"TEXT","tokenCount":1200}]},"modelVersion":"gemini-2.5-pro-preview-06-05","responseId":"mEZpaOa3NKWf1dkP4bnQ0Qs"}`)
+	}))
+	t.Cleanup(srv.Close)
+	tr := &http.Transport{}
+	t.Cleanup(tr.CloseIdleConnections)
+	client, err := gemini.NewClient(context.Background(), genai.ClientConfig{APIKey: "k", HTTPClient: &http.Client{Transport: tr}, HTTPOptions: genai.HTTPOptions{BaseURL: srv.URL}})
+	require.NoError(t, err)
+	tier, err := gemini.NewTier(gemini.TierConfig[question]{Name: "pro", Model: proModel, Client: client, Prompt: prompt("")})
+	require.NoError(t, err)
+
+	a, err := tier.Call(context.Background(), question{Text: "why is the sky blue?"})
+	require.NoError(t, err)
+	u, ok := tier.Usage(a)
+	require.True(t, ok)
+	assert.Equal(t, fallback.Usage{InputTokens: 1200, OutputTokens: 290, CacheReadInputTokens: 1024, ReasoningOutputTokens: 250}, u)
+	info, ok := tier.Response(a)
+	require.True(t, ok)
+	assert.Equal(t, fallback.ResponseInfo{ID: "mEZpaOa3NKWf1dkP4bnQ0Qs", Model: "gemini-2.5-pro-preview-06-05", FinishReason: "STOP"}, info)
+
+	host, port, err := net.SplitHostPort(strings.TrimPrefix(srv.URL, "http://"))
+	require.NoError(t, err)
+	ep := tier.Endpoint()
+	assert.Equal(t, "gcp.gemini", ep.Provider)
+	assert.Equal(t, host, ep.Address)
+	assert.Equal(t, port, strconv.Itoa(ep.Port))
+
+	// A stage that leaves Provider empty still names it.
+	c, err := fallback.New(fallback.Config[question, gemini.Answer]{Stages: []fallback.Stage[question, gemini.Answer]{{Tier: tier, Model: proModel}}})
+	require.NoError(t, err)
+	assert.Equal(t, "gcp.gemini", c.Stages()[0].Provider)
+	assert.True(t, c.Stages()[0].ReportsUsage)
+}
+
+// With the SDK's default base URL the tier reports the Gemini API's host.
+func TestEndpointOfTheGeminiAPI(t *testing.T) {
+	client, err := gemini.NewClient(context.Background(), genai.ClientConfig{APIKey: "k", Backend: genai.BackendGeminiAPI})
+	require.NoError(t, err)
+	tier, err := gemini.NewTier(gemini.TierConfig[question]{Name: "pro", Model: proModel, Client: client, Prompt: prompt("")})
+	require.NoError(t, err)
+	assert.Equal(t, fallback.Endpoint{Provider: "gcp.gemini", Address: "generativelanguage.googleapis.com", Port: 443}, tier.Endpoint())
 }

@@ -3,6 +3,8 @@ package gemini
 import (
 	"context"
 	"errors"
+	"net/url"
+	"strconv"
 	"strings"
 
 	"google.golang.org/genai"
@@ -92,7 +94,10 @@ type TierConfig[In any] struct {
 //
 // Error responses come back as a *ResponseError around the genai.APIError,
 // carrying the Retry-After headers a Transport captured. Tier implements
-// fallback.UsageReporter, so observers see the token usage.
+// fallback.UsageReporter, fallback.ResponseReporter and
+// fallback.EndpointReporter, so observers see the token usage (cached and
+// thinking tokens included), the response id and model version, the
+// provider and the server.
 type Tier[In any] struct {
 	name         string
 	model        string
@@ -100,6 +105,7 @@ type Tier[In any] struct {
 	prompt       PromptFunc[In]
 	continuation bool
 	provider     string
+	endpoint     fallback.Endpoint
 }
 
 // NewTier returns a tier, or an error naming the missing fields.
@@ -124,11 +130,57 @@ func NewTier[In any](cfg TierConfig[In]) (*Tier[In], error) {
 	if cfg.Client.ClientConfig().Backend == genai.BackendVertexAI {
 		provider = "gcp.vertex_ai"
 	}
+	ep := fallback.Endpoint{Provider: provider}
+	ep.Address, ep.Port = server(cfg.Client.ClientConfig().HTTPOptions.BaseURL)
 	return &Tier[In]{
 		name: cfg.Name, model: cfg.Model, client: cfg.Client, prompt: cfg.Prompt,
-		continuation: cfg.Continuation, provider: provider,
+		continuation: cfg.Continuation, provider: provider, endpoint: ep,
 	}, nil
 }
+
+// server returns the host and port of the client's base URL (the SDK fills
+// it in: generativelanguage.googleapis.com, or a Vertex AI location's
+// endpoint), or "" and 0 when it cannot be read.
+func server(baseURL string) (string, int) {
+	u, err := url.Parse(baseURL)
+	if err != nil || u.Hostname() == "" {
+		return "", 0
+	}
+	if p := u.Port(); p != "" {
+		n, err := strconv.Atoi(p)
+		if err != nil {
+			return u.Hostname(), 0
+		}
+		return u.Hostname(), n
+	}
+	switch u.Scheme {
+	case "https":
+		return u.Hostname(), 443
+	case "http":
+		return u.Hostname(), 80
+	}
+	return u.Hostname(), 0
+}
+
+// Endpoint reports the provider ("gcp.gemini" for the Gemini API,
+// "gcp.vertex_ai" for Vertex AI) and the server the client calls
+// (fallback.EndpointReporter), so that a stage built without Stage still
+// names its provider.
+func (t *Tier[In]) Endpoint() fallback.Endpoint { return t.endpoint }
+
+// Response describes an answer for observers (fallback.ResponseReporter):
+// the response id, the model version that answered and the finish reason.
+func (t *Tier[In]) Response(a Answer) (fallback.ResponseInfo, bool) {
+	info := fallback.ResponseInfo{Model: a.ModelVersion, FinishReason: string(a.FinishReason)}
+	if a.Response != nil {
+		info.ID = a.Response.ResponseID
+	}
+	return info, info != fallback.ResponseInfo{}
+}
+
+// ChunkResponse describes the response a streamed chunk is part of
+// (fallback.ChunkResponseReporter).
+func (t *Tier[In]) ChunkResponse(a Answer) (fallback.ResponseInfo, bool) { return t.Response(a) }
 
 // Name returns the tier's name.
 func (t *Tier[In]) Name() string { return t.name }
@@ -185,9 +237,13 @@ func usage(resp *genai.GenerateContentResponse) (fallback.Usage, bool) {
 	if u == nil {
 		return fallback.Usage{}, false
 	}
+	// The prompt count includes the cached content; the thoughts are
+	// output the model spent reasoning.
 	return fallback.Usage{
-		InputTokens:  int64(u.PromptTokenCount) + int64(u.ToolUsePromptTokenCount),
-		OutputTokens: int64(u.CandidatesTokenCount) + int64(u.ThoughtsTokenCount),
+		InputTokens:           int64(u.PromptTokenCount) + int64(u.ToolUsePromptTokenCount),
+		OutputTokens:          int64(u.CandidatesTokenCount) + int64(u.ThoughtsTokenCount),
+		CacheReadInputTokens:  int64(u.CachedContentTokenCount),
+		ReasoningOutputTokens: int64(u.ThoughtsTokenCount),
 	}, true
 }
 

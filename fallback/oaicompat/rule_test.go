@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tierguard/tierguard/classify"
+	"github.com/tierguard/tierguard/fallback"
 	"github.com/tierguard/tierguard/fallback/oaicompat"
 	"github.com/tierguard/tierguard/internal/testbed/fakegemini"
 )
@@ -146,4 +147,33 @@ func TestAnswerAndUsage(t *testing.T) {
 func TestNewTierValidates(t *testing.T) {
 	_, err := oaicompat.NewTier(oaicompat.TierConfig[question]{})
 	require.EqualError(t, err, "openai: invalid tier config: Name, Model, Client, Prompt required")
+}
+
+// The response shape of the chat completions reference
+// (https://platform.openai.com/docs/api-reference/chat/object): the id, the
+// model that answered, and the usage details (cached prompt tokens,
+// reasoning tokens), which reach the chain's observers.
+func TestUsageDetailsAndResponse(t *testing.T) {
+	c := gateway(t, http.StatusOK, nil, `{"id":"chatcmpl-B9MHDbslfkBeAs8l4bebGdFOJ6PeG","object":"chat.completion","created":1741570283,"model":"gpt-4o-2024-08-06",`+
+		`"choices":[{"index":0,"message":{"role":"assistant","content":"Rayleigh scattering.","refusal":null,"annotations":[]},"logprobs":null,"finish_reason":"stop"}],`+
+		`"usage":{"prompt_tokens":1117,"completion_tokens":46,"total_tokens":1163,"prompt_tokens_details":{"cached_tokens":1024,"audio_tokens":0},`+
+		`"completion_tokens_details":{"reasoning_tokens":12,"audio_tokens":0,"accepted_prediction_tokens":0,"rejected_prediction_tokens":0}},`+
+		`"service_tier":"default","system_fingerprint":"fp_fc9f1d7035"}`)
+	tier, err := oaicompat.NewTier(oaicompat.TierConfig[question]{Name: "gpt", Model: "gpt-4o", Client: c, Prompt: prompt("")})
+	require.NoError(t, err)
+	a, err := tier.Call(context.Background(), question{Text: "why is the sky blue?"})
+	require.NoError(t, err)
+	u, ok := tier.Usage(a)
+	require.True(t, ok)
+	assert.Equal(t, fallback.Usage{InputTokens: 1117, OutputTokens: 46, CacheReadInputTokens: 1024, ReasoningOutputTokens: 12}, u)
+	info, ok := tier.Response(a)
+	require.True(t, ok)
+	assert.Equal(t, fallback.ResponseInfo{ID: "chatcmpl-B9MHDbslfkBeAs8l4bebGdFOJ6PeG", Model: "gpt-4o-2024-08-06", FinishReason: "stop"}, info)
+	assert.Equal(t, fallback.Endpoint{Provider: "openai"}, tier.Endpoint())
+
+	gw, err := oaicompat.NewTier(oaicompat.TierConfig[question]{Name: "gw", Model: "m", Client: c, Prompt: prompt(""), Provider: "azure.ai.openai"})
+	require.NoError(t, err)
+	chain, err := fallback.New(fallback.Config[question, oaicompat.Answer]{Stages: []fallback.Stage[question, oaicompat.Answer]{{Tier: gw}}})
+	require.NoError(t, err)
+	assert.Equal(t, "azure.ai.openai", chain.Stages()[0].Provider, "a stage without Provider takes the tier's")
 }

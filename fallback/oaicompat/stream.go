@@ -39,8 +39,8 @@ func (t *Tier[In]) ChunkUsage(a Answer) (fallback.Usage, bool) { return a.Usage,
 // Stream makes one streaming chat completion request for in (one HTTP
 // request: the SDK's retries off) when the sequence is ranged over, making
 // Tier a fallback.StreamTier[In, Answer]. Each chunk is an Answer whose
-// Text is the text that chunk adds (Response is nil; the chunk's model and
-// usage are set).
+// Text is the text that chunk adds (Response is nil; the chunk's id, model
+// and usage are set).
 //
 // Errors classify as for Call: an error response before the stream starts
 // is a *ResponseError; an error event inside the stream ({"error":{...}}
@@ -61,10 +61,8 @@ func (t *Tier[In]) Stream(ctx context.Context, in In) iter.Seq2[Answer, error] {
 		content := false
 		for s.Next() {
 			ch := s.Current()
-			a := Answer{Model: ch.Model}
-			if u := ch.Usage; u.JSON.PromptTokens.Valid() || u.JSON.CompletionTokens.Valid() {
-				a.HasUsage, a.Usage = true, fallback.Usage{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens}
-			}
+			a := Answer{Model: ch.Model, ID: ch.ID}
+			a.Usage, a.HasUsage = usage(ch.Usage)
 			if len(ch.Choices) > 0 {
 				c := ch.Choices[0]
 				a.Text = c.Delta.Content

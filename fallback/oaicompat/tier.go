@@ -23,6 +23,8 @@ type Answer struct {
 	FinishReason string
 	// Model is the model that answered, as the API reports.
 	Model string
+	// ID is the completion's id ("chatcmpl-…"), as the API reports.
+	ID string
 	// Usage is the token usage the API reported.
 	Usage fallback.Usage
 	// HasUsage is set when the response carried usage.
@@ -78,7 +80,8 @@ type TierConfig[In any] struct {
 //     (ErrEmptyAnswer; "length" with nothing in it looks like this).
 //
 // Error responses come back as a *ResponseError around the SDK's error.
-// Tier implements fallback.UsageReporter.
+// Tier implements fallback.UsageReporter, fallback.ResponseReporter and
+// fallback.EndpointReporter.
 type Tier[In any] struct {
 	name     string
 	model    string
@@ -134,6 +137,37 @@ func (t *Tier[In]) Stage() fallback.Stage[In, Answer] {
 // Usage reports the answer's token usage (fallback.UsageReporter).
 func (t *Tier[In]) Usage(a Answer) (fallback.Usage, bool) { return a.Usage, a.HasUsage }
 
+// usage reads a response's usage, with the cached and reasoning tokens the
+// API details (both are parts of the prompt and completion counts).
+func usage(u oai.CompletionUsage) (fallback.Usage, bool) {
+	if !u.JSON.PromptTokens.Valid() && !u.JSON.CompletionTokens.Valid() {
+		return fallback.Usage{}, false
+	}
+	return fallback.Usage{
+		InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens,
+		CacheReadInputTokens:  u.PromptTokensDetails.CachedTokens,
+		CacheWriteInputTokens: u.PromptTokensDetails.CacheWriteTokens,
+		ReasoningOutputTokens: u.CompletionTokensDetails.ReasoningTokens,
+	}, true
+}
+
+// Endpoint reports the provider (TierConfig.Provider, "openai" by
+// default) for observers (fallback.EndpointReporter), so that a stage
+// built without Stage still names its provider. The server is not
+// reported: the client's options do not tell it.
+func (t *Tier[In]) Endpoint() fallback.Endpoint { return fallback.Endpoint{Provider: t.provider} }
+
+// Response describes an answer for observers (fallback.ResponseReporter):
+// the completion id, the model that answered and the finish reason.
+func (t *Tier[In]) Response(a Answer) (fallback.ResponseInfo, bool) {
+	info := fallback.ResponseInfo{ID: a.ID, Model: a.Model, FinishReason: a.FinishReason}
+	return info, info != fallback.ResponseInfo{}
+}
+
+// ChunkResponse describes the completion a streamed chunk is part of
+// (fallback.ChunkResponseReporter).
+func (t *Tier[In]) ChunkResponse(a Answer) (fallback.ResponseInfo, bool) { return t.Response(a) }
+
 // Call makes one chat completion request and checks the answer.
 func (t *Tier[In]) Call(ctx context.Context, in In) (Answer, error) {
 	params := t.prompt(in)
@@ -150,11 +184,8 @@ func answer(resp *oai.ChatCompletion) (Answer, error) {
 	if resp == nil || len(resp.Choices) == 0 {
 		return Answer{}, classify.Wrap(ErrNoChoices, classify.Verdict{Class: classify.InvalidOutput, Reason: "no choices"})
 	}
-	a := Answer{Model: resp.Model, Response: resp}
-	if u := resp.Usage; u.JSON.PromptTokens.Valid() || u.JSON.CompletionTokens.Valid() {
-		a.HasUsage = true
-		a.Usage = fallback.Usage{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens}
-	}
+	a := Answer{Model: resp.Model, ID: resp.ID, Response: resp}
+	a.Usage, a.HasUsage = usage(resp.Usage)
 	ch := resp.Choices[0]
 	a.FinishReason = ch.FinishReason
 	if ch.Message.Refusal != "" && ch.Message.Content == "" {

@@ -75,7 +75,7 @@ func ExampleParsePrices() {
 		fmt.Println(err)
 		return
 	}
-	u := fallback.Usage{InputTokens: 10_000, CachedInputTokens: 8_000, OutputTokens: 1_000, ReasoningTokens: 600}
+	u := fallback.Usage{InputTokens: 10_000, CacheReadInputTokens: 8_000, OutputTokens: 1_000, ReasoningOutputTokens: 600}
 	list, _ := prices.Cost("gemini-2.5-pro", "", u)
 	batch, _ := prices.Cost("gemini-2.5-pro", "batch", u)
 	long, _ := prices.Cost("gemini-2.5-pro", "", fallback.Usage{InputTokens: 300_000})

@@ -18,12 +18,12 @@ type Rates struct {
 	// Input is the price of a million prompt tokens.
 	Input Amount `json:"input"`
 	// CachedInput is the price of a million prompt tokens served from a
-	// prompt cache (fallback.Usage.CachedInputTokens); 0 means Input.
+	// prompt cache (fallback.Usage.CacheReadInputTokens); 0 means Input.
 	CachedInput Amount `json:"cached_input,omitempty"`
 	// Output is the price of a million answer tokens.
 	Output Amount `json:"output"`
 	// Reasoning is the price of a million thinking tokens
-	// (fallback.Usage.ReasoningTokens); 0 means Output, as the providers
+	// (fallback.Usage.ReasoningOutputTokens); 0 means Output, as the providers
 	// that bill thinking bill it.
 	Reasoning Amount `json:"reasoning,omitempty"`
 }
@@ -269,8 +269,8 @@ func (e *priceEntry) cost(u fallback.Usage) Amount {
 	if e.longAbove > 0 && u.InputTokens > e.longAbove {
 		r = e.long
 	}
-	cached := min(max(u.CachedInputTokens, 0), max(u.InputTokens, 0))
-	reasoning := min(max(u.ReasoningTokens, 0), max(u.OutputTokens, 0))
+	cached := min(max(u.CacheReadInputTokens, 0), max(u.InputTokens, 0))
+	reasoning := min(max(u.ReasoningOutputTokens, 0), max(u.OutputTokens, 0))
 	var a acc
 	a.add(u.InputTokens-cached, r.Input)
 	a.add(cached, r.CachedInput)

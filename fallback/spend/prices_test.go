@@ -83,10 +83,10 @@ func TestPricesCost(t *testing.T) {
 	// 1000 in at 1.25/M + 500 out at 10/M = 0.00125 + 0.005.
 	assert.Equal(t, amt("0.00625"), cost("pro", "", fallback.Usage{InputTokens: 1000, OutputTokens: 500}))
 	// Cached tokens are part of the input: 600 fresh at 1.25, 400 cached at 0.125.
-	assert.Equal(t, amt("0.00075")+amt("0.00005"), cost("pro", "", fallback.Usage{InputTokens: 1000, CachedInputTokens: 400}))
+	assert.Equal(t, amt("0.00075")+amt("0.00005"), cost("pro", "", fallback.Usage{InputTokens: 1000, CacheReadInputTokens: 400}))
 	// Reasoning is billed at the output rate unless it has its own.
-	assert.Equal(t, amt("0.0025"), cost("flash", "", fallback.Usage{OutputTokens: 1000, ReasoningTokens: 800}))
-	assert.Equal(t, amt("0.00032")+amt("0.0016"), cost("gpt-mini-2025", "", fallback.Usage{OutputTokens: 1000, ReasoningTokens: 800}))
+	assert.Equal(t, amt("0.0025"), cost("flash", "", fallback.Usage{OutputTokens: 1000, ReasoningOutputTokens: 800}))
+	assert.Equal(t, amt("0.00032")+amt("0.0016"), cost("gpt-mini-2025", "", fallback.Usage{OutputTokens: 1000, ReasoningOutputTokens: 800}))
 	// Above 200k prompt tokens every token of the call is billed at the long rates.
 	assert.Equal(t, amt("0.25"), cost("pro", "", fallback.Usage{InputTokens: 200_000}))
 	assert.Equal(t, amt("0.5000025")+amt("0.015"), cost("pro", "", fallback.Usage{InputTokens: 200_001, OutputTokens: 1000}))

@@ -139,6 +139,7 @@ func (t *Totals) add(o *Totals) {
 func addUsage(u *fallback.Usage, o fallback.Usage) {
 	u.InputTokens += o.InputTokens
 	u.OutputTokens += o.OutputTokens
-	u.CachedInputTokens += o.CachedInputTokens
-	u.ReasoningTokens += o.ReasoningTokens
+	u.CacheReadInputTokens += o.CacheReadInputTokens
+	u.CacheWriteInputTokens += o.CacheWriteInputTokens
+	u.ReasoningOutputTokens += o.ReasoningOutputTokens
 }

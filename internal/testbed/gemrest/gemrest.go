@@ -391,6 +391,6 @@ func (w *wireResponse) usage() (fallback.Usage, bool) {
 	}
 	return fallback.Usage{
 		InputTokens: u.PromptTokenCount, OutputTokens: u.CandidatesTokenCount + u.ThoughtsTokenCount,
-		CachedInputTokens: u.CachedContentTokenCount, ReasoningTokens: u.ThoughtsTokenCount,
+		CacheReadInputTokens: u.CachedContentTokenCount, ReasoningOutputTokens: u.ThoughtsTokenCount,
 	}, true
 }

@@ -6,6 +6,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -285,7 +287,7 @@ func TestCallBodies(t *testing.T) {
 			body:   `{"candidates":[{"content":{"parts":[{"text":"hmm","thought":true},{"text":"a"},{"text":"b"}]},"finishReason":"STOP"}],"usageMetadata":{"promptTokenCount":3,"candidatesTokenCount":2,"thoughtsTokenCount":5,"cachedContentTokenCount":1,"totalTokenCount":10},"modelVersion":"v1","responseId":"r1"}`,
 			text:   "ab",
 			finish: "STOP",
-			usage:  &fallback.Usage{InputTokens: 3, OutputTokens: 7, CachedInputTokens: 1, ReasoningTokens: 5},
+			usage:  &fallback.Usage{InputTokens: 3, OutputTokens: 7, CacheReadInputTokens: 1, ReasoningOutputTokens: 5},
 		},
 		{name: "max tokens", body: `{"candidates":[{"content":{"parts":[{"text":"partial"}]},"finishReason":"MAX_TOKENS"}]}`, text: "partial", finish: "MAX_TOKENS"},
 		{name: "no usage", body: `{"candidates":[{"content":{"parts":[{"text":"x"}]},"finishReason":"STOP"}]}`, text: "x", finish: "STOP"},
@@ -522,4 +524,27 @@ func TestChainOverFake(t *testing.T) {
 		}
 	}
 	assert.True(t, skipped)
+}
+
+// A tier reports what the SDK adapters' tiers report: the provider and
+// server, and each answer's id, model version and finish reason.
+func TestTierDescribesItself(t *testing.T) {
+	srv := fakegemini.New(fakegemini.WithAPIKeys(secretKey))
+	defer srv.Close()
+	tier := gemrest.NewTier(newClient(t, srv, "gemini-2.5-pro"), func(q string) gemrest.Request { return gemrest.Request{Prompt: q} })
+	u, err := url.Parse(srv.URL())
+	require.NoError(t, err)
+	ep := tier.Endpoint()
+	assert.Equal(t, "gcp.gemini", ep.Provider)
+	assert.Equal(t, u.Hostname(), ep.Address)
+	assert.Equal(t, u.Port(), strconv.Itoa(ep.Port))
+
+	out, err := tier.Call(context.Background(), "q")
+	require.NoError(t, err)
+	info, ok := tier.Response(out)
+	require.True(t, ok)
+	assert.Equal(t, fallback.ResponseInfo{ID: out.ResponseID, Model: "gemini-2.5-pro", FinishReason: "STOP"}, info)
+	assert.NotEmpty(t, info.ID)
+	_, ok = tier.ChunkResponse(gemrest.Chunk{})
+	assert.False(t, ok, "an empty chunk says nothing")
 }

@@ -3,6 +3,8 @@ package gemrest
 import (
 	"context"
 	"iter"
+	"net/url"
+	"strconv"
 
 	"github.com/tierguard/tierguard/fallback"
 )
@@ -25,8 +27,11 @@ func NewTier[In any](c *Client, build func(In) Request) *Tier[In] {
 }
 
 var (
-	_ fallback.ModelTier[string, Response] = (*Tier[string])(nil)
-	_ fallback.UsageReporter[Response]     = (*Tier[string])(nil)
+	_ fallback.ModelTier[string, Response]  = (*Tier[string])(nil)
+	_ fallback.UsageReporter[Response]      = (*Tier[string])(nil)
+	_ fallback.ResponseReporter[Response]   = (*Tier[string])(nil)
+	_ fallback.EndpointReporter             = (*Tier[string])(nil)
+	_ fallback.ChunkResponseReporter[Chunk] = (*Tier[string])(nil)
 )
 
 // Name returns the client's name.
@@ -45,6 +50,38 @@ func (t *Tier[In]) Call(ctx context.Context, in In) (Response, error) {
 
 // Usage returns the answer's token usage.
 func (t *Tier[In]) Usage(r Response) (fallback.Usage, bool) { return t.client.Usage(r) }
+
+// Endpoint reports the Gemini API and the server the client calls, as the
+// SDK adapters' tiers do (fallback.EndpointReporter).
+func (t *Tier[In]) Endpoint() fallback.Endpoint {
+	ep := fallback.Endpoint{Provider: "gcp.gemini"}
+	if u, err := url.Parse(t.client.genURL); err == nil {
+		ep.Address = u.Hostname()
+		switch p := u.Port(); {
+		case p != "":
+			ep.Port, _ = strconv.Atoi(p)
+		case u.Scheme == "https":
+			ep.Port = 443
+		default:
+			ep.Port = 80
+		}
+	}
+	return ep
+}
+
+// Response describes an answer: its id, model version and finish reason
+// (fallback.ResponseReporter).
+func (t *Tier[In]) Response(r Response) (fallback.ResponseInfo, bool) {
+	info := fallback.ResponseInfo{ID: r.ResponseID, Model: r.ModelVersion, FinishReason: r.FinishReason}
+	return info, info != fallback.ResponseInfo{}
+}
+
+// ChunkResponse describes the answer a chunk is part of
+// (fallback.ChunkResponseReporter).
+func (t *Tier[In]) ChunkResponse(ch Chunk) (fallback.ResponseInfo, bool) {
+	info := fallback.ResponseInfo{ID: ch.ResponseID, Model: ch.ModelVersion, FinishReason: ch.FinishReason}
+	return info, info != fallback.ResponseInfo{}
+}
 
 // Stream builds the request for in and streams one answer; see
 // Client.Stream.

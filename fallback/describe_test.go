@@ -1,0 +1,192 @@
+package fallback_test
+
+import (
+	"context"
+	"iter"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tierguard/tierguard/fallback"
+	"github.com/tierguard/tierguard/validate"
+)
+
+// describedTier answers with its input and reports an endpoint, usage and
+// a response description, as the SDK adapters' tiers do.
+type describedTier struct{ name string }
+
+func (t describedTier) Name() string { return t.name }
+func (t describedTier) Call(_ context.Context, in string) (string, error) {
+	return in, nil
+}
+func (t describedTier) Endpoint() fallback.Endpoint {
+	return fallback.Endpoint{Provider: "gcp.gemini", Address: "generativelanguage.googleapis.com", Port: 443}
+}
+func (t describedTier) Usage(out string) (fallback.Usage, bool) {
+	return fallback.Usage{InputTokens: 10, OutputTokens: int64(len(out)), CacheReadInputTokens: 4, ReasoningOutputTokens: 1}, true
+}
+func (t describedTier) Response(out string) (fallback.ResponseInfo, bool) {
+	return fallback.ResponseInfo{ID: "resp-" + out, Model: "gemini-2.5-pro-001", FinishReason: "STOP"}, true
+}
+
+// events records what a chain tells its observers.
+type events struct {
+	mu   sync.Mutex
+	list []fallback.Event
+}
+
+func (e *events) Observe(ctx context.Context, ev fallback.Event) context.Context {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.list = append(e.list, ev)
+	return ctx
+}
+
+func (e *events) of(kind fallback.EventKind) []fallback.Event {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []fallback.Event
+	for _, ev := range e.list {
+		if ev.Kind == kind {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+func TestEndpointNamesTheProvider(t *testing.T) {
+	var obs events
+	c := newChain(t, fallback.Config[string, string]{
+		Stages: []fallback.Stage[string, string]{
+			{Tier: describedTier{name: "pro"}, Model: "gemini-2.5-pro"},
+			// A stage's own Provider wins over the tier's.
+			{Tier: describedTier{name: "proxy"}, Model: "gemini-2.5-flash", Provider: "gcp.gen_ai"},
+			// A tier that reports nothing leaves the provider empty.
+			{Tier: fallback.Tier("plain", func(context.Context, string) (string, error) { return "x", nil })},
+		},
+		Observer: &obs,
+	})
+	info := c.Stages()
+	require.Len(t, info, 3)
+	assert.Equal(t, "gcp.gemini", info[0].Provider)
+	assert.Equal(t, "generativelanguage.googleapis.com", info[0].Address)
+	assert.Equal(t, 443, info[0].Port)
+	assert.True(t, info[0].ReportsUsage)
+	assert.False(t, info[0].Stream)
+	assert.Equal(t, "gcp.gen_ai", info[1].Provider)
+	assert.Equal(t, "generativelanguage.googleapis.com", info[1].Address, "the server still comes from the tier")
+	assert.Empty(t, info[2].Provider)
+	assert.Empty(t, info[2].Address)
+	assert.False(t, info[2].ReportsUsage)
+
+	_, err := c.Do(context.Background(), "q")
+	require.NoError(t, err)
+	started := obs.of(fallback.RequestStarted)
+	require.Len(t, started, 1)
+	assert.Equal(t, "gcp.gemini", started[0].Provider, "the request names the first tier's provider")
+	ended := obs.of(fallback.AttemptEnded)
+	require.Len(t, ended, 1)
+	ev := ended[0]
+	assert.Equal(t, "gcp.gemini", ev.Provider)
+	assert.False(t, ev.Stream)
+	require.True(t, ev.HasUsage)
+	assert.Equal(t, fallback.Usage{InputTokens: 10, OutputTokens: 1, CacheReadInputTokens: 4, ReasoningOutputTokens: 1}, ev.Usage)
+	assert.Equal(t, fallback.ResponseInfo{ID: "resp-q", Model: "gemini-2.5-pro-001", FinishReason: "STOP"}, ev.Response)
+}
+
+func TestMapTierKeepsTheEndpoint(t *testing.T) {
+	mapped := fallback.MapTier[string, string, int](describedTier{name: "pro"}, func(s string) int { return len(s) }, nil)
+	r, ok := mapped.(fallback.EndpointReporter)
+	require.True(t, ok)
+	assert.Equal(t, "gcp.gemini", r.Endpoint().Provider)
+
+	plain := fallback.MapTier(fallback.Tier("p", func(context.Context, string) (string, error) { return "", nil }), func(s string) int { return 0 }, nil)
+	assert.Equal(t, fallback.Endpoint{}, plain.(fallback.EndpointReporter).Endpoint(), "nothing to report is the zero Endpoint")
+	c, err := fallback.New(fallback.Config[string, int]{Stages: []fallback.Stage[string, int]{{Tier: mapped}}})
+	require.NoError(t, err)
+	assert.Equal(t, "gcp.gemini", c.Stages()[0].Provider)
+}
+
+// A rejected answer cost its tokens: its usage reaches the observers with
+// the failed attempt.
+func TestRejectedAnswerReportsUsage(t *testing.T) {
+	var obs events
+	c := newChain(t, fallback.Config[string, string]{
+		Stages: []fallback.Stage[string, string]{
+			{Tier: describedTier{name: "pro"}, Validate: validate.Func[string](func(string) error { return validate.Errorf("test", "never") })},
+			{Tier: fallback.Tier("flash", func(context.Context, string) (string, error) { return "ok", nil })},
+		},
+		Observer: &obs,
+	})
+	res, err := c.Do(context.Background(), "abc")
+	require.NoError(t, err)
+	assert.Equal(t, "flash", res.Tier)
+	ended := obs.of(fallback.AttemptEnded)
+	require.Len(t, ended, 2)
+	assert.Error(t, ended[0].Err)
+	require.True(t, ended[0].HasUsage)
+	assert.Equal(t, int64(3), ended[0].Usage.OutputTokens)
+	assert.Equal(t, "resp-abc", ended[0].Response.ID)
+	assert.False(t, ended[1].HasUsage, "flash reports no usage")
+}
+
+// streamTier streams its chunks and describes them.
+type streamTier struct {
+	chunks []fallback.ChunkInfo
+}
+
+func (t streamTier) Name() string { return "pro" }
+func (t streamTier) Stream(context.Context, string) iter.Seq2[fallback.ChunkInfo, error] {
+	return func(yield func(fallback.ChunkInfo, error) bool) {
+		for _, c := range t.chunks {
+			if !yield(c, nil) {
+				return
+			}
+		}
+	}
+}
+func (t streamTier) Inspect(c fallback.ChunkInfo) fallback.ChunkInfo { return c }
+func (t streamTier) Endpoint() fallback.Endpoint                     { return fallback.Endpoint{Provider: "openai"} }
+func (t streamTier) ChunkResponse(c fallback.ChunkInfo) (fallback.ResponseInfo, bool) {
+	if c.Text == "b" {
+		return fallback.ResponseInfo{}, false
+	}
+	return fallback.ResponseInfo{ID: "chatcmpl-1", Model: "gpt-x-2025"}, true
+}
+
+func TestStreamEventsAreMarked(t *testing.T) {
+	var obs events
+	sc, err := fallback.NewStream(fallback.StreamConfig[string, fallback.ChunkInfo]{
+		Stages: []fallback.StreamStage[string, fallback.ChunkInfo]{{Tier: streamTier{chunks: []fallback.ChunkInfo{
+			{Text: "a"}, {Text: "b"}, {Text: "c", FinishReason: "stop"},
+		}}}},
+		Observer: &obs,
+	})
+	require.NoError(t, err)
+	info := sc.Stages()
+	assert.True(t, info[0].Stream)
+	assert.Equal(t, "openai", info[0].Provider)
+	assert.False(t, info[0].ReportsUsage)
+	for range sc.Stream(context.Background(), "q").Chunks() {
+	}
+	obs.mu.Lock()
+	for _, ev := range obs.list {
+		assert.True(t, ev.Stream, "%s", ev.Kind)
+	}
+	obs.mu.Unlock()
+	ended := obs.of(fallback.AttemptEnded)
+	require.Len(t, ended, 1)
+	assert.Equal(t, fallback.ResponseInfo{ID: "chatcmpl-1", Model: "gpt-x-2025", FinishReason: "stop"}, ended[0].Response,
+		"the chunks' description, with the stream's finish reason")
+	assert.Len(t, obs.of(fallback.FirstChunkReceived), 1)
+	chunks := obs.of(fallback.ChunkReceived)
+	assert.Len(t, chunks, 2, "one event per chunk after the first")
+	for _, ev := range chunks {
+		assert.GreaterOrEqual(t, ev.Latency, time.Duration(0))
+		assert.Equal(t, "pro", ev.Tier)
+	}
+	assert.Equal(t, "chunk_received", fallback.ChunkReceived.String())
+}
