@@ -14,9 +14,14 @@ import (
 // calls.
 const defaultHedgeExtra = 0.1
 
+// hedgeBank is how many hedges a tier's budget may save up.
+const hedgeBank = 5
+
 // hedgeBudget bounds hedges to a share of a tier's attempts: every attempt
-// earns the share, a hedge spends one, and at most one hedge is banked, so
-// that over any run hedges stay within the share of attempts (plus one).
+// earns the share, a hedge spends one, and at most hedgeBank hedges are
+// banked (for a few slow calls close together), so that over any run
+// hedges stay within the share of attempts plus the bank. It starts
+// empty.
 type hedgeBudget struct {
 	milli atomic.Int64
 	earn  int64
@@ -28,7 +33,7 @@ func (b *hedgeBudget) init(share float64) { b.earn = int64(share * 1000) }
 func (b *hedgeBudget) attempted() {
 	for {
 		t := b.milli.Load()
-		if t >= 1000 || b.milli.CompareAndSwap(t, min(t+b.earn, 1000)) {
+		if t >= hedgeBank*1000 || b.milli.CompareAndSwap(t, min(t+b.earn, hedgeBank*1000)) {
 			return
 		}
 	}

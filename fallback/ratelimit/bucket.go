@@ -29,6 +29,11 @@ type bucket struct {
 func (b *bucket) init(interval float64, burst int64) {
 	b.interval, b.burst = interval, burst
 	b.window = int64(math.Ceil(float64(burst) * interval))
+	if interval != math.Trunc(interval) {
+		// A nanosecond per token of slack: costs are rounded up one by
+		// one, and a full burst of them must still fit.
+		b.window += burst
+	}
 }
 
 // slowdown returns the factor the rate is lowered by (1: not lowered).
