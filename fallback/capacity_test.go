@@ -166,7 +166,9 @@ func TestTenantCannotSpendAnothersShare(t *testing.T) {
 		pro, flash := newFake("pro", ok("pro")), newFake("flash", ok("flash"))
 		c := newChain(t, fallback.Config[string, string]{Stages: []fallback.Stage[string, string]{
 			{Tier: pro, Limiter: newLimiter(t, ratelimit.Config{Name: "pro", Requests: 1000}),
-				TenantLimiter: func(ctx context.Context, _ string) *ratelimit.Limiter { return group.Get(ctx.Value(tenantKey{}).(string)) }},
+				TenantLimiter: func(ctx context.Context, _ string) *ratelimit.Limiter {
+					return group.Get(ctx.Value(tenantKey{}).(string))
+				}},
 			{Tier: flash},
 		}})
 		from := func(tenant string) string {
