@@ -32,7 +32,7 @@
 //	gen_ai.client.operation.duration             Float64Histogram        s             gen_ai.operation.name, gen_ai.provider.name, gen_ai.request.model, tierguard.tier.name, error.type (failures)
 //	gen_ai.client.token.usage                    Int64Histogram          {token}       gen_ai.operation.name, gen_ai.provider.name, gen_ai.request.model, tierguard.tier.name, gen_ai.token.type
 //	gen_ai.client.operation.time_to_first_chunk  Float64Histogram        s             gen_ai.operation.name, gen_ai.provider.name, gen_ai.request.model, tierguard.tier.name (streams only)
-//	tierguard.attempts                           Int64Counter            {attempt}     gen_ai.operation.name, tierguard.tier.name, tierguard.class
+//	tierguard.attempts                           Int64Counter            {attempt}     gen_ai.operation.name, tierguard.tier.name, tierguard.class, tierguard.pool.member (pool tiers), tierguard.hedge (hedges)
 //	tierguard.requests                           Int64Counter            {request}     gen_ai.operation.name, tierguard.source, tierguard.degraded, tierguard.tier.name (source tier), error.type (source error)
 //	tierguard.request.duration                   Float64Histogram        s             as tierguard.requests
 //	tierguard.request.deadline_remaining         Float64Histogram        s             as tierguard.requests; requests with a deadline only
@@ -56,8 +56,9 @@
 // tierguard.class and error.type are classify.Class names ("ok",
 // "transient", "rate_limited", ...), tierguard.source is "tier", "cache",
 // "default" or "error", tierguard.skip.reason is "open", "full", "retired",
-// "quota" or "budget", and the breaker state is closed 0, half-open 1, open
-// 2. tierguard.degraded is true for any answer but the first tier's.
+// "quota", "budget" or "rate_limited", tierguard.pool.member is a pool
+// member's hashed id ("#" and 12 hex digits, never its key), and the
+// breaker state is closed 0, half-open 1, open 2. tierguard.degraded is true for any answer but the first tier's.
 //
 // # Traces
 //
