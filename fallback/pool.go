@@ -507,12 +507,16 @@ func (p *pool) done(m int, tok breaker.Token, v classify.Verdict, o breaker.Outc
 			pm.limiter.Throttle(v.RetryAfter)
 		}
 	case classify.QuotaExhausted:
+		// Reported once per time out of rotation, however many calls in
+		// flight come back refused.
 		d := min(max(quotaPark, v.RetryAfter), maxQuotaPark)
-		pm.park(p.epoch, SkipQuota, d)
-		p.tell(MemberEvent{Pool: p.name, Member: pm.id, Out: MemberQuota, For: d, Verdict: v})
+		if pm.parkOnce(p.epoch, SkipQuota, d) {
+			p.tell(MemberEvent{Pool: p.name, Member: pm.id, Out: MemberQuota, For: d, Verdict: v})
+		}
 	case classify.Auth:
-		pm.park(p.epoch, skipAuth, p.authCooldown)
-		p.tell(MemberEvent{Pool: p.name, Member: pm.id, Out: MemberAuth, For: p.authCooldown, Verdict: v})
+		if pm.parkOnce(p.epoch, skipAuth, p.authCooldown) {
+			p.tell(MemberEvent{Pool: p.name, Member: pm.id, Out: MemberAuth, For: p.authCooldown, Verdict: v})
+		}
 	}
 }
 
