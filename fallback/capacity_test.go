@@ -494,3 +494,88 @@ func TestHedgeNeedsSomewhereToGo(t *testing.T) {
 		assert.Contains(t, err.Error(), f)
 	}
 }
+
+// TestStreamTierIsRateLimited: a streaming tier over its limit is skipped
+// without a call and the next tier streams; the usage a stream reports at
+// its end corrects the token estimate.
+func TestStreamTierIsRateLimited(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		lim := newLimiter(t, ratelimit.Config{Name: "pro", Requests: 11, Burst: 1, Tokens: 1000, TokenBurst: 100})
+		pro := &streamFake{name: "pro", def: streamScript{chunks: words("a", "b"), finishing: true}}
+		flash := &streamFake{name: "flash", def: streamScript{chunks: words("c"), finishing: true}}
+		c := newStreamChain(t, fallback.StreamConfig[string, chunk]{Stages: []fallback.StreamStage[string, chunk]{
+			{Tier: usageTier{pro.tier()}, Limiter: lim, Tokens: func(string) int64 { return 50 }},
+			{Tier: flash.tier()},
+		}})
+		text, err := collect(c.Stream(context.Background(), "q"))
+		require.NoError(t, err)
+		assert.Equal(t, "ab", text)
+		assert.InDelta(t, 90, lim.Stats().Tokens, 1e-3, "the stream's 10 tokens, not the estimated 50")
+		s := c.Stream(context.Background(), "q")
+		text, err = collect(s)
+		require.NoError(t, err)
+		assert.Equal(t, "c", text)
+		assert.Equal(t, fallback.SkipRateLimited, s.Result().Attempts()[0].Skip)
+		assert.Equal(t, int64(1), pro.calls.Load())
+	})
+}
+
+// TestHedgeLosersReleaseTheirGuards: whichever call loses a hedged race —
+// the first call or the hedge — its bulkhead slot and breaker token come
+// back when it returns, and nothing is left running.
+func TestHedgeLosersReleaseTheirGuards(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var proCalls, flashCalls atomic.Int64
+		proSlow, flashSlow := atomic.Bool{}, atomic.Bool{}
+		lat := func(slow *atomic.Bool) func() time.Duration {
+			return func() time.Duration {
+				if slow.Load() {
+					return 2 * time.Second
+				}
+				return 50 * time.Millisecond
+			}
+		}
+		proBh, flashBh := newBulkhead(t, "pro", 4), newBulkhead(t, "flash", 4)
+		proBr := newBreaker(t, breaker.Config{Name: "pro", ConsecutiveFailures: 1, Cooldown: time.Minute})
+		flashBr := newBreaker(t, breaker.Config{Name: "flash", ConsecutiveFailures: 1, Cooldown: time.Minute})
+		c := newChain(t, fallback.Config[string, string]{Stages: []fallback.Stage[string, string]{
+			{Tier: slowTier("pro", &proCalls, lat(&proSlow)), Bulkhead: proBh, Breaker: proBr, Hedge: fallback.Hedge{Delay: 100 * time.Millisecond, MaxExtra: 1}},
+			{Tier: slowTier("flash", &flashCalls, lat(&flashSlow)), Bulkhead: flashBh, Breaker: flashBr},
+		}})
+		for _, slow := range []*atomic.Bool{&proSlow, &flashSlow} {
+			proSlow.Store(false)
+			flashSlow.Store(false)
+			slow.Store(true)
+			for range 3 {
+				// Fill the hedge budget: one hedge per attempt at MaxExtra 1.
+				_, err := c.Do(context.Background(), "q")
+				require.NoError(t, err)
+			}
+			synctest.Wait()
+			assert.Zero(t, proBh.Stats().InFlight)
+			assert.Zero(t, flashBh.Stats().InFlight)
+		}
+		assert.Equal(t, breaker.Closed, proBr.State())
+		assert.Equal(t, breaker.Closed, flashBr.State(), "a hedge that lost counts for nothing")
+		assert.Positive(t, flashCalls.Load())
+	})
+}
+
+// TestHedgeEndsWithTheCaller: a caller that gives up ends both calls of a
+// hedged attempt; none is left behind.
+func TestHedgeEndsWithTheCaller(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var proCalls, flashCalls atomic.Int64
+		c := newChain(t, fallback.Config[string, string]{Stages: []fallback.Stage[string, string]{
+			{Tier: slowTier("pro", &proCalls, func() time.Duration { return time.Hour }), Hedge: fallback.Hedge{Delay: 10 * time.Millisecond, MaxExtra: 1}},
+			{Tier: slowTier("flash", &flashCalls, func() time.Duration { return time.Hour })},
+		}})
+		_, _ = c.Do(context.Background(), "warm") // earns the budget; answers after an hour
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_, err := c.Do(ctx, "q")
+		require.Error(t, err)
+		synctest.Wait()
+		assert.Equal(t, int64(2), flashCalls.Load(), "both requests hedged")
+	})
+}

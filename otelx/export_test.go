@@ -18,6 +18,8 @@ var (
 	AttrHTTPStatus           = attrHTTPStatus
 	AttrIncomplete           = attrIncomplete
 	AttrInputTokens          = attrInputTokens
+	AttrMember               = attrMember
+	AttrHedge                = attrHedge
 	AttrModel                = attrModel
 	AttrOperation            = attrOperation
 	AttrOutputTokens         = attrOutputTokens
