@@ -428,7 +428,8 @@ func TestHedgeOnTheNextTier(t *testing.T) {
 }
 
 // TestHedgeBudgetBoundsExtraCalls: hedges never exceed MaxExtra of the
-// tier's attempts, however slow the primary.
+// tier's attempts (plus the bank it starts with), however slow the
+// primary.
 func TestHedgeBudgetBoundsExtraCalls(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var proCalls, flashCalls atomic.Int64
@@ -441,8 +442,8 @@ func TestHedgeBudgetBoundsExtraCalls(t *testing.T) {
 			require.NoError(t, err)
 		}
 		assert.Equal(t, int64(100), proCalls.Load())
-		assert.LessOrEqual(t, flashCalls.Load(), int64(10), "a tenth of 100 attempts")
-		assert.GreaterOrEqual(t, flashCalls.Load(), int64(5))
+		assert.LessOrEqual(t, flashCalls.Load(), int64(30), "a tenth of 100 attempts, and the bank of twenty")
+		assert.GreaterOrEqual(t, flashCalls.Load(), int64(28))
 	})
 }
 

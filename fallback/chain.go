@@ -211,14 +211,15 @@ func (c *Chain[In, Out]) hedged(st *stage, b budget.Budget, base context.Context
 	var end attemptEnd
 	delay, hedging := st.latency.delay()
 	var timer <-chan time.Time
+	var t *time.Timer
 	if hedging {
-		t := time.NewTimer(delay)
+		t = time.NewTimer(delay)
 		defer t.Stop()
 		timer = t.C
 	}
 	var hc *hedgeCall
 	var first *hedged[Out]
-	pending := 1
+	pending, late := 1, false
 	for {
 		select {
 		case res := <-results:
@@ -247,7 +248,14 @@ func (c *Chain[In, Out]) hedged(st *stage, b budget.Budget, base context.Context
 			}
 		case <-timer:
 			timer = nil
-			if hc = c.prepareHedge(b, st, base, m, c.hedgeModel(st, in)); hc == nil {
+			hc, late = c.prepareHedge(b, st, base, m, c.hedgeModel(st, in), late), true
+			if hc == nil {
+				// No hedge now (the budget is spent, the next tier is
+				// busy): look again while the first call runs, a quarter
+				// of the delay later — the budget refills as other
+				// requests make attempts.
+				t.Reset(max(delay/4, time.Millisecond))
+				timer = t.C
 				continue
 			}
 			end.hedge = &hc.end

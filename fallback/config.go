@@ -107,9 +107,14 @@ type Stage[In, Out any] struct {
 	Reprompt func(in In, err error) In
 
 	// Hedge, when enabled, starts a second attempt when the first is slow:
-	// on another member of the tier's Pool, or else on the next tier. The
-	// first valid answer wins and the other call is cancelled. Unary
-	// chains only.
+	// on another member of the tier's Pool, or else on the next tier —
+	// behind that tier's breaker, bulkhead and Limiter, none of them
+	// waiting (a hedge that cannot start at once is looked at again every
+	// quarter of the delay while the first call runs). The
+	// first valid answer wins and the other call is cancelled; each
+	// breaker counts the request once, and a call that lost the race
+	// counts for nothing. A hedged attempt's calls run on goroutines of
+	// their own (AbandonAfter does not apply to them). Unary chains only.
 	Hedge Hedge
 }
 
@@ -126,8 +131,8 @@ type Hedge struct {
 	Quantile float64
 	// MaxExtra bounds the extra calls hedging adds, as a share of the
 	// tier's attempts (0.1: at most one hedge per ten attempts, shared by
-	// every request), so that hedging cannot multiply load during an
-	// outage. 0 means 0.1.
+	// every request, plus a bank of twenty that a burst may spend at once),
+	// so that hedging cannot multiply load during an outage. 0 means 0.1.
 	MaxExtra float64
 }
 

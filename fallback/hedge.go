@@ -15,19 +15,23 @@ import (
 const defaultHedgeExtra = 0.1
 
 // hedgeBank is how many hedges a tier's budget may save up.
-const hedgeBank = 5
+const hedgeBank = 20
 
 // hedgeBudget bounds hedges to a share of a tier's attempts: every attempt
 // earns the share, a hedge spends one, and at most hedgeBank hedges are
 // banked (for a few slow calls close together), so that over any run
-// hedges stay within the share of attempts plus the bank. It starts
-// empty.
+// hedges stay within the share of attempts plus the bank. It starts full:
+// the first slow calls of a run — a burst of concurrent requests before
+// any has earned its share — are hedged too.
 type hedgeBudget struct {
 	milli atomic.Int64
 	earn  int64
 }
 
-func (b *hedgeBudget) init(share float64) { b.earn = int64(share * 1000) }
+func (b *hedgeBudget) init(share float64) {
+	b.earn = int64(share * 1000)
+	b.milli.Store(hedgeBank * 1000)
+}
 
 // attempted credits one attempt.
 func (b *hedgeBudget) attempted() {
@@ -39,11 +43,11 @@ func (b *hedgeBudget) attempted() {
 	}
 }
 
-// take spends one hedge, if the budget has it.
-func (b *hedgeBudget) take() bool {
+// take spends one hedge, if the budget has at least least of them.
+func (b *hedgeBudget) take(least int64) bool {
 	for {
 		t := b.milli.Load()
-		if t < 1000 {
+		if t < least*1000 {
 			return false
 		}
 		if b.milli.CompareAndSwap(t, t-1000) {
@@ -51,6 +55,9 @@ func (b *hedgeBudget) take() bool {
 		}
 	}
 }
+
+// refund gives back a hedge that could not start after all.
+func (b *hedgeBudget) refund() { b.milli.Add(1000) }
 
 // quantile tracks a quantile of a tier's latency, lock-free: up by a step
 // when an observation is above it, down by a smaller one when below, the
@@ -148,8 +155,16 @@ type hedgeCall struct {
 // (-1 for no pool): another member of the pool, or the next tier, behind
 // its breaker, bulkhead (without waiting) and limiter (without waiting),
 // within the time the deadline leaves it. nil when no hedge can run now.
-func (e *engine) prepareHedge(b budget.Budget, st *stage, base context.Context, m int, nextModel string) *hedgeCall {
-	if !st.hedges.take() {
+// At the hedge's delay (late is false) it spends the budget only while
+// more than one hedge is banked: when hedges are scarce they go to the
+// calls still running a quarter of the delay later — the slow ones, not
+// those a moment late.
+func (e *engine) prepareHedge(b budget.Budget, st *stage, base context.Context, m int, nextModel string, late bool) *hedgeCall {
+	least := int64(2)
+	if late {
+		least = 1
+	}
+	if !st.hedges.take(least) {
 		return nil
 	}
 	if st.pool != nil {
@@ -167,6 +182,15 @@ func (e *engine) prepareHedge(b budget.Budget, st *stage, base context.Context, 
 				}}
 		}
 	}
+	hc := e.nextTierHedge(b, st, base, nextModel)
+	if hc == nil {
+		st.hedges.refund()
+	}
+	return hc
+}
+
+// nextTierHedge takes the guards of a hedge on the tier after st.
+func (e *engine) nextTierHedge(b budget.Budget, st *stage, base context.Context, nextModel string) *hedgeCall {
 	if st.index+1 >= len(e.stages) {
 		return nil
 	}

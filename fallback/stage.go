@@ -184,7 +184,7 @@ func runStage[In, Out any, A attempter[In, Out]](e *engine, a A, r *request, st 
 		}
 		base := e.attemptStarted(r, st, model, n)
 		var t0 time.Time
-		timing := r.timing || st.hedge.enabled()
+		timing := r.timing || st.hedge.enabled() || st.pool != nil && st.pool.latencyAware
 		if timing {
 			t0 = time.Now()
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/time/rate"
 
 	"github.com/tierguard/tierguard/classify"
 	"github.com/tierguard/tierguard/fallback/ratelimit"
@@ -262,5 +263,62 @@ func TestStoreIsAskedAfterTheLocalLimit(t *testing.T) {
 		assert.True(t, s.left)
 		_, err := ratelimit.New(ratelimit.Config{Name: "pro", Requests: 20, Store: &stubStore{err: errors.New("down")}})
 		assert.ErrorContains(t, err, "down")
+	})
+}
+
+func BenchmarkLimiter(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		cfg  ratelimit.Config
+	}{
+		{"requests", ratelimit.Config{Name: "b", Requests: 1 << 30}},
+		{"requests+tokens", ratelimit.Config{Name: "b", Requests: 1 << 30, Tokens: 1 << 40}},
+	} {
+		l, err := ratelimit.New(c.cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(c.name+"/serial", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if r := l.Reserve(100); r.Delay() != 0 {
+					b.Fatal("delayed")
+				}
+			}
+		})
+		b.Run(c.name+"/parallel", func(b *testing.B) {
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if r := l.Reserve(100); r.Delay() != 0 {
+						b.Fatal("delayed")
+					}
+				}
+			})
+		})
+	}
+}
+
+// BenchmarkXTimeRate is golang.org/x/time/rate's Limiter doing what
+// BenchmarkLimiter/requests does, for comparison: ReserveN of one event.
+func BenchmarkXTimeRate(b *testing.B) {
+	l := rate.NewLimiter(rate.Limit(1<<30), 1<<20)
+	b.Run("requests/serial", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if r := l.Reserve(); r.Delay() != 0 {
+				b.Fatal("delayed")
+			}
+		}
+	})
+	b.Run("requests/parallel", func(b *testing.B) {
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if r := l.Reserve(); r.Delay() != 0 {
+					b.Fatal("delayed")
+				}
+			}
+		})
 	})
 }
