@@ -402,13 +402,12 @@ func TestHedgeOnTheNextTier(t *testing.T) {
 			{Tier: pro, Breaker: proBr, Bulkhead: proBh, Hedge: fallback.Hedge{Delay: 300 * time.Millisecond, MaxExtra: 1}},
 			{Tier: flash, Breaker: newBreaker(t, breaker.Config{Name: "flash", ConsecutiveFailures: 1})},
 		}})
-		start := time.Now()
 		res, err := c.Do(context.Background(), "q")
 		require.NoError(t, err)
 		assert.Equal(t, "pro", res.Tier, "fast: no hedge")
 		assert.Equal(t, 1, res.UpstreamCalls)
 		slow.Store(true)
-		start = time.Now()
+		start := time.Now()
 		res, err = c.Do(context.Background(), "q")
 		require.NoError(t, err)
 		assert.Equal(t, "flash", res.Tier)
