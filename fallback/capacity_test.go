@@ -579,3 +579,81 @@ func TestHedgeEndsWithTheCaller(t *testing.T) {
 		assert.Equal(t, int64(2), flashCalls.Load(), "both requests hedged")
 	})
 }
+
+// TestPoolWeightedSpreadsByWeight: with Weighted balance calls spread over
+// the members in proportion to their weights.
+func TestPoolWeightedSpreadsByWeight(t *testing.T) {
+	var a, b atomic.Int64
+	pool, err := fallback.NewPool(fallback.PoolConfig[string, string]{Name: "pro", Balance: fallback.Weighted, Members: []fallback.Member[string, string]{
+		{Key: "a", Tier: keyTier("a", &a, nil), Weight: 3}, {Key: "b", Tier: keyTier("b", &b, nil), Weight: 1},
+	}})
+	require.NoError(t, err)
+	c := newChain(t, fallback.Config[string, string]{Stages: []fallback.Stage[string, string]{{Tier: pool}}})
+	for range 4000 {
+		_, err := c.Do(context.Background(), "q")
+		require.NoError(t, err)
+	}
+	assert.InDelta(t, 3000, a.Load(), 200)
+	assert.InDelta(t, 1000, b.Load(), 200)
+	assert.Equal(t, "weighted", fallback.Weighted.String())
+}
+
+// TestPoolLatencyAwarePrefersTheFasterMember: with LatencyAware, members
+// are weighed by their observed latency: concurrent requests go mostly to
+// the faster region.
+func TestPoolLatencyAwarePrefersTheFasterMember(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var near, far atomic.Int64
+		pool, err := fallback.NewPool(fallback.PoolConfig[string, string]{Name: "pro", LatencyAware: true, Members: []fallback.Member[string, string]{
+			{Key: "near", Tier: slowTier("near", &near, func() time.Duration { return 10 * time.Millisecond })},
+			{Key: "far", Tier: slowTier("far", &far, func() time.Duration { return 100 * time.Millisecond })},
+		}})
+		require.NoError(t, err)
+		c := newChain(t, fallback.Config[string, string]{Stages: []fallback.Stage[string, string]{{Tier: pool}}})
+		done := make(chan struct{})
+		for range 4 {
+			go func() {
+				defer func() { done <- struct{}{} }()
+				for range 50 {
+					_, _ = c.Do(context.Background(), "q")
+				}
+			}()
+		}
+		for range 4 {
+			<-done
+		}
+		assert.Greater(t, near.Load(), 3*far.Load(), "near %d, far %d", near.Load(), far.Load())
+	})
+}
+
+// TestPoolCalledOnItsOwn: outside a chain, a pool's Call rotates past a
+// rate-limited member and a revoked one, and fails with Auth once every
+// member is refused.
+func TestPoolCalledOnItsOwn(t *testing.T) {
+	var a, b, c atomic.Int64
+	pool, err := fallback.NewPool(fallback.PoolConfig[string, string]{Name: "pro", Members: []fallback.Member[string, string]{
+		{Key: "a", Tier: keyTier("a", &a, func() error { return rateLimited(time.Second) })},
+		{Key: "b", Tier: keyTier("b", &b, authErr)},
+		{Key: "c", Tier: keyTier("c", &c, nil)},
+	}})
+	require.NoError(t, err)
+	for range 3 {
+		out, err := pool.Call(context.Background(), "q")
+		require.NoError(t, err)
+		assert.Equal(t, "c", out)
+	}
+	all, err := fallback.NewPool(fallback.PoolConfig[string, string]{Name: "pro", Members: []fallback.Member[string, string]{
+		{Key: "x", Tier: keyTier("x", &a, authErr)},
+	}})
+	require.NoError(t, err)
+	_, err = all.Call(context.Background(), "q")
+	assert.Equal(t, classify.Auth, classify.Classify(err).Class)
+	_, err = all.Call(context.Background(), "q")
+	assert.Equal(t, classify.Auth, classify.Classify(err).Class, "out of rotation: refused without a call")
+	_, err = fallback.NewPool(fallback.PoolConfig[string, string]{Members: []fallback.Member[string, string]{{Key: "k"}, {Key: "k"}}})
+	require.Error(t, err)
+	for _, f := range []string{"Name", "Tier is required", "used twice"} {
+		assert.Contains(t, err.Error(), f)
+	}
+	assert.NotContains(t, err.Error(), `"k"`, "keys stay out of errors")
+}

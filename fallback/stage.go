@@ -143,7 +143,9 @@ func runStage[In, Out any, A attempter[In, Out]](e *engine, a A, r *request, st 
 			// A retry was planned to fit, but scheduling ate the margin,
 			// or its limiter's turn does not fit: the last failure stands.
 			e.exit(r, st, &h, last.outcome)
-			e.park(st, model, end.verdict, last.park)
+			if st.pool == nil || end.verdict.Class != classify.QuotaExhausted {
+				e.park(st, model, end.verdict, last.park)
+			}
 			return out, h, end
 		}
 		if !ok {
