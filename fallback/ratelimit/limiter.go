@@ -100,7 +100,10 @@ type Store interface {
 	Join(name string, q Quota) (Member, error)
 }
 
-// Quota is a limiter's fleet-wide quota, as its Config says it.
+// Quota is a limiter's fleet-wide quota, as its Config says it: each field
+// means what Config's field of the same name means, with the defaults
+// filled in (Per, Burst and TokenBurst are never zero for a limit that is
+// set), so that a Store shapes its shared bucket as the local one.
 type Quota struct {
 	Requests   int
 	Tokens     int64
