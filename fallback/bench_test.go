@@ -8,6 +8,7 @@ import (
 	"github.com/tierguard/tierguard/breaker"
 	"github.com/tierguard/tierguard/bulkhead"
 	"github.com/tierguard/tierguard/fallback"
+	"github.com/tierguard/tierguard/fallback/ratelimit"
 )
 
 func okTier(name string) fallback.ModelTier[string, string] {
@@ -71,7 +72,19 @@ func BenchmarkChain(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	limited := guardedStage(b, okTier("pro"))
+	lim, err := ratelimit.New(ratelimit.Config{Name: "pro", Requests: 1 << 30, Tokens: 1 << 40})
+	if err != nil {
+		b.Fatal(err)
+	}
+	limited.Limiter, limited.Tokens = lim, func(q string) int64 { return int64(len(q)) }
+	rateLimited, err := fallback.New(fallback.Config[string, string]{Stages: []fallback.Stage[string, string]{limited}})
+	if err != nil {
+		b.Fatal(err)
+	}
 	b.Run("success", func(b *testing.B) { benchChain(b, success, context.Background()) })
+	// The same, with a limiter of requests and tokens on the tier.
+	b.Run("success-ratelimit", func(b *testing.B) { benchChain(b, rateLimited, context.Background()) })
 	b.Run("success-quickstart", func(b *testing.B) { benchChain(b, quickStart, context.Background()) })
 	b.Run("success-deadline", func(b *testing.B) { benchChain(b, success, withDeadline) })
 	b.Run("fallback", func(b *testing.B) { benchChain(b, fellBack, context.Background()) })

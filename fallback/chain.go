@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tierguard/tierguard/breaker"
@@ -22,6 +23,7 @@ type Chain[In, Out any] struct {
 	validators []validate.Validator[Out]
 	usages     []UsageReporter[Out]
 	responses  []ResponseReporter[Out]
+	pools      []*Pool[In, Out]
 	cache      Cache[In, Out]
 	writer     CacheWriter[In, Out]
 	def        func(context.Context, In) (Out, bool)
@@ -41,6 +43,7 @@ func New[In, Out any](cfg Config[In, Out]) (*Chain[In, Out], error) {
 	c := &Chain[In, Out]{
 		base: newBase[In](e, len(cfg.Stages)), tiers: make([]ModelTier[In, Out], len(cfg.Stages)), validators: make([]validate.Validator[Out], len(cfg.Stages)),
 		usages: make([]UsageReporter[Out], len(cfg.Stages)), responses: make([]ResponseReporter[Out], len(cfg.Stages)),
+		pools: make([]*Pool[In, Out], len(cfg.Stages)),
 		cache: cfg.Cache, def: cfg.Default, key: cfg.Key, flights: make(map[string]*flight[Out]),
 	}
 	for i, s := range cfg.Stages {
@@ -48,6 +51,8 @@ func New[In, Out any](cfg Config[In, Out]) (*Chain[In, Out], error) {
 		c.usages[i], _ = s.Tier.(UsageReporter[Out])
 		c.responses[i], _ = s.Tier.(ResponseReporter[Out])
 		c.selectors[i], _ = s.Tier.(ModelSelector[In])
+		c.pools[i], _ = s.Tier.(*Pool[In, Out])
+		c.tenants[i], c.tokens[i], c.reprompts[i] = s.TenantLimiter, s.Tokens, s.Reprompt
 	}
 	c.writer, _ = cfg.Cache.(CacheWriter[In, Out])
 	return c, nil
@@ -79,8 +84,14 @@ func (c *Chain[In, Out]) Do(ctx context.Context, in In) (Result[Out], error) {
 		model := c.modelFor(i, in)
 		out, h, end := runStage(c.engine, c, &r, st, model, in)
 		if end.err == nil {
-			c.exit(&r, st, &h, breaker.Success)
-			c.answeredBy(&r, st, i > 0)
+			win, o := st, breaker.Success
+			if end.winner != nil {
+				// The next tier's hedge answered; this tier's call lost the
+				// race and counts for nothing.
+				win, o = end.winner, breaker.Ignored
+			}
+			c.exit(&r, st, &h, o)
+			c.answeredBy(&r, win, win.index > 0)
 			if c.writer != nil {
 				c.writer.Put(r.ctx, in, out)
 			}
@@ -99,9 +110,12 @@ func (c *Chain[In, Out]) Do(ctx context.Context, in In) (Result[Out], error) {
 }
 
 // attempt makes one call and validates its answer.
-func (c *Chain[In, Out]) attempt(st *stage, b budget.Budget, base context.Context, per, remaining time.Duration, in In, tok breaker.Token) (out Out, end attemptEnd) {
+func (c *Chain[In, Out]) attempt(st *stage, b budget.Budget, base context.Context, per, remaining time.Duration, in In, tok breaker.Token, m int) (out Out, end attemptEnd) {
+	if st.hedge.enabled() {
+		return c.hedged(st, b, base, per, remaining, in, m)
+	}
 	ctx, ctl := b.Context(base, per, remaining)
-	tier := c.tiers[st.index]
+	tier := c.tierOf(st, m)
 	if c.abandonAfter > 0 {
 		// A call is a stream of one answer, read on its own goroutine.
 		src := read(c.engine, st, ctx, func(yield func(Out, error) bool) { yield(tier.Call(ctx, in)) }, tok)
@@ -115,13 +129,169 @@ func (c *Chain[In, Out]) attempt(st *stage, b budget.Budget, base context.Contex
 		ctl.Cancel()
 	}
 	if end.err == nil {
-		if v := c.validators[st.index]; v != nil {
-			if verr := v.Validate(out); verr != nil {
-				end.err, end.rejected = asInvalidOutput(verr), true
-			}
+		if err := c.check(st, out); err != nil {
+			end.err, end.rejected = err, true
 		}
 	}
 	return out, end
+}
+
+// tierOf is the tier a call on st's member m (-1: none) goes to.
+func (c *Chain[In, Out]) tierOf(st *stage, m int) ModelTier[In, Out] {
+	if m >= 0 {
+		return c.pools[st.index].tiers[m]
+	}
+	return c.tiers[st.index]
+}
+
+// check validates an answer of st.
+func (c *Chain[In, Out]) check(st *stage, out Out) error {
+	if v := c.validators[st.index]; v != nil {
+		if verr := v.Validate(out); verr != nil {
+			return asInvalidOutput(verr)
+		}
+	}
+	return nil
+}
+
+// stickyKey is in's affinity key on st's pool.
+func (c *Chain[In, Out]) stickyKey(st *stage, in In) string {
+	if p := c.pools[st.index]; p != nil {
+		return p.stickyKey(in)
+	}
+	return ""
+}
+
+// hedged is one result of a hedged attempt's race.
+type hedged[Out any] struct {
+	out      Out
+	err      error
+	hedge    bool
+	timedOut bool
+	latency  time.Duration
+}
+
+// The states of a hedged attempt's first call.
+const (
+	callRunning int32 = iota
+	callReturned
+	callAbandoned
+)
+
+// hedged runs a hedged attempt: the first call on its own goroutine, and,
+// if it has not answered after the stage's hedge delay (and the hedge
+// budget allows), a second one on another member of the pool or on the
+// next tier. The first valid answer wins and the other call's context is
+// cancelled; a loser still running releases its own guards when it
+// returns (the first call's bulkhead slot included), so none is held past
+// its call or released early.
+func (c *Chain[In, Out]) hedged(st *stage, b budget.Budget, base context.Context, per, remaining time.Duration, in In, m int) (Out, attemptEnd) {
+	st.hedges.attempted()
+	var deadline time.Time
+	if per != budget.Unlimited {
+		if d, ok := b.Deadline(); ok {
+			deadline = d.Add(per - remaining)
+		} else {
+			deadline = time.Now().Add(per)
+		}
+	}
+	ctx := budget.NewContext(base, deadline)
+	results := make(chan hedged[Out], 2)
+	var state atomic.Int32
+	tier := c.tierOf(st, m)
+	go func() {
+		t0 := time.Now()
+		out, err := tier.Call(ctx, in)
+		if err == nil {
+			err = c.check(st, out)
+		}
+		res := hedged[Out]{out: out, err: err, timedOut: err != nil && ctx.Expired(), latency: time.Since(t0)}
+		if !state.CompareAndSwap(callRunning, callReturned) && st.bulkhead != nil {
+			// It lost the race and was left to finish: its slot is its own
+			// to give back.
+			st.bulkhead.Release()
+		}
+		results <- res
+	}()
+	var end attemptEnd
+	delay, hedging := st.latency.delay()
+	var timer <-chan time.Time
+	var t *time.Timer
+	if hedging {
+		t = time.NewTimer(delay)
+		defer t.Stop()
+		timer = t.C
+	}
+	var hc *hedgeCall
+	var first *hedged[Out]
+	pending, late := 1, false
+	for {
+		select {
+		case res := <-results:
+			pending--
+			if res.err == nil {
+				if res.hedge {
+					end.hedge.won, end.hedge.latency = true, res.latency
+					if m >= 0 {
+						end.hedge.primaryMember = st.pool.members[m].id
+					}
+					end.slotLeft = state.CompareAndSwap(callRunning, callAbandoned)
+					ctx.Cancel()
+				} else if hc != nil {
+					hc.ctx.Cancel()
+				}
+				return res.out, end
+			}
+			if res.hedge {
+				end.hedge.err = res.err
+			} else {
+				first = &res
+			}
+			if pending == 0 {
+				ctx.Cancel()
+				return first.out, attemptEnd{err: first.err, timedOut: first.timedOut, hedge: end.hedge, slotLeft: end.slotLeft}
+			}
+		case <-timer:
+			timer = nil
+			hc, late = c.prepareHedge(b, st, base, m, c.hedgeModel(st, in), late), true
+			if hc == nil {
+				// No hedge now (the budget is spent, the next tier is
+				// busy): look again while the first call runs, a quarter
+				// of the delay later — the budget refills as other
+				// requests make attempts.
+				t.Reset(max(delay/4, time.Millisecond))
+				timer = t.C
+				continue
+			}
+			end.hedge = &hc.end
+			pending++
+			hedgeTier := c.tierOf(hc.end.stage, -1)
+			if hc.end.stage == st {
+				hedgeTier = c.pools[st.index].tiers[c.pools[st.index].p.index(hc.end.member)]
+			}
+			go func(hc *hedgeCall) {
+				t0 := time.Now()
+				out, err := hedgeTier.Call(hc.ctx, in)
+				if err == nil {
+					err = c.check(hc.end.stage, out)
+				}
+				lost := err != nil && hc.ctx.Err() != nil && !hc.ctx.Expired() && base.Err() == nil
+				latency := time.Since(t0)
+				v, o := c.outcomeOf(hc.end.stage, err, lost)
+				hc.release(v, o, latency)
+				hc.ctx.Cancel()
+				results <- hedged[Out]{out: out, err: err, hedge: true, latency: latency}
+			}(hc)
+		}
+	}
+}
+
+// hedgeModel is the model a next-tier hedge of st would use for in.
+func (c *Chain[In, Out]) hedgeModel(st *stage, in In) string {
+	if st.pool != nil || st.index+1 >= len(c.stages) {
+		return st.model
+	}
+	return c.modelFor(st.index+1, in)
 }
 
 // describe reads the token usage and the description of an answer.

@@ -10,6 +10,7 @@ import (
 	"github.com/tierguard/tierguard/breaker"
 	"github.com/tierguard/tierguard/bulkhead"
 	"github.com/tierguard/tierguard/classify"
+	"github.com/tierguard/tierguard/fallback/ratelimit"
 	"github.com/tierguard/tierguard/retry"
 	"github.com/tierguard/tierguard/validate"
 )
@@ -71,7 +72,73 @@ type Stage[In, Out any] struct {
 	// Validate checks the tier's answers; a rejected answer moves on to the
 	// next tier and does not count against the breaker. nil accepts all.
 	Validate validate.Validator[Out]
+
+	// Limiter keeps the tier's calls under its quota (requests and tokens
+	// per minute). Every attempt takes its turn just before its call; a
+	// tier over its limit is skipped without an upstream call
+	// (SkipRateLimited), or waited for (see LimitWait). A 429 (RateLimited)
+	// throttles it for the wait the server asked for and lowers its rate
+	// until calls pass again. nil means none.
+	Limiter *ratelimit.Limiter
+	// TenantLimiter, when set, returns the limiter of the request's
+	// tenant (or feature) on this tier — typically a ratelimit.Group's
+	// Get(tenant) — so that one tenant cannot spend another's share of
+	// the tier's quota: a request whose tenant is over its share skips the
+	// tier as for Limiter. It may return nil.
+	TenantLimiter func(ctx context.Context, in In) *ratelimit.Limiter
+	// Tokens estimates the tokens a call for in will use (prompt and
+	// answer), for the limiters' token limits; once the answer reports its
+	// usage (UsageReporter) the limiters are corrected with it. nil counts
+	// no tokens.
+	Tokens func(in In) int64
+	// LimitWait is the longest an attempt waits for its limiters' turn.
+	// A wait is decided before it starts, like a retry: only when it fits
+	// what the deadline leaves after the reserve for later tiers. 0 never
+	// waits: a tier over its limit is skipped at once.
+	LimitWait time.Duration
+
+	// InvalidOutputRetries, when positive, retries an answer the
+	// validator rejected (InvalidOutput) on the same tier up to this many
+	// times before moving to the next tier. Each retry is an attempt in the
+	// trail and for observers; none counts against the breaker, the retry
+	// policy's attempts or its budget.
+	InvalidOutputRetries int
+	// Reprompt, when set, adjusts the input before each retry of an
+	// invalid answer (say, "answer in valid JSON"); err is the validator's
+	// rejection.
+	Reprompt func(in In, err error) In
+
+	// Hedge, when enabled, starts a second attempt when the first is slow:
+	// on another member of the tier's Pool, or else on the next tier —
+	// behind that tier's breaker, bulkhead and Limiter, none of them
+	// waiting (a hedge that cannot start at once is looked at again every
+	// quarter of the delay while the first call runs). The
+	// first valid answer wins and the other call is cancelled; each
+	// breaker counts the request once, and a call that lost the race
+	// counts for nothing. A hedged attempt's calls run on goroutines of
+	// their own (AbandonAfter does not apply to them). Unary chains only.
+	Hedge Hedge
 }
+
+// Hedge configures hedged attempts. It is enabled when Delay or Quantile
+// is set.
+type Hedge struct {
+	// Delay is how long the first attempt runs alone before the hedge
+	// starts. With Quantile, it is the delay used until the tier's latency
+	// has been observed, and the least the quantile may give.
+	Delay time.Duration
+	// Quantile, within (0, 1), starts the hedge at that quantile of the
+	// tier's observed latency (successful attempts): 0.9 hedges the
+	// slowest tenth.
+	Quantile float64
+	// MaxExtra bounds the extra calls hedging adds, as a share of the
+	// tier's attempts (0.1: at most one hedge per ten attempts, shared by
+	// every request, plus a bank of twenty that a burst may spend at once),
+	// so that hedging cannot multiply load during an outage. 0 means 0.1.
+	MaxExtra float64
+}
+
+func (h Hedge) enabled() bool { return h.Delay > 0 || h.Quantile > 0 }
 
 // Config configures a Chain.
 type Config[In, Out any] struct {
@@ -172,6 +239,12 @@ type stageSpec struct {
 	capName               string
 	reserve, idle         time.Duration
 	nilTier               bool
+	limiter               *ratelimit.Limiter
+	limitWait             time.Duration
+	tenants               bool
+	invalidRetries        int
+	hedge                 Hedge
+	pool                  *pool
 }
 
 func (cfg *Config[In, Out]) shared() shared {
@@ -188,11 +261,15 @@ func (cfg *Config[In, Out]) specs() []stageSpec {
 		specs[i] = stageSpec{
 			model: s.Model, provider: s.Provider, bulkhead: s.Bulkhead, breaker: s.Breaker, retry: s.Retry,
 			classifier: s.Classifier, cap: s.TryTimeout, capName: "TryTimeout", minAttempt: s.MinAttempt, reserve: s.Reserve, nilTier: s.Tier == nil,
+			limiter: s.Limiter, limitWait: s.LimitWait, tenants: s.TenantLimiter != nil, invalidRetries: s.InvalidOutputRetries, hedge: s.Hedge,
 		}
 		if s.Tier != nil {
 			specs[i].name = s.Tier.Name()
 			specs[i].endpoint(s.Tier)
 			_, specs[i].reportsUsage = s.Tier.(UsageReporter[Out])
+			if p, ok := s.Tier.(interface{ core() *pool }); ok {
+				specs[i].pool = p.core()
+			}
 		}
 	}
 	return specs
@@ -246,10 +323,22 @@ func check(kind string, sh shared, specs []stageSpec) error {
 		for _, d := range []struct {
 			name string
 			v    time.Duration
-		}{{s.capName, s.cap}, {"MinAttempt", s.minAttempt}, {"IdleTimeout", s.idle}} {
+		}{{s.capName, s.cap}, {"MinAttempt", s.minAttempt}, {"IdleTimeout", s.idle}, {"LimitWait", s.limitWait}, {"Hedge.Delay", s.hedge.Delay}} {
 			if d.v < 0 {
 				errs = append(errs, fmt.Errorf("stage %d (%s): negative %s %v", i, s.name, d.name, d.v))
 			}
+		}
+		if s.invalidRetries < 0 {
+			errs = append(errs, fmt.Errorf("stage %d (%s): negative InvalidOutputRetries %d", i, s.name, s.invalidRetries))
+		}
+		if q := s.hedge.Quantile; q != 0 && !(q > 0 && q < 1) {
+			errs = append(errs, fmt.Errorf("stage %d (%s): Hedge.Quantile must be within (0, 1), got %v", i, s.name, q))
+		}
+		if x := s.hedge.MaxExtra; !(x >= 0 && x <= 1) {
+			errs = append(errs, fmt.Errorf("stage %d (%s): Hedge.MaxExtra must be within [0, 1], got %v", i, s.name, x))
+		}
+		if s.hedge.enabled() && s.pool == nil && i == len(specs)-1 {
+			errs = append(errs, fmt.Errorf("stage %d (%s): Hedge needs a Pool tier or a next tier to hedge on", i, s.name))
 		}
 		if err := s.retry.Validate(); err != nil {
 			errs = append(errs, fmt.Errorf("stage %d (%s): %w", i, s.name, err))

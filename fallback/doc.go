@@ -11,7 +11,8 @@
 //	    bulkhead:  take a slot or skip (no upstream call)
 //	    breaker:   allow, or skip (no upstream call)
 //	    retry:     attempt 1..N, each with min(TryTimeout, remaining − reserve)
-//	        call tier → validate output → classify error
+//	        rate limit: the tenant's and the tier's turn, or skip (no upstream call)
+//	        call tier (a Pool: on one of its members) → validate output → classify error
 //	        decide from the class table: retry here / next tier / local / fail closed
 //	cache lookup, then the default answer
 //	otherwise an *Error that says why each tier failed
@@ -37,9 +38,18 @@
 // moves on to the next tier and does not count against the breaker. Only
 // validated tier answers are written back to a cache.
 //
-// The success path allocates nothing and reads the clock only where a
-// decision needs it (once per attempt when the request has a deadline).
-// Result carries the answer, its source, the tier, whether it is degraded,
+// Capacity: a Stage's Limiter (package ratelimit) keeps its calls under
+// the tier's requests and tokens per minute, skipping the tier
+// (SkipRateLimited) or waiting for its turn when the wait fits; a Pool puts
+// several keys, projects or regions behind one tier, rotating on a member's
+// 429, quota or Auth failure before the next tier; Stage.Hedge starts a
+// second call when the first is slow, within a budget of extra calls; and
+// Stage.InvalidOutputRetries asks the same tier again when its answer is
+// rejected.
+//
+// The success path allocates nothing (a rate limit attached included) and
+// reads the clock only where a decision needs it (once per attempt when the
+// request has a deadline, once per limit). Result carries the answer, its source, the tier, whether it is degraded,
 // the upstream calls made and the trail of attempts. An Observer (see
 // package otelx) sees every decision.
 package fallback

@@ -9,6 +9,7 @@ import (
 	"github.com/tierguard/tierguard/bulkhead"
 	"github.com/tierguard/tierguard/classify"
 	"github.com/tierguard/tierguard/deadline"
+	"github.com/tierguard/tierguard/fallback/ratelimit"
 	"github.com/tierguard/tierguard/internal/budget"
 	"github.com/tierguard/tierguard/internal/detach"
 	"github.com/tierguard/tierguard/retry"
@@ -52,6 +53,20 @@ type stage struct {
 	reserve               time.Duration
 	need                  budget.Need
 	parking
+	// limiter is the tier's rate limiter; limited is set when the stage
+	// has one or a tenant limiter (so the attempter is asked for its).
+	limiter   *ratelimit.Limiter
+	limitWait time.Duration
+	limited   bool
+	// invalidRetries is Stage.InvalidOutputRetries.
+	invalidRetries int
+	// hedge is Stage.Hedge; hedges and latency are its budget and its
+	// delay's quantile.
+	hedge   Hedge
+	hedges  hedgeBudget
+	latency quantile
+	// pool is the tier's pool, when its tier is a Pool.
+	pool *pool
 }
 
 func newEngine(kind string, sh shared, specs []stageSpec) (*engine, error) {
@@ -80,7 +95,13 @@ func newEngine(kind string, sh shared, specs []stageSpec) (*engine, error) {
 			name: s.name, model: s.model, provider: s.provider, address: s.address, port: s.port, reportsUsage: s.reportsUsage,
 			index: i, bulkhead: s.bulkhead, breaker: s.breaker,
 			policy: s.retry.WithDefaults(), classifier: s.classifier, reserve: s.reserve,
-			try: budget.Try{Cap: s.cap, MinUseful: cmpOr(s.minAttempt, minAttempt)},
+			try:     budget.Try{Cap: s.cap, MinUseful: cmpOr(s.minAttempt, minAttempt)},
+			limiter: s.limiter, limitWait: s.limitWait, limited: s.limiter != nil || s.tenants,
+			invalidRetries: s.invalidRetries, hedge: s.hedge, pool: s.pool,
+		}
+		if s.hedge.enabled() {
+			st.hedges.init(cmpOr(s.hedge.MaxExtra, defaultHedgeExtra))
+			st.latency.init(s.hedge.Quantile, s.hedge.Delay)
 		}
 		if st.classifier == nil {
 			st.classifier = classifier
@@ -105,10 +126,36 @@ func cmpOr[T comparable](v, def T) T {
 type base[In any] struct {
 	*engine
 	selectors []ModelSelector[In]
+	tenants   []func(context.Context, In) *ratelimit.Limiter
+	tokens    []func(In) int64
+	reprompts []func(In, error) In
 }
 
 func newBase[In any](e *engine, n int) base[In] {
-	return base[In]{engine: e, selectors: make([]ModelSelector[In], n)}
+	return base[In]{engine: e, selectors: make([]ModelSelector[In], n), tenants: make([]func(context.Context, In) *ratelimit.Limiter, n),
+		tokens: make([]func(In) int64, n), reprompts: make([]func(In, error) In, n)}
+}
+
+// limits returns the request's tenant limiter on st and its estimated
+// tokens.
+func (b base[In]) limits(st *stage, ctx context.Context, in In) (*ratelimit.Limiter, int64) {
+	var l *ratelimit.Limiter
+	if f := b.tenants[st.index]; f != nil {
+		l = f(ctx, in)
+	}
+	var n int64
+	if f := b.tokens[st.index]; f != nil {
+		n = max(f(in), 0)
+	}
+	return l, n
+}
+
+// reprompt adjusts in before a retry of an invalid answer on st.
+func (b base[In]) reprompt(st *stage, in In, err error) In {
+	if f := b.reprompts[st.index]; f != nil {
+		return f(in, err)
+	}
+	return in
 }
 
 // Observe adds an observer to the chain; it sees the requests that start
@@ -195,6 +242,10 @@ type request struct {
 	// slotHandedOff and tokenHandedOff are set when an abandoned call took
 	// over the stage's bulkhead slot and breaker token.
 	slotHandedOff, tokenHandedOff bool
+	// member is the pool member of the current attempt, for its events
+	// and trail; limitWait is the attempt's wait for its rate limiters.
+	member    string
+	limitWait time.Duration
 	// local is a context with the budget's deadline, made on first use by
 	// the cache and the default.
 	local *budget.Context
@@ -243,6 +294,8 @@ type held struct {
 	fresh     bool
 	slot      bool
 	tok       breaker.Token
+	// cost is the request's estimated tokens, for a stream's correction.
+	cost int64
 }
 
 // reserveFor is what stage i's attempts leave for the stages after it,
@@ -570,7 +623,7 @@ func succeeded(st *stage) {
 
 // event builds a stage's event.
 func (e *engine) event(r *request, kind EventKind, st *stage, model string, n int) Event {
-	ev := Event{Kind: kind, Operation: e.op, Stream: e.stream, Tier: st.name, TierIndex: st.index, Model: model, Provider: st.provider, Attempt: n, Remaining: r.budget.Remaining()}
+	ev := Event{Kind: kind, Operation: e.op, Stream: e.stream, Tier: st.name, TierIndex: st.index, Model: model, Provider: st.provider, Attempt: n, Remaining: r.budget.Remaining(), Member: r.member}
 	if st.breaker != nil {
 		ev.Breaker, ev.HasBreaker = st.breaker.State(), true
 	}
@@ -585,6 +638,7 @@ func (e *engine) attemptStarted(r *request, st *stage, model string, n int) cont
 	}
 	ev := e.event(r, AttemptStarted, st, model, n)
 	ev.QueueWait, r.queueWait = r.queueWait, 0
+	ev.LimitWait = r.limitWait
 	return r.obs.Observe(r.ctx, ev)
 }
 
@@ -610,7 +664,7 @@ func (e *engine) answered(r *request, st *stage, model string, n int, latency ti
 	if st.policy.OnAttempt != nil {
 		st.policy.OnAttempt(retry.Attempt{N: n})
 	}
-	r.sum.record(Attempt{Tier: st.name, TierIndex: st.index, Model: model, N: n, Latency: latency})
+	r.sum.record(Attempt{Tier: st.name, TierIndex: st.index, Model: model, N: n, Latency: latency, Member: r.member})
 	if r.obs != nil {
 		ev := e.event(r, AttemptEnded, st, model, n)
 		ev.Latency, ev.Usage, ev.HasUsage, ev.Response = latency, d.usage, d.hasUsage, d.resp
@@ -620,7 +674,7 @@ func (e *engine) answered(r *request, st *stage, model string, n int, latency ti
 
 // attemptFailed records a failed attempt and its decision.
 func (e *engine) attemptFailed(r *request, st *stage, model string, n int, latency time.Duration, v classify.Verdict, d decision, err error, desc *described) {
-	r.sum.record(Attempt{Tier: st.name, TierIndex: st.index, Model: model, N: n, Verdict: v, Latency: latency, Wait: d.wait, Err: err})
+	r.sum.record(Attempt{Tier: st.name, TierIndex: st.index, Model: model, N: n, Verdict: v, Latency: latency, Wait: d.wait, Err: err, Member: r.member})
 	if r.obs != nil {
 		ev := e.event(r, AttemptEnded, st, model, n)
 		ev.Verdict, ev.Latency, ev.Err = v, latency, err
@@ -688,5 +742,80 @@ func (e *engine) endOnPanic(r *request) {
 			e.end(r, pe, classify.Verdict{Class: classify.Unknown, Reason: "tier panicked"}, 0)
 		}
 		panic(p)
+	}
+}
+
+// admit takes the attempt's turn with its rate limiters — the tenant's,
+// then the tier's — for one call of cost tokens. A turn that is not now
+// is waited for only when the stage allows it and the wait fits the
+// budget minus the reserve, decided before waiting as a retry is;
+// otherwise the turns are given back and the error says when to come
+// back. It returns the reservations, to give back if the call is not
+// made after all.
+func (e *engine) admit(r *request, st *stage, lims [2]*ratelimit.Limiter, cost int64, try budget.Try) ([2]ratelimit.Reservation, error) {
+	for {
+		var res [2]ratelimit.Reservation
+		var delay time.Duration
+		retry, by := false, 0
+		for i, l := range lims {
+			if l == nil {
+				continue
+			}
+			res[i] = l.Reserve(cost)
+			if !res[i].OK() {
+				unadmit(res)
+				return res, &ratelimit.LimitedError{Name: l.Name()}
+			}
+			if d := res[i].Delay(); d > delay {
+				delay, by = d, i
+			}
+			retry = retry || res[i].Retry()
+		}
+		if delay == 0 && !retry {
+			return res, nil
+		}
+		if delay > st.limitWait-r.limitWait || !r.budget.Fits(delay, try) {
+			unadmit(res)
+			return res, &ratelimit.LimitedError{Name: lims[by].Name(), RetryIn: delay}
+		}
+		if retry {
+			// The fleet's turn is taken again after the wait.
+			unadmit(res)
+		}
+		r.limitWait += delay
+		if err := e.sleep(r, delay); err != nil {
+			unadmit(res)
+			return res, err
+		}
+		if !retry {
+			return res, nil
+		}
+	}
+}
+
+// unadmit gives back the turns of a call that is not made.
+func unadmit(res [2]ratelimit.Reservation) {
+	for _, x := range res {
+		if x.OK() {
+			x.Cancel()
+		}
+	}
+}
+
+// corrected corrects the limiters' token counts with an answer's usage.
+func corrected(lims [2]*ratelimit.Limiter, m int, st *stage, cost int64, u Usage) {
+	delta := u.InputTokens + u.OutputTokens - cost
+	if delta == 0 {
+		return
+	}
+	for _, l := range lims {
+		if l != nil {
+			l.Adjust(delta)
+		}
+	}
+	if m >= 0 {
+		if l := st.pool.members[m].limiter; l != nil {
+			l.Adjust(delta)
+		}
 	}
 }

@@ -73,6 +73,14 @@ type Event struct {
 
 	// Attempt is the attempt's number on its tier.
 	Attempt int
+	// Member names the pool member the attempt used ("#" and a short hash
+	// of its key); "" for a tier that is not a Pool.
+	Member string
+	// Hedge is set for the second call of a hedged attempt.
+	Hedge bool
+	// LimitWait is how long the attempt waited for its rate limiters' turn
+	// (AttemptStarted).
+	LimitWait time.Duration
 	// Verdict is the attempt's outcome (AttemptEnded), the skip's
 	// (StageSkipped), or the request's (RequestEnded, class OK if answered).
 	Verdict classify.Verdict

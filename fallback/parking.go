@@ -33,6 +33,23 @@ func (p *parking) check(epoch time.Time) Skip {
 // parked reports whether the tier is parked now.
 func (p *parking) parked(epoch time.Time) bool { return p.check(epoch) != NotSkipped }
 
+// parkOnce parks the tier for d for why, unless it is parked for why
+// already, and reports whether it did: of concurrent failures that park
+// it, one is told it was first.
+func (p *parking) parkOnce(epoch time.Time, why Skip, d time.Duration) bool {
+	for {
+		u := p.until.Load()
+		now := sinceEpoch(epoch)
+		if u != 0 && now < u && Skip(p.why.Load()) == why {
+			return false
+		}
+		if p.until.CompareAndSwap(u, now+int64(d)) {
+			p.why.Store(uint32(why))
+			return true
+		}
+	}
+}
+
 // park parks the tier for d.
 func (p *parking) park(epoch time.Time, why Skip, d time.Duration) {
 	p.why.Store(uint32(why))

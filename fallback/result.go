@@ -49,21 +49,27 @@ const (
 	// SkipBudget: too little of the deadline is left for a useful attempt
 	// after the reserve kept for later tiers.
 	SkipBudget
+	// SkipRateLimited: the tier (or the request's tenant on it, or every
+	// member of its pool) is over its local rate limit, and waiting for its
+	// turn does not fit (Stage.LimitWait, the deadline).
+	SkipRateLimited
 )
 
 var skipNames = [...]string{
 	NotSkipped: "not_skipped", SkipOpen: "open", SkipFull: "full",
 	SkipRetired: "retired", SkipQuota: "quota", SkipBudget: "budget",
+	SkipRateLimited: "rate_limited",
 }
 
 // skipReasons are the verdict reasons of skips.
 var skipReasons = [...]string{
-	NotSkipped:  "",
-	SkipOpen:    "circuit open",
-	SkipFull:    "bulkhead full",
-	SkipRetired: "model retired",
-	SkipQuota:   "quota exhausted, tier parked",
-	SkipBudget:  "too little time left for this tier",
+	NotSkipped:      "",
+	SkipOpen:        "circuit open",
+	SkipFull:        "bulkhead full",
+	SkipRetired:     "model retired",
+	SkipQuota:       "quota exhausted, tier parked",
+	SkipBudget:      "too little time left for this tier",
+	SkipRateLimited: "over the local rate limit",
 }
 
 // String names the skip reason.
@@ -79,6 +85,11 @@ type Attempt struct {
 	Model     string
 	// N is the attempt's number on this tier, from 1; 0 for a skip.
 	N int
+	// Member names the pool member the call used ("#" and a short hash
+	// of its key, never the key); "" for a tier that is not a Pool.
+	Member string
+	// Hedge is set for the second call of a hedged attempt.
+	Hedge bool
 	// Skip says why the tier was passed over; NotSkipped for a call.
 	Skip Skip
 	// Verdict is the attempt's classified outcome (class OK on success,

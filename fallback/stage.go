@@ -2,10 +2,12 @@ package fallback
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/tierguard/tierguard/breaker"
 	"github.com/tierguard/tierguard/classify"
+	"github.com/tierguard/tierguard/fallback/ratelimit"
 	"github.com/tierguard/tierguard/internal/budget"
 )
 
@@ -14,15 +16,23 @@ import (
 // first chunk with content. Everything around the attempt is runStage's.
 type attempter[In, Out any] interface {
 	// attempt runs an attempt of window per (remaining was left when the
-	// window was computed) on a context built on base. tok is the stage's
-	// breaker token, which an abandoned call takes with it.
-	attempt(st *stage, b budget.Budget, base context.Context, per, remaining time.Duration, in In, tok breaker.Token) (Out, attemptEnd)
+	// window was computed) on a context built on base, on pool member m
+	// (-1 for a tier that is not a pool). tok is the stage's breaker
+	// token, which an abandoned call takes with it.
+	attempt(st *stage, b budget.Budget, base context.Context, per, remaining time.Duration, in In, tok breaker.Token, m int) (Out, attemptEnd)
 	// describe reads the token usage and the response description of an
 	// attempt's answer (a success, or an answer the validator rejected).
 	describe(st *stage, out Out) (Usage, bool, ResponseInfo)
 	// committed is set for attempts whose success is only a beginning (a
 	// stream's first chunk): their end is reported when it comes.
 	committed() bool
+	// limits returns the request's limiters on st (its tenant's, the
+	// tier's) and its estimated tokens.
+	limits(st *stage, ctx context.Context, in In) (tenant *ratelimit.Limiter, tokens int64)
+	// reprompt adjusts in before a retry of an invalid answer.
+	reprompt(st *stage, in In, err error) In
+	// stickyKey is the pool affinity key of in on st, "" for none.
+	stickyKey(st *stage, in In) string
 }
 
 // attemptEnd is how an attempt ended, besides its result.
@@ -36,6 +46,11 @@ type attemptEnd struct {
 	// rejected is set when the call answered and the validator rejected
 	// the answer: its usage was spent all the same.
 	rejected bool
+	// hedge describes the hedge of a hedged attempt, when one started.
+	hedge *hedgeEnd
+	// slotLeft is set when a hedged attempt's first call lost the race
+	// and was left running: it releases the stage's bulkhead slot itself.
+	slotLeft bool
 }
 
 // described is what an attempt's answer says about itself, for observers.
@@ -52,10 +67,18 @@ type stageEnd struct {
 	err     error
 	// n is the number of the attempt that succeeded.
 	n int
+	// winner is the stage whose hedge answered, when it is not this one.
+	winner *stage
 }
 
+// errPoolAuth is the failure of a pool whose every member is out for its
+// credentials: it fails closed, as Auth on a single tier does.
+var errPoolAuth = classify.Wrap(errors.New("tierguard: every member of the pool was refused for its credentials"),
+	classify.Verdict{Class: classify.Auth, Reason: "every pool member refused for its credentials"})
+
 // runStage runs one tier behind its guards — preflight, breaker peek,
-// budget, bulkhead, breaker — then its attempts, deciding after each
+// budget, bulkhead, breaker — then its attempts, each behind its rate
+// limiters (and, for a pool, on a member it picks), deciding after each
 // failure whether to retry. On success it returns the result with the
 // guards still held, for the caller to release (at once, or when a stream
 // ends); on failure it has released them, parked the tier or its model if
@@ -93,32 +116,98 @@ func runStage[In, Out any, A attempter[In, Out]](e *engine, a A, r *request, st 
 			e.exit(r, st, &h, breaker.Ignored)
 		}
 	}()
+	var lims [2]*ratelimit.Limiter
+	var cost int64
+	if st.limited {
+		lims[0], cost = a.limits(st, r.ctx, in)
+		lims[1] = st.limiter
+		h.cost = cost
+	}
+	var key string
+	if st.pool != nil {
+		key = a.stickyKey(st, in)
+	}
 	var last decision
+	var tried uint64
+	// policyN numbers the attempts the retry policy counts: rotations to
+	// another pool member and retries of invalid answers are not its.
+	policyN, invalids := 0, 0
 	for n := 1; ; n++ {
 		remaining := h.remaining
 		if n > 1 || !h.fresh {
 			remaining = r.budget.Remaining()
 		}
 		per, ok := r.budget.Window(remaining, try)
-		if !ok {
+		// stop ends the stage before an attempt: a skip for the first, the
+		// last failure for a retry.
+		stop := func(why Skip, err error) (Out, held, stageEnd) {
 			decided = true
 			if n == 1 {
 				e.exit(r, st, &h, breaker.Ignored)
-				return out, h, e.skipped(r, st, model, SkipBudget, exhausted(remaining, nil))
+				if why == skipAuth {
+					v := classify.Classify(errPoolAuth)
+					r.sum.record(Attempt{Tier: st.name, TierIndex: st.index, Model: model, Verdict: v, Err: errPoolAuth})
+					return out, h, stageEnd{verdict: v, route: e.table.Action(v.Class).Route, err: errPoolAuth}
+				}
+				return out, h, e.skipped(r, st, model, why, err)
 			}
-			// A retry was planned to fit, but scheduling ate the margin:
-			// the last failure stands.
+			// A retry was planned to fit, but scheduling ate the margin,
+			// or its limiter's turn does not fit: the last failure stands.
 			e.exit(r, st, &h, last.outcome)
-			e.park(st, model, end.verdict, last.park)
+			if st.pool == nil || end.verdict.Class != classify.QuotaExhausted {
+				e.park(st, model, end.verdict, last.park)
+			}
 			return out, h, end
+		}
+		if !ok {
+			return stop(SkipBudget, exhausted(remaining, nil))
+		}
+		r.limitWait = 0
+		var resv [2]ratelimit.Reservation
+		if lims[0] != nil || lims[1] != nil {
+			var err error
+			if resv, err = e.admit(r, st, lims, cost, try); err != nil {
+				if r.ctx.Err() != nil {
+					decided = true
+					e.exit(r, st, &h, breaker.Ignored)
+					v, _ := e.localCause(r, classify.Verdict{Class: classify.DeadlineExhausted, Reason: "no time left to start an attempt"})
+					return out, h, stageEnd{verdict: v, route: e.table.Action(v.Class).Route, err: err}
+				}
+				return stop(SkipRateLimited, err)
+			}
+			if r.limitWait > 0 {
+				// The wait ate into the attempt's window.
+				remaining = r.budget.Remaining()
+				if per, ok = r.budget.Window(remaining, try); !ok {
+					unadmit(resv)
+					return stop(SkipBudget, exhausted(remaining, nil))
+				}
+			}
+		}
+		m := -1
+		var mtok breaker.Token
+		if st.pool != nil {
+			var why Skip
+			m, mtok, why = st.pool.enter(key, tried, cost)
+			if m < 0 {
+				unadmit(resv)
+				return stop(why, &SkipError{Tier: st.name, Model: model, Skip: why})
+			}
+			r.member = st.pool.members[m].id
 		}
 		base := e.attemptStarted(r, st, model, n)
 		var t0 time.Time
-		if r.timing {
+		timing := r.timing || st.hedge.enabled() || st.pool != nil && st.pool.latencyAware
+		if timing {
 			t0 = time.Now()
 		}
-		res, ae := a.attempt(st, r.budget, base, per, remaining, in, h.tok)
+		res, ae := a.attempt(st, r.budget, base, per, remaining, in, h.tok, m)
 		r.sum.UpstreamCalls++
+		if ae.slotLeft {
+			// The hedge won while the first call ran on: it gives its slot
+			// back when it returns.
+			r.slotHandedOff = h.slot
+		}
 		if ae.abandoned {
 			// The stuck call keeps the slot until it returns, and a probe
 			// stays a probe: it reports its failure when it returns (or the
@@ -127,7 +216,7 @@ func runStage[In, Out any, A attempter[In, Out]](e *engine, a A, r *request, st 
 		}
 		var latency, ran time.Duration
 		switch {
-		case r.timing:
+		case timing:
 			latency = time.Since(t0)
 			ran = latency
 		case r.budget.Limited() && (ae.err != nil || st.index > 0):
@@ -135,23 +224,85 @@ func runStage[In, Out any, A attempter[In, Out]](e *engine, a A, r *request, st 
 			// gives how long it ran.
 			ran = remaining - r.budget.Remaining()
 		}
+		if ae.hedge != nil {
+			e.hedgeEnded(r, st, model, n, ae.hedge)
+		}
 		if ae.err == nil {
 			if st.index > 0 && r.budget.Limited() {
 				st.need.Answered(ran)
 			}
+			won := ae.hedge != nil && ae.hedge.won
+			if st.hedge.enabled() {
+				// When the hedge won, the first call took at least this
+				// long: enough to move the quantile up.
+				st.latency.observe(latency)
+			}
 			decided = true
+			if m >= 0 {
+				if won {
+					st.pool.done(m, mtok, classify.Verdict{Class: classify.Canceled}, breaker.Ignored, 0, e.quotaPark, e.maxQuotaPark)
+				} else {
+					st.pool.done(m, mtok, classify.Verdict{}, breaker.Success, latency, e.quotaPark, e.maxQuotaPark)
+				}
+			}
+			if lims[1] != nil {
+				lims[1].Passed()
+			}
 			if a.committed() {
 				succeeded(st)
 				return res, h, stageEnd{n: n}
 			}
 			var d described
-			if r.obs != nil {
-				d.usage, d.hasUsage, d.resp = a.describe(st, res)
+			if r.obs != nil || st.limited {
+				by := st
+				if won {
+					by = ae.hedge.stage
+				}
+				d.usage, d.hasUsage, d.resp = a.describe(by, res)
+				if d.hasUsage && st.limited {
+					corrected(lims, m, st, cost, d.usage)
+				}
+			}
+			if won {
+				// The hedge answered: the first call lost the race.
+				r.member = ""
+				e.answered(r, ae.hedge.stage, ae.hedge.model, 1, ae.hedge.latency, &d)
+				end := stageEnd{n: n}
+				if ae.hedge.stage != st {
+					end.winner = ae.hedge.stage
+				}
+				return res, h, end
 			}
 			e.answered(r, st, model, n, latency, &d)
 			return res, h, stageEnd{n: n}
 		}
-		v, d := e.decide(r, st, n, try, failed{err: ae.err, timedOut: ae.timedOut, ran: ran, abandoned: ae.abandoned}, h.tok)
+		policyN++
+		v, d := e.decide(r, st, policyN, try, failed{err: ae.err, timedOut: ae.timedOut, ran: ran, abandoned: ae.abandoned}, h.tok)
+		if v.Class == classify.RateLimited && lims[1] != nil {
+			lims[1].Throttle(v.RetryAfter)
+		}
+		if m >= 0 {
+			st.pool.done(m, mtok, v, d.outcome, 0, e.quotaPark, e.maxQuotaPark)
+			tried |= 1 << m
+			if rotates(v.Class) && !r.budget.Over() && r.ctx.Err() == nil && st.pool.another(tried) {
+				// This member's quota or credentials, not the tier's: the
+				// next member first, at once, outside the retry policy.
+				policyN--
+				d = decision{retry: true, outcome: breaker.Ignored, route: d.route}
+			} else if d.retry {
+				// A retry after a backoff may go to any member again.
+				tried = 0
+			}
+		}
+		if v.Class == classify.InvalidOutput && invalids < st.invalidRetries && !d.retry && !r.budget.Over() && r.ctx.Err() == nil && r.budget.Fits(0, try) {
+			// Opt-in: the transport was healthy, the answer was not; ask
+			// the same tier again (with an adjusted prompt, if the stage
+			// says how), never against the breaker or the retry policy.
+			invalids++
+			policyN--
+			d = decision{retry: true, outcome: breaker.Ignored, route: d.route}
+			in = a.reprompt(st, in, ae.err)
+		}
 		if r.budget.Limited() && (ae.timedOut || v.Class == classify.DeadlineExhausted) && (try.Cap == 0 || per < try.Cap) {
 			// Cut short by the reserve or the deadline, not by its own cap:
 			// it needed more than it was given.
@@ -164,11 +315,16 @@ func runStage[In, Out any, A attempter[In, Out]](e *engine, a A, r *request, st 
 			desc.usage, desc.hasUsage, desc.resp = a.describe(st, res)
 		}
 		e.attemptFailed(r, st, model, n, latency, v, d, ae.err, &desc)
+		r.member = ""
 		end, last = stageEnd{verdict: v, route: d.route, err: ae.err}, d
 		if !d.retry {
 			decided = true
 			e.exit(r, st, &h, d.outcome)
-			e.park(st, model, v, d.park)
+			if st.pool == nil || v.Class != classify.QuotaExhausted {
+				// A pool's quota is its members': they are parked, not the
+				// tier.
+				e.park(st, model, v, d.park)
+			}
 			return out, h, end
 		}
 		if e.sleep(r, d.wait) != nil || h.tok.Stale() {

@@ -12,6 +12,7 @@ import (
 	"github.com/tierguard/tierguard/breaker"
 	"github.com/tierguard/tierguard/bulkhead"
 	"github.com/tierguard/tierguard/classify"
+	"github.com/tierguard/tierguard/fallback/ratelimit"
 	"github.com/tierguard/tierguard/internal/budget"
 	"github.com/tierguard/tierguard/retry"
 	"github.com/tierguard/tierguard/validate"
@@ -102,6 +103,13 @@ type StreamStage[In, Chunk any] struct {
 	// chunk) when the stream ends; a rejection reaches the consumer as the
 	// stream's final error, after the chunks it already showed.
 	Validate validate.Validator[string]
+	// Limiter, TenantLimiter, Tokens and LimitWait are as in Stage: each
+	// attempt to start a stream takes its turn; the usage a stream reports
+	// at its end corrects the token estimate.
+	Limiter       *ratelimit.Limiter
+	TenantLimiter func(ctx context.Context, in In) *ratelimit.Limiter
+	Tokens        func(in In) int64
+	LimitWait     time.Duration
 }
 
 // StreamConfig configures a StreamChain; fields mean what they mean in
@@ -175,6 +183,7 @@ func (cfg *StreamConfig[In, Chunk]) specs() []stageSpec {
 			_, specs[i].reportsUsage = s.Tier.(ChunkUsageReporter[Chunk])
 		}
 		specs[i].idle = s.IdleTimeout
+		specs[i].limiter, specs[i].limitWait, specs[i].tenants = s.Limiter, s.LimitWait, s.TenantLimiter != nil
 	}
 	return specs
 }
@@ -210,6 +219,7 @@ func NewStream[In, Chunk any](cfg StreamConfig[In, Chunk]) (*StreamChain[In, Chu
 	}
 	for i, s := range cfg.Stages {
 		c.tiers[i], c.validators[i], c.idle[i] = s.Tier, s.Validate, s.IdleTimeout
+		c.tenants[i], c.tokens[i] = s.TenantLimiter, s.Tokens
 		c.usages[i], _ = s.Tier.(ChunkUsageReporter[Chunk])
 		c.responses[i], _ = s.Tier.(ChunkResponseReporter[Chunk])
 		c.selectors[i], _ = s.Tier.(ModelSelector[In])
@@ -274,7 +284,7 @@ func (c *StreamChain[In, Chunk]) run(s *Stream[In, Chunk], yield func(Chunk, err
 		model := c.modelFor(i, in)
 		op, h, end := runStage(c.engine, c, &r, st, model, in)
 		if end.err == nil {
-			p := pump[In, Chunk]{c: c, r: &r, s: s, st: st, model: model, n: end.n, h: h, op: op, yield: yield}
+			p := pump[In, Chunk]{c: c, r: &r, s: s, st: st, model: model, n: end.n, h: h, op: op, yield: yield, in: in}
 			if keep {
 				p.partial = &partial
 			}
@@ -362,7 +372,7 @@ type opened[Chunk any] struct {
 // within the first-chunk window per. Chunks before it are kept, to be
 // shown once the stream commits; a stream that fails before it fails like
 // a unary call.
-func (c *StreamChain[In, Chunk]) attempt(st *stage, b budget.Budget, base context.Context, per, remaining time.Duration, in In, tok breaker.Token) (*opened[Chunk], attemptEnd) {
+func (c *StreamChain[In, Chunk]) attempt(st *stage, b budget.Budget, base context.Context, per, remaining time.Duration, in In, tok breaker.Token, _ int) (*opened[Chunk], attemptEnd) {
 	var deadline time.Time
 	if d, ok := b.Deadline(); ok {
 		deadline = d
@@ -420,6 +430,9 @@ func (c *StreamChain[In, Chunk]) describe(*stage, *opened[Chunk]) (Usage, bool, 
 // end comes later.
 func (c *StreamChain[In, Chunk]) committed() bool { return true }
 
+// stickyKey is "": streaming tiers are not pools.
+func (c *StreamChain[In, Chunk]) stickyKey(*stage, In) string { return "" }
+
 // pump streams a committed attempt to the consumer and settles its stage.
 type pump[In, Chunk any] struct {
 	c       *StreamChain[In, Chunk]
@@ -432,6 +445,7 @@ type pump[In, Chunk any] struct {
 	op      *opened[Chunk]
 	yield   func(Chunk, error) bool
 	partial *strings.Builder
+	in      In
 }
 
 // run streams the rest of the answer. done is set when the request is over
@@ -597,6 +611,10 @@ func (p *pump[In, Chunk]) run(in In) (ie *IncompleteError, done bool) {
 func (p *pump[In, Chunk]) ended(chunks int, v classify.Verdict, err error, incomplete bool, d *described) {
 	r := p.r
 	latency := time.Since(p.op.start)
+	if d.hasUsage && p.st.limited {
+		tenant, _ := p.c.limits(p.st, r.ctx, p.in)
+		corrected([2]*ratelimit.Limiter{tenant, p.st.limiter}, -1, p.st, p.h.cost, d.usage)
+	}
 	r.sum.record(Attempt{Tier: p.st.name, TierIndex: p.st.index, Model: p.model, N: p.n, Verdict: v, Latency: latency, Err: err})
 	if r.obs != nil {
 		ev := p.c.event(r, AttemptEnded, p.st, p.model, p.n)

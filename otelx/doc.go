@@ -43,7 +43,7 @@
 //	gen_ai.client.inference.usage.reasoning.output_tokens   Int64Counter            {token}       genai, gen_ai.token.modality
 //	gen_ai.client.inference.operation.input_tokens          Int64Histogram          {token}       genai, error.type (failures)
 //	gen_ai.client.inference.operation.output_tokens         Int64Histogram          {token}       genai, error.type (failures)
-//	tierguard.attempts                                      Int64Counter            {attempt}     gen_ai.operation.name, tierguard.tier.name, tierguard.class
+//	tierguard.attempts                                      Int64Counter            {attempt}     gen_ai.operation.name, tierguard.tier.name, tierguard.class, tierguard.pool.member (pool tiers), tierguard.hedge (hedges)
 //	tierguard.requests                                      Int64Counter            {request}     gen_ai.operation.name, tierguard.source, tierguard.degraded, tierguard.tier.name (source tier), error.type (source error)
 //	tierguard.request.duration                              Float64Histogram        s             as tierguard.requests
 //	tierguard.request.deadline_remaining                    Float64Histogram        s             as tierguard.requests; requests with a deadline only
@@ -81,8 +81,9 @@
 // Values: tierguard.class and error.type are classify.Class names ("ok",
 // "transient", "rate_limited", ...), tierguard.source is "tier", "cache",
 // "default" or "error", tierguard.skip.reason is "open", "full", "retired",
-// "quota" or "budget", and the breaker state is closed 0, half-open 1, open
-// 2. tierguard.degraded is true for any answer but the first tier's.
+// "quota", "budget" or "rate_limited", tierguard.pool.member is a pool
+// member's hashed id ("#" and 12 hex digits, never its key), and the
+// breaker state is closed 0, half-open 1, open 2. tierguard.degraded is true for any answer but the first tier's.
 //
 // Options.PreviousNames also emits, for one release, the names of the
 // conventions before v0.1.0 with the attributes they had:

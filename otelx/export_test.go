@@ -17,6 +17,8 @@ var (
 	AttrHTTPStatus           = attrHTTPStatus
 	AttrIncomplete           = attrIncomplete
 	AttrInputTokens          = attrInputTokens
+	AttrMember               = attrMember
+	AttrHedge                = attrHedge
 	AttrModel                = attrModel
 	AttrOperation            = attrOperation
 	AttrOutputTokens         = attrOutputTokens

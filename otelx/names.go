@@ -171,6 +171,10 @@ const (
 	attrTGOperation = attribute.Key("tierguard.operation")
 	// attrTier is the tier's name (fallback.ModelTier.Name).
 	attrTier = attribute.Key("tierguard.tier.name")
+	// attrMember is a pool member's hashed id (fallback.Event.Member).
+	attrMember = attribute.Key("tierguard.pool.member")
+	// attrHedge marks the second call of a hedged attempt.
+	attrHedge = attribute.Key("tierguard.hedge")
 	// attrTierIndex is the tier's position in the chain, 0 for the primary
 	// (spans only).
 	attrTierIndex = attribute.Key("tierguard.tier.index")

@@ -309,7 +309,20 @@ func (i *Instrumentation) attemptEnded(ctx context.Context, r *reqState, e *fall
 	} else if e.Retry {
 		i.m.retryWait.Record(ctx, e.Wait.Seconds(), r.rec(st.retryWait[cls])...)
 	}
-	i.m.attempts.Add(ctx, 1, r.add(st.attempts[cls])...)
+	if e.Member != "" || e.Hedge {
+		// Pool members and hedges are named on the attempt: a bounded set
+		// (a pool has at most 64 members), and the member is a hash.
+		kv := append(st.attempts[cls].set.ToSlice(), r.extra...)
+		if e.Member != "" {
+			kv = append(kv, attrMember.String(e.Member))
+		}
+		if e.Hedge {
+			kv = append(kv, attrHedge.Bool(true))
+		}
+		i.m.attempts.Add(ctx, 1, metric.WithAttributeSet(attribute.NewSet(kv...)))
+	} else {
+		i.m.attempts.Add(ctx, 1, r.add(st.attempts[cls])...)
+	}
 	rule, reason := validation(e)
 
 	asc := r.sc
@@ -342,11 +355,22 @@ func (i *Instrumentation) attemptEnded(ctx context.Context, r *reqState, e *fall
 	default:
 		level, msg = slog.LevelWarn, "tier failed closed"
 	}
+	if e.Member != "" && e.Verdict.Class == classify.Auth {
+		// A pool member's credentials were refused: the request may still
+		// be answered by another member, but someone must replace the key.
+		level, msg = slog.LevelError, "tierguard: pool member refused for its credentials, taken out of rotation"
+	}
 	if i.logEnabled(ctx, level) {
 		var b logBuf
 		r.common(&b, e.Operation, asc)
 		stageLog(&b, e)
 		b.add(slog.Int("attempt", e.Attempt))
+		if e.Member != "" {
+			b.add(slog.String("member", e.Member))
+		}
+		if e.Hedge {
+			b.add(slog.Bool("hedge", true))
+		}
 		verdictLog(&b, e.Verdict, className)
 		if !ok && !committed {
 			b.add(slog.Bool("retryable", e.Retry || (e.Stop != retry.NotStopped && e.Stop != retry.NotRetryable)))
@@ -393,6 +417,9 @@ func (i *Instrumentation) attemptEnded(ctx context.Context, r *reqState, e *fall
 func (i *Instrumentation) attemptSpanEnd(sp trace.Span, e *fallback.Event, ok, committed bool, className, rule, reason string) {
 	kv := kvBuf{sp: sp}
 	kv.put(attrClass.String(className))
+	if e.Member != "" {
+		kv.put(attrMember.String(e.Member))
+	}
 	if e.Verdict.HTTPStatus != 0 {
 		kv.put(attrHTTPStatus.Int(e.Verdict.HTTPStatus))
 	}

@@ -463,3 +463,46 @@ func TestKindHelpers(t *testing.T) {
 		assert.GreaterOrEqual(t, k.HTTPStatus(), 400, k)
 	}
 }
+
+// TestQuotaOverASlidingWindow: a quota refuses requests beyond its count
+// in any window, with a RetryInfo delay that says when the oldest leaves,
+// and limits only the key it names.
+func TestQuotaOverASlidingWindow(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	var mu sync.Mutex
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	srv := fakegemini.New(fakegemini.WithNow(clock))
+	defer srv.Close()
+	srv.SetQuota(fakegemini.Quota{Model: "gemini-2.5-pro", Requests: 2, Per: time.Minute})
+	srv.SetQuota(fakegemini.Quota{Key: "limited", Requests: 1, Per: time.Minute})
+	post := func(model, key string) (int, string) {
+		req, err := http.NewRequest(http.MethodPost, srv.URL()+"/v1beta/models/"+model+":generateContent",
+			strings.NewReader(`{"contents":[{"parts":[{"text":"hi"}]}]}`))
+		require.NoError(t, err)
+		req.Header.Set("x-goog-api-key", key)
+		resp, err := srv.Client().Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	code, _ := post("gemini-2.5-pro", "k")
+	assert.Equal(t, 200, code)
+	advance(20 * time.Second)
+	code, _ = post("gemini-2.5-pro", "k")
+	assert.Equal(t, 200, code)
+	code, body := post("gemini-2.5-pro", "k")
+	assert.Equal(t, 429, code)
+	assert.Contains(t, body, `"retryDelay": "40s"`, "the first request leaves the window in 40 s")
+	advance(40 * time.Second)
+	code, _ = post("gemini-2.5-pro", "k")
+	assert.Equal(t, 200, code)
+	code, _ = post("gemini-2.5-flash", "limited")
+	assert.Equal(t, 200, code)
+	code, _ = post("gemini-2.5-flash", "limited")
+	assert.Equal(t, 429, code, "the key's own quota")
+	code, _ = post("gemini-2.5-flash", "other")
+	assert.Equal(t, 200, code)
+	assert.Equal(t, int64(2), srv.Count("gemini-2.5-pro", fakegemini.RateLimited)+srv.Count("gemini-2.5-flash", fakegemini.RateLimited))
+}

@@ -103,6 +103,7 @@ type Server struct {
 	now       func() time.Time
 	strict    bool
 	keys      map[string]bool
+	quotas    quotaTable
 	done      chan struct{}
 	closeOnce sync.Once
 
@@ -637,6 +638,9 @@ func (s *Server) fate(c *call, r *http.Request, parseErr error) (Kind, Params) {
 	}
 	if s.isRetired(c.model) {
 		return Retired, Params{}
+	}
+	if wait, over := s.overQuota(c.model, r); over {
+		return RateLimited, Params{RetryDelay: wait}
 	}
 	m, _ := s.catalogModel(c.model)
 	est := estimateTokens(c.req.Prompt)

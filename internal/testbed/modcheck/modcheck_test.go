@@ -41,6 +41,8 @@ var testOnly = []string{
 	"go.uber.org/goleak",
 	"go.opentelemetry.io/otel/sdk",
 	"go.opentelemetry.io/otel/sdk/metric",
+	// fallback/ratelimit's tests compare its buckets with x/time/rate's.
+	"golang.org/x/time",
 }
 
 // goList runs the go command on the root module alone (GOWORK=off: what a

@@ -22,6 +22,11 @@
 //     default settings: the adaptive reserve.
 //  8. Spend: three tenants, a 429 storm on the primary, one tenant
 //     reaching its daily budget during it (see spend.go).
+//  9. A 429 storm against a known quota: no local limit, a limiter at the
+//     quota, and one set above it that lowers itself on 429s.
+//  10. A slow-tail pro (10% of calls at 5× the median): hedging on flash
+//     or a second key, by a fixed delay or a quantile.
+//  11. A pool of three keys, one revoked and one rate-limited.
 //
 // Every table shows the median over the runs and, where runs differed, the
 // range. Comparisons between strategies are paired per seed: each run of
@@ -60,21 +65,24 @@ type options struct {
 	invalid invalidConfig
 	stalled stalledConfig
 	spend   spendConfig
+	quota   quotaConfig
+	tail    tailConfig
+	pool    poolConfig
 }
 
 func defaultOptions() options {
 	return options{
-		scenarios: []int{1, 2, 3, 4, 5, 6, 7, 8}, runs: 3, seed: 1,
+		scenarios: []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}, runs: 3, seed: 1,
 		retired: defaultRetired(), outage: defaultOutage(), flaky: defaultFlaky(),
 		storm: defaultStorm(), slow: defaultSlow(), invalid: defaultInvalid(), stalled: defaultStalled(),
-		spend: defaultSpend(),
+		spend: defaultSpend(), quota: defaultQuota(), tail: defaultTail(), pool: defaultPoolScenario(),
 	}
 }
 
 func main() {
 	o := defaultOptions()
 	var only string
-	flag.StringVar(&only, "s", "1,2,3,4,5,6,7,8", "scenarios to run, comma-separated")
+	flag.StringVar(&only, "s", "1,2,3,4,5,6,7,8,9,10,11", "scenarios to run, comma-separated")
 	flag.IntVar(&o.runs, "runs", o.runs, "runs of every scenario (medians are reported)")
 	flag.IntVar(&o.runs1, "runs1", 0, "runs of scenario 1 if not -runs (it is the longest: about 18 s a run)")
 	flag.Uint64Var(&o.seed, "seed", o.seed, "seed of the first run (run k uses seed+k)")
@@ -86,7 +94,7 @@ func main() {
 	o.scenarios = nil
 	for _, f := range strings.Split(only, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n < 1 || n > 8 {
+		if err != nil || n < 1 || n > 11 {
 			fmt.Fprintf(os.Stderr, "scenarios: bad -s %q\n", only)
 			os.Exit(2)
 		}
@@ -96,7 +104,8 @@ func main() {
 		fmt.Fprintln(os.Stderr, "scenarios: -runs must be at least 1")
 		os.Exit(2)
 	}
-	for _, c := range []*loadConfig{&o.flaky.loadConfig, &o.storm.loadConfig, &o.slow.loadConfig, &o.invalid.loadConfig, &o.stalled.loadConfig} {
+	for _, c := range []*loadConfig{&o.flaky.loadConfig, &o.storm.loadConfig, &o.slow.loadConfig, &o.invalid.loadConfig, &o.stalled.loadConfig,
+		&o.quota.loadConfig, &o.tail.loadConfig, &o.pool.loadConfig} {
 		c.Clients = o.outage.Clients
 	}
 	missed, err := run(os.Stdout, o)
@@ -140,6 +149,12 @@ func run(w io.Writer, o options) (int, error) {
 			res = scenarioStalled(o.stalled, o.runs, o.seed)
 		case 8:
 			res = scenarioSpend(o.spend, o.runs, o.seed)
+		case 9:
+			res = scenarioQuota(o.quota, o.runs, o.seed)
+		case 10:
+			res = scenarioTail(o.tail, o.runs, o.seed)
+		case 11:
+			res = scenarioPool(o.pool, o.runs, o.seed)
 		}
 		if err != nil {
 			return missed, fmt.Errorf("scenario %d: %w", id, err)

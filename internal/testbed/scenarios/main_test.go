@@ -31,7 +31,61 @@ func tiny() options {
 	o.storm = stormConfig{loadConfig: load, Start: 50 * time.Millisecond, Len: 400 * time.Millisecond, RetryDelay: 50 * time.Millisecond}
 	o.slow = slowConfig{loadConfig: load, ProSlow: time.Second, TryTimeout: 100 * time.Millisecond}
 	o.invalid = invalidConfig{loadConfig: load, Shares: []float64{1}}
+	o.quota = quotaConfig{loadConfig: load, Quota: 10, Window: 200 * time.Millisecond, Over: 0.3}
+	o.tail = tailConfig{loadConfig: load, SlowShare: 0.1, SlowFactor: 5}
+	o.pool = poolConfig{loadConfig: load, LimitedQuota: 20}
 	return o
+}
+
+// TestQuota: the local limit at the quota sends (almost) no request into
+// the server's 429s, and every request is answered.
+func TestQuota(t *testing.T) {
+	res := scenarioQuota(tiny().quota, 1, 1)
+	none, limited := res.rows[0], res.rows[1]
+	if none.median("429s") == 0 {
+		t.Fatalf("the storm did not happen: no 429 without a local limit")
+	}
+	if got, base := limited.median("429s"), none.median("429s"); got > base/5 {
+		t.Errorf("local limit: %v 429s, without one %v", got, base)
+	}
+	if s := limited.median("success"); s < 0.8 {
+		t.Errorf("local limit: success %v", s)
+	}
+	assertInTime(t, res, 100)
+}
+
+// TestTail: hedging makes extra calls, within its budget, and some answers
+// come from the hedge.
+func TestTail(t *testing.T) {
+	res := scenarioTail(tiny().tail, 1, 1)
+	base, hedged := res.rows[0], res.rows[1]
+	if c := base.median("callsPerReq"); c != 1 {
+		t.Errorf("without hedging %v calls per request", c)
+	}
+	if c := hedged.median("callsPerReq"); !(c > 1 && c <= 1.15) {
+		t.Errorf("hedged: %v calls per request", c)
+	}
+	if p := hedged.median("fromPro"); !(p < 1) {
+		t.Errorf("no answer came from the hedge")
+	}
+	assertInTime(t, res, 100)
+}
+
+// TestPool: every request is answered from the pool, flash is never
+// called, and the revoked key is reported once.
+func TestPool(t *testing.T) {
+	res := scenarioPool(tiny().pool, 1, 1)
+	r := res.rows[0]
+	if p := r.median("fromPool"); p < 0.8 {
+		t.Errorf("answered by the pool: %v", p)
+	}
+	if f := r.median("flashCalls"); f != 0 {
+		t.Errorf("%v flash calls", f)
+	}
+	if n := r.median("reported"); n != 1 {
+		t.Errorf("the revoked key was reported %v times", n)
+	}
+	assertInTime(t, res, 100)
 }
 
 func TestRetired(t *testing.T) {

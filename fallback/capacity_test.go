@@ -1,0 +1,659 @@
+package fallback_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tierguard/tierguard/breaker"
+	"github.com/tierguard/tierguard/classify"
+	"github.com/tierguard/tierguard/fallback"
+	"github.com/tierguard/tierguard/fallback/ratelimit"
+	"github.com/tierguard/tierguard/retry"
+	"github.com/tierguard/tierguard/validate"
+)
+
+func newLimiter(t testing.TB, cfg ratelimit.Config) *ratelimit.Limiter {
+	t.Helper()
+	l, err := ratelimit.New(cfg)
+	require.NoError(t, err)
+	return l
+}
+
+func rateLimited(after time.Duration) error {
+	return classify.Wrap(errors.New("429"), classify.Verdict{Class: classify.RateLimited, HTTPStatus: 429, RetryAfter: after, Reason: "scripted"})
+}
+
+// TestOverTheLimitSkipsWithoutACall: a tier over its local limit is
+// skipped without an upstream call — SkipRateLimited in the trail — and
+// the next tier answers.
+func TestOverTheLimitSkipsWithoutACall(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pro, flash := newFake("pro", ok("pro")), newFake("flash", ok("flash"))
+		c := newChain(t, fallback.Config[string, string]{Stages: []fallback.Stage[string, string]{
+			{Tier: pro, Limiter: newLimiter(t, ratelimit.Config{Name: "pro", Requests: 20, Burst: 2})},
+			{Tier: flash},
+		}})
+		var tiers []string
+		for range 5 {
+			res, err := c.Do(context.Background(), "q")
+			require.NoError(t, err)
+			tiers = append(tiers, res.Tier)
+		}
+		assert.Equal(t, []string{"pro", "pro", "flash", "flash", "flash"}, tiers)
+		assert.Equal(t, int64(2), pro.calls.Load())
+		res, _ := c.Do(context.Background(), "q")
+		a := res.Attempts()
+		require.Len(t, a, 2)
+		assert.Equal(t, fallback.SkipRateLimited, a[0].Skip)
+		assert.Equal(t, "rate_limited", a[0].Skip.String())
+		assert.ErrorIs(t, a[0].Err, ratelimit.ErrLimited)
+		assert.Equal(t, classify.Rejected, a[0].Verdict.Class)
+		time.Sleep(20 * time.Second) // 18 a minute: one back every 3.33 s
+		res, _ = c.Do(context.Background(), "q")
+		assert.Equal(t, "pro", res.Tier)
+	})
+}
+
+// TestLimitWaitIsDecidedLikeARetry: a tier that allows waiting waits for
+// its turn when the wait fits what the deadline leaves after the reserve,
+// and skips at once, without waiting, when it does not.
+func TestLimitWaitIsDecidedLikeARetry(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pro, flash := newFake("pro", ok("pro")), newFake("flash", ok("flash"))
+		lim := newLimiter(t, ratelimit.Config{Name: "pro", Requests: 61, Burst: 1}) // one a second
+		var waits []time.Duration
+		c := newChain(t, fallback.Config[string, string]{
+			Stages: []fallback.Stage[string, string]{
+				{Tier: pro, Limiter: lim, LimitWait: 5 * time.Second},
+				{Tier: flash, MinAttempt: 200 * time.Millisecond},
+			},
+			Observer: fallback.ObserverFunc(func(ctx context.Context, e fallback.Event) context.Context {
+				if e.Kind == fallback.AttemptStarted && e.Tier == "pro" {
+					waits = append(waits, e.LimitWait)
+				}
+				return ctx
+			}),
+		})
+		do := func(total time.Duration) (fallback.Result[string], time.Duration) {
+			ctx, cancel := context.WithTimeout(context.Background(), total)
+			defer cancel()
+			start := time.Now()
+			res, err := c.Do(ctx, "q")
+			require.NoError(t, err)
+			return res, time.Since(start)
+		}
+		res, took := do(3 * time.Second)
+		assert.Equal(t, "pro", res.Tier)
+		assert.Zero(t, took)
+		res, took = do(3 * time.Second)
+		assert.Equal(t, "pro", res.Tier, "a second's wait fits 3 s")
+		assert.Equal(t, time.Second, took)
+		res, took = do(1100 * time.Millisecond)
+		assert.Equal(t, "flash", res.Tier, "1 s + the flash reserve does not fit 1.1 s")
+		assert.Zero(t, took, "decided before waiting")
+		assert.Equal(t, fallback.SkipRateLimited, res.Attempts()[0].Skip)
+		assert.Equal(t, []time.Duration{0, time.Second}, waits)
+	})
+}
+
+// TestRateLimitedThrottlesTheTier: a 429 with a retry delay holds the
+// tier's limiter: later requests skip it without a call until the delay
+// has passed, and the rate is lowered.
+func TestRateLimitedThrottlesTheTier(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pro := newFake("pro", ok("pro"), step{err: rateLimited(30 * time.Second)})
+		flash := newFake("flash", ok("flash"))
+		lim := newLimiter(t, ratelimit.Config{Name: "pro", Requests: 600})
+		c := newChain(t, fallback.Config[string, string]{Stages: []fallback.Stage[string, string]{
+			{Tier: pro, Limiter: lim, Retry: retry.Policy{MaxAttempts: 1}}, {Tier: flash},
+		}})
+		for range 10 {
+			res, err := c.Do(context.Background(), "q")
+			require.NoError(t, err)
+			assert.Equal(t, "flash", res.Tier)
+		}
+		assert.Equal(t, int64(1), pro.calls.Load(), "one 429, then no call during its delay")
+		assert.Equal(t, 2.0, lim.Stats().Slowdown)
+		time.Sleep(30 * time.Second)
+		res, err := c.Do(context.Background(), "q")
+		require.NoError(t, err)
+		assert.Equal(t, "pro", res.Tier)
+	})
+}
+
+// reportingTier reports a usage of 1,000 tokens with each answer.
+type reportingTier struct{ *fake }
+
+func (u reportingTier) Usage(string) (fallback.Usage, bool) {
+	return fallback.Usage{InputTokens: 400, OutputTokens: 600}, true
+}
+
+// TestTokenEstimateIsCorrectedByUsage: a call is admitted on its estimate
+// and the limiter is corrected with the usage the answer reports.
+func TestTokenEstimateIsCorrectedByUsage(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		lim := newLimiter(t, ratelimit.Config{Name: "pro", Tokens: 100_000, TokenBurst: 10_000})
+		c := newChain(t, fallback.Config[string, string]{Stages: []fallback.Stage[string, string]{
+			{Tier: reportingTier{newFake("pro", ok("x"))}, Limiter: lim, Tokens: func(q string) int64 { return int64(len(q)) }},
+		}})
+		_, err := c.Do(context.Background(), strings.Repeat("x", 300))
+		require.NoError(t, err)
+		assert.InDelta(t, 9_000, lim.Stats().Tokens, 1, "the real 1,000 tokens, not the estimated 300")
+		_, err = c.Do(context.Background(), strings.Repeat("x", 10_001))
+		var fe *fallback.Error
+		require.ErrorAs(t, err, &fe)
+		assert.Equal(t, fallback.SkipRateLimited, fe.Tiers[0].Skip, "an estimate above the burst is never admitted")
+	})
+}
+
+type tenantKey struct{}
+
+// TestTenantCannotSpendAnothersShare: per-tenant limiters on a tier let a
+// tenant over its share fall back without a call, while another tenant
+// is still served by the tier.
+func TestTenantCannotSpendAnothersShare(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		group, err := ratelimit.NewGroup(ratelimit.Config{Name: "pro-tenant", Requests: 30, Burst: 3}, 100)
+		require.NoError(t, err)
+		pro, flash := newFake("pro", ok("pro")), newFake("flash", ok("flash"))
+		c := newChain(t, fallback.Config[string, string]{Stages: []fallback.Stage[string, string]{
+			{Tier: pro, Limiter: newLimiter(t, ratelimit.Config{Name: "pro", Requests: 1000}),
+				TenantLimiter: func(ctx context.Context, _ string) *ratelimit.Limiter {
+					return group.Get(ctx.Value(tenantKey{}).(string))
+				}},
+			{Tier: flash},
+		}})
+		from := func(tenant string) string {
+			res, err := c.Do(context.WithValue(context.Background(), tenantKey{}, tenant), "q")
+			require.NoError(t, err)
+			return res.Tier
+		}
+		for range 3 {
+			assert.Equal(t, "pro", from("noisy"))
+		}
+		assert.Equal(t, "flash", from("noisy"), "noisy spent its share")
+		assert.Equal(t, "pro", from("quiet"), "quiet still has its own")
+		assert.Equal(t, int64(4), pro.calls.Load())
+	})
+}
+
+// TestRateLimitedSuccessAllocatesNothing: the success path with a tier
+// limiter (requests and tokens) and a tenant limiter allocates nothing.
+func TestRateLimitedSuccessAllocatesNothing(t *testing.T) {
+	lim := newLimiter(t, ratelimit.Config{Name: "pro", Requests: 1 << 30, Tokens: 1 << 40})
+	tenant := newLimiter(t, ratelimit.Config{Name: "tenant", Requests: 1 << 30})
+	c := newChain(t, fallback.Config[string, string]{Stages: []fallback.Stage[string, string]{{
+		Tier: newFake("pro", ok("x")), Breaker: newBreaker(t, breaker.Config{Name: "pro"}), Bulkhead: newBulkhead(t, "pro", 8),
+		Limiter: lim, TenantLimiter: func(context.Context, string) *ratelimit.Limiter { return tenant },
+		Tokens: func(q string) int64 { return int64(len(q)) },
+	}}})
+	assert.Zero(t, testing.AllocsPerRun(500, func() { _, _ = c.Do(context.Background(), "q") }))
+}
+
+// TestInvalidOutputRetriesTheSameTier: with InvalidOutputRetries, a
+// rejected answer is asked again on the same tier with the adjusted
+// prompt; the retries are in the trail and never count against the
+// breaker; when they run out the next tier answers.
+func TestInvalidOutputRetriesTheSameTier(t *testing.T) {
+	var prompts []string
+	fixable := true
+	pro := fallback.Tier("pro", func(_ context.Context, q string) (string, error) {
+		prompts = append(prompts, q)
+		if fixable && len(prompts) == 3 {
+			return `{"ok":true}`, nil
+		}
+		return "not json", nil
+	})
+	br := newBreaker(t, breaker.Config{Name: "pro", ConsecutiveFailures: 1})
+	c := newChain(t, fallback.Config[string, string]{Stages: []fallback.Stage[string, string]{
+		{Tier: pro, Breaker: br, Validate: validate.JSON(), InvalidOutputRetries: 2,
+			Reprompt: func(q string, err error) string { return q + " Answer in valid JSON!" }},
+		{Tier: newFake("flash", ok(`{"flash":true}`))},
+	}})
+	res, err := c.Do(context.Background(), "q")
+	require.NoError(t, err)
+	assert.Equal(t, "pro", res.Tier)
+	assert.Equal(t, []string{"q", "q Answer in valid JSON!", "q Answer in valid JSON! Answer in valid JSON!"}, prompts)
+	a := res.Attempts()
+	require.Len(t, a, 3)
+	assert.Equal(t, classify.InvalidOutput, a[0].Verdict.Class)
+	assert.Equal(t, 3, a[2].N)
+	assert.Equal(t, breaker.Closed, br.State(), "invalid answers never count")
+	prompts, fixable = nil, false
+	res, err = c.Do(context.Background(), "again")
+	require.NoError(t, err)
+	assert.Equal(t, "flash", res.Tier, "two retries, then the next tier")
+	assert.Len(t, prompts, 3)
+}
+
+// keyTier is one API key of a pool: it answers, or fails with err.
+func keyTier(name string, calls *atomic.Int64, err func() error) fallback.ModelTier[string, string] {
+	return fallback.Tier(name, func(context.Context, string) (string, error) {
+		calls.Add(1)
+		if err != nil {
+			if e := err(); e != nil {
+				return "", e
+			}
+		}
+		return name, nil
+	})
+}
+
+func authErr() error {
+	return classify.Wrap(errors.New("API key not valid"), classify.Verdict{Class: classify.Auth, HTTPStatus: 400, Reason: "scripted"})
+}
+
+// TestPoolRotatesKeysBeforeTheNextTier: a pool of three keys, one revoked
+// and one rate-limited: every request is answered from the pool, the next
+// tier is never called, the revoked key is reported once and taken out,
+// the rate-limited one throttled, and the trail names members by hash.
+func TestPoolRotatesKeysBeforeTheNextTier(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var revoked, limited, good, flashCalls atomic.Int64
+		lim := newLimiter(t, ratelimit.Config{Name: "key-b", Requests: 1000})
+		pool, err := fallback.NewPool(fallback.PoolConfig[string, string]{Name: "pro", Members: []fallback.Member[string, string]{
+			{Key: "AIza-revoked-key", Tier: keyTier("a", &revoked, authErr)},
+			{Key: "AIza-limited-key", Tier: keyTier("b", &limited, func() error { return rateLimited(10 * time.Second) }), Limiter: lim},
+			{Key: "AIza-good-key", Tier: keyTier("c", &good, nil)},
+		}})
+		require.NoError(t, err)
+		var events []fallback.MemberEvent
+		defer pool.Observe(func(e fallback.MemberEvent) { events = append(events, e) })()
+		c := newChain(t, fallback.Config[string, string]{Stages: []fallback.Stage[string, string]{
+			{Tier: pool, Retry: retry.Policy{MaxAttempts: 1}}, {Tier: keyTier("flash", &flashCalls, nil)},
+		}})
+		var members []string
+		for range 30 {
+			res, err := c.Do(context.Background(), "q")
+			require.NoError(t, err)
+			assert.Equal(t, "pro", res.Tier)
+			for _, a := range res.Attempts() {
+				members = append(members, a.Member)
+				assert.NotContains(t, a.Member, "AIza")
+			}
+		}
+		assert.Zero(t, flashCalls.Load(), "the next tier is never touched")
+		assert.Equal(t, int64(1), revoked.Load(), "the revoked key is called once, then out")
+		assert.Equal(t, int64(1), limited.Load(), "the rate-limited key is held for its delay")
+		assert.Equal(t, int64(30), good.Load())
+		require.Len(t, events, 1)
+		assert.Equal(t, fallback.MemberAuth, events[0].Out)
+		assert.Regexp(t, `^#[0-9a-f]{12}$`, events[0].Member)
+		assert.Contains(t, members, events[0].Member)
+		out := map[fallback.MemberOut]int{}
+		for _, m := range pool.Members() {
+			out[m.Out]++
+		}
+		assert.Equal(t, 1, out[fallback.MemberAuth])
+		assert.True(t, pool.Restore(events[0].Member))
+		assert.Equal(t, fallback.MemberIn, pool.Members()[0].Out)
+	})
+}
+
+// TestPoolAuthOnEveryMemberFailsClosed: when every member's credentials
+// are refused, the request fails closed with Auth, as a single tier's
+// would — now and for later requests, without a call.
+func TestPoolAuthOnEveryMemberFailsClosed(t *testing.T) {
+	var a, b, flash atomic.Int64
+	pool, err := fallback.NewPool(fallback.PoolConfig[string, string]{Name: "pro", Members: []fallback.Member[string, string]{
+		{Key: "k1", Tier: keyTier("a", &a, authErr)}, {Key: "k2", Tier: keyTier("b", &b, authErr)},
+	}})
+	require.NoError(t, err)
+	c := newChain(t, fallback.Config[string, string]{Stages: []fallback.Stage[string, string]{{Tier: pool}, {Tier: keyTier("flash", &flash, nil)}}})
+	for range 2 {
+		_, err := c.Do(context.Background(), "q")
+		var fe *fallback.Error
+		require.ErrorAs(t, err, &fe)
+		assert.True(t, fe.FailedClosed)
+		assert.Equal(t, classify.Auth, fe.Cause.Class)
+	}
+	assert.Equal(t, int64(1), a.Load())
+	assert.Equal(t, int64(1), b.Load())
+	assert.Zero(t, flash.Load())
+}
+
+// TestPoolStickyAndQuota: requests with the same key go to the same
+// member; a member whose quota is exhausted is parked and its keys move.
+func TestPoolStickyAndQuota(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var calls [3]atomic.Int64
+		var quotaFor atomic.Value
+		quotaFor.Store("")
+		members := make([]fallback.Member[string, string], 3)
+		for i := range members {
+			name := string(rune('a' + i))
+			members[i] = fallback.Member[string, string]{Key: "key-" + name, Tier: keyTier(name, &calls[i], func() error {
+				if quotaFor.Load() == name {
+					return classify.Wrap(errors.New("429"), classify.Verdict{Class: classify.QuotaExhausted, HTTPStatus: 429})
+				}
+				return nil
+			})}
+		}
+		pool, err := fallback.NewPool(fallback.PoolConfig[string, string]{Name: "pro", Members: members, Sticky: func(q string) string { return q }})
+		require.NoError(t, err)
+		c := newChain(t, fallback.Config[string, string]{Stages: []fallback.Stage[string, string]{{Tier: pool}}})
+		first, err := c.Do(context.Background(), "conversation-7")
+		require.NoError(t, err)
+		for range 10 {
+			res, err := c.Do(context.Background(), "conversation-7")
+			require.NoError(t, err)
+			assert.Equal(t, first.Value, res.Value, "sticky")
+		}
+		quotaFor.Store(first.Value)
+		res, err := c.Do(context.Background(), "conversation-7")
+		require.NoError(t, err, "the next member answers at once")
+		assert.NotEqual(t, first.Value, res.Value)
+		assert.Len(t, res.Attempts(), 2)
+		moved := res.Value
+		for range 5 {
+			res, err := c.Do(context.Background(), "conversation-7")
+			require.NoError(t, err)
+			assert.Equal(t, moved, res.Value, "its member is parked: the key stays where it moved")
+		}
+		parked := 0
+		for _, m := range pool.Members() {
+			if m.Out == fallback.MemberQuota {
+				parked++
+			}
+		}
+		assert.Equal(t, 1, parked)
+	})
+}
+
+// slowTier answers after d, or when its context ends.
+func slowTier(name string, calls *atomic.Int64, d func() time.Duration) fallback.ModelTier[string, string] {
+	return fallback.Tier(name, func(ctx context.Context, _ string) (string, error) {
+		calls.Add(1)
+		select {
+		case <-time.After(d()):
+			return name, nil
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+	})
+}
+
+// TestHedgeOnTheNextTier: a primary slower than the hedge delay gets a
+// hedge on the next tier; the first answer wins, the loser is cancelled,
+// its breaker counts nothing, its bulkhead slot comes back when it
+// returns, and the trail shows both calls.
+func TestHedgeOnTheNextTier(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var proCalls, flashCalls atomic.Int64
+		slow := atomic.Bool{}
+		pro := slowTier("pro", &proCalls, func() time.Duration {
+			if slow.Load() {
+				return 5 * time.Second
+			}
+			return 100 * time.Millisecond
+		})
+		flash := slowTier("flash", &flashCalls, func() time.Duration { return 200 * time.Millisecond })
+		proBr := newBreaker(t, breaker.Config{Name: "pro", ConsecutiveFailures: 1})
+		proBh := newBulkhead(t, "pro", 4)
+		c := newChain(t, fallback.Config[string, string]{Stages: []fallback.Stage[string, string]{
+			{Tier: pro, Breaker: proBr, Bulkhead: proBh, Hedge: fallback.Hedge{Delay: 300 * time.Millisecond, MaxExtra: 1}},
+			{Tier: flash, Breaker: newBreaker(t, breaker.Config{Name: "flash", ConsecutiveFailures: 1})},
+		}})
+		res, err := c.Do(context.Background(), "q")
+		require.NoError(t, err)
+		assert.Equal(t, "pro", res.Tier, "fast: no hedge")
+		assert.Equal(t, 1, res.UpstreamCalls)
+		slow.Store(true)
+		start := time.Now()
+		res, err = c.Do(context.Background(), "q")
+		require.NoError(t, err)
+		assert.Equal(t, "flash", res.Tier)
+		assert.True(t, res.Degraded)
+		assert.Equal(t, 500*time.Millisecond, time.Since(start), "hedged at 300 ms, answered 200 ms later")
+		assert.Equal(t, 2, res.UpstreamCalls)
+		a := res.Attempts()
+		require.Len(t, a, 2)
+		assert.Equal(t, "pro", a[0].Tier)
+		assert.Equal(t, classify.Canceled, a[0].Verdict.Class)
+		assert.Equal(t, "flash", a[1].Tier)
+		synctest.Wait()
+		assert.Zero(t, proBh.Stats().InFlight, "the loser gave its slot back when it returned")
+		assert.Equal(t, breaker.Closed, proBr.State(), "a lost race counts for nothing")
+		assert.Equal(t, int64(1), flashCalls.Load())
+	})
+}
+
+// TestHedgeBudgetBoundsExtraCalls: hedges never exceed MaxExtra of the
+// tier's attempts (plus the bank it starts with), however slow the
+// primary.
+func TestHedgeBudgetBoundsExtraCalls(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var proCalls, flashCalls atomic.Int64
+		c := newChain(t, fallback.Config[string, string]{Stages: []fallback.Stage[string, string]{
+			{Tier: slowTier("pro", &proCalls, func() time.Duration { return time.Second }), Hedge: fallback.Hedge{Delay: 100 * time.Millisecond, MaxExtra: 0.1}},
+			{Tier: slowTier("flash", &flashCalls, func() time.Duration { return 10 * time.Millisecond })},
+		}})
+		for range 100 {
+			_, err := c.Do(context.Background(), "q")
+			require.NoError(t, err)
+		}
+		assert.Equal(t, int64(100), proCalls.Load())
+		assert.LessOrEqual(t, flashCalls.Load(), int64(30), "a tenth of 100 attempts, and the bank of twenty")
+		assert.GreaterOrEqual(t, flashCalls.Load(), int64(28))
+	})
+}
+
+// TestHedgeOnAnotherMemberAtAQuantile: a pool stage hedges on another
+// member once the first call has run longer than the tier's observed
+// 90th percentile.
+func TestHedgeOnAnotherMemberAtAQuantile(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var aCalls, bCalls, n, k atomic.Int64
+		// Fast calls take 20–99 ms; a is slow one call in five, b never is.
+		fast := func() time.Duration { return time.Duration(20+k.Add(1)*7919%80) * time.Millisecond }
+		slowA := func() time.Duration {
+			if n.Add(1)%5 == 0 {
+				return 2 * time.Second
+			}
+			return fast()
+		}
+		pool, err := fallback.NewPool(fallback.PoolConfig[string, string]{Name: "pro", Members: []fallback.Member[string, string]{
+			{Key: "a", Tier: slowTier("a", &aCalls, slowA)}, {Key: "b", Tier: slowTier("b", &bCalls, fast)},
+		}})
+		require.NoError(t, err)
+		c := newChain(t, fallback.Config[string, string]{Stages: []fallback.Stage[string, string]{
+			{Tier: pool, Hedge: fallback.Hedge{Quantile: 0.9, Delay: 10 * time.Millisecond, MaxExtra: 0.2}},
+		}})
+		var worst time.Duration
+		for i := range 300 {
+			start := time.Now()
+			res, err := c.Do(context.Background(), "q")
+			require.NoError(t, err)
+			assert.Equal(t, "pro", res.Tier)
+			if i >= 50 {
+				// Once the quantile has learnt the latencies.
+				worst = max(worst, time.Since(start))
+			}
+		}
+		assert.Less(t, worst, time.Second, "every slow call was hedged")
+		assert.LessOrEqual(t, aCalls.Load()+bCalls.Load(), int64(300*1.2+5))
+	})
+}
+
+// TestHedgeNeedsSomewhereToGo: a hedge on the last tier without a pool is
+// a configuration error.
+func TestHedgeNeedsSomewhereToGo(t *testing.T) {
+	_, err := fallback.New(fallback.Config[string, string]{Stages: []fallback.Stage[string, string]{
+		{Tier: newFake("pro", ok("x")), Hedge: fallback.Hedge{Delay: time.Second, Quantile: 2}, InvalidOutputRetries: -1, LimitWait: -1},
+	}})
+	require.Error(t, err)
+	for _, f := range []string{"Hedge needs", "Hedge.Quantile", "InvalidOutputRetries", "LimitWait"} {
+		assert.Contains(t, err.Error(), f)
+	}
+}
+
+// TestStreamTierIsRateLimited: a streaming tier over its limit is skipped
+// without a call and the next tier streams; the usage a stream reports at
+// its end corrects the token estimate.
+func TestStreamTierIsRateLimited(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		lim := newLimiter(t, ratelimit.Config{Name: "pro", Requests: 11, Burst: 1, Tokens: 1000, TokenBurst: 100})
+		pro := &streamFake{name: "pro", def: streamScript{chunks: words("a", "b"), finishing: true}}
+		flash := &streamFake{name: "flash", def: streamScript{chunks: words("c"), finishing: true}}
+		c := newStreamChain(t, fallback.StreamConfig[string, chunk]{Stages: []fallback.StreamStage[string, chunk]{
+			{Tier: usageTier{pro.tier()}, Limiter: lim, Tokens: func(string) int64 { return 50 }},
+			{Tier: flash.tier()},
+		}})
+		text, err := collect(c.Stream(context.Background(), "q"))
+		require.NoError(t, err)
+		assert.Equal(t, "ab", text)
+		assert.InDelta(t, 90, lim.Stats().Tokens, 1e-3, "the stream's 10 tokens, not the estimated 50")
+		s := c.Stream(context.Background(), "q")
+		text, err = collect(s)
+		require.NoError(t, err)
+		assert.Equal(t, "c", text)
+		assert.Equal(t, fallback.SkipRateLimited, s.Result().Attempts()[0].Skip)
+		assert.Equal(t, int64(1), pro.calls.Load())
+	})
+}
+
+// TestHedgeLosersReleaseTheirGuards: whichever call loses a hedged race —
+// the first call or the hedge — its bulkhead slot and breaker token come
+// back when it returns, and nothing is left running.
+func TestHedgeLosersReleaseTheirGuards(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var proCalls, flashCalls atomic.Int64
+		proSlow, flashSlow := atomic.Bool{}, atomic.Bool{}
+		lat := func(slow *atomic.Bool) func() time.Duration {
+			return func() time.Duration {
+				if slow.Load() {
+					return 2 * time.Second
+				}
+				return 50 * time.Millisecond
+			}
+		}
+		proBh, flashBh := newBulkhead(t, "pro", 4), newBulkhead(t, "flash", 4)
+		proBr := newBreaker(t, breaker.Config{Name: "pro", ConsecutiveFailures: 1, Cooldown: time.Minute})
+		flashBr := newBreaker(t, breaker.Config{Name: "flash", ConsecutiveFailures: 1, Cooldown: time.Minute})
+		c := newChain(t, fallback.Config[string, string]{Stages: []fallback.Stage[string, string]{
+			{Tier: slowTier("pro", &proCalls, lat(&proSlow)), Bulkhead: proBh, Breaker: proBr, Hedge: fallback.Hedge{Delay: 100 * time.Millisecond, MaxExtra: 1}},
+			{Tier: slowTier("flash", &flashCalls, lat(&flashSlow)), Bulkhead: flashBh, Breaker: flashBr},
+		}})
+		for _, slow := range []*atomic.Bool{&proSlow, &flashSlow} {
+			proSlow.Store(false)
+			flashSlow.Store(false)
+			slow.Store(true)
+			for range 3 {
+				// Fill the hedge budget: one hedge per attempt at MaxExtra 1.
+				_, err := c.Do(context.Background(), "q")
+				require.NoError(t, err)
+			}
+			synctest.Wait()
+			assert.Zero(t, proBh.Stats().InFlight)
+			assert.Zero(t, flashBh.Stats().InFlight)
+		}
+		assert.Equal(t, breaker.Closed, proBr.State())
+		assert.Equal(t, breaker.Closed, flashBr.State(), "a hedge that lost counts for nothing")
+		assert.Positive(t, flashCalls.Load())
+	})
+}
+
+// TestHedgeEndsWithTheCaller: a caller that gives up ends both calls of a
+// hedged attempt; none is left behind.
+func TestHedgeEndsWithTheCaller(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var proCalls, flashCalls atomic.Int64
+		c := newChain(t, fallback.Config[string, string]{Stages: []fallback.Stage[string, string]{
+			{Tier: slowTier("pro", &proCalls, func() time.Duration { return time.Hour }), Hedge: fallback.Hedge{Delay: 10 * time.Millisecond, MaxExtra: 1}},
+			{Tier: slowTier("flash", &flashCalls, func() time.Duration { return time.Hour })},
+		}})
+		_, _ = c.Do(context.Background(), "warm") // earns the budget; answers after an hour
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_, err := c.Do(ctx, "q")
+		require.Error(t, err)
+		synctest.Wait()
+		assert.Equal(t, int64(2), flashCalls.Load(), "both requests hedged")
+	})
+}
+
+// TestPoolWeightedSpreadsByWeight: with Weighted balance calls spread over
+// the members in proportion to their weights.
+func TestPoolWeightedSpreadsByWeight(t *testing.T) {
+	var a, b atomic.Int64
+	pool, err := fallback.NewPool(fallback.PoolConfig[string, string]{Name: "pro", Balance: fallback.Weighted, Members: []fallback.Member[string, string]{
+		{Key: "a", Tier: keyTier("a", &a, nil), Weight: 3}, {Key: "b", Tier: keyTier("b", &b, nil), Weight: 1},
+	}})
+	require.NoError(t, err)
+	c := newChain(t, fallback.Config[string, string]{Stages: []fallback.Stage[string, string]{{Tier: pool}}})
+	for range 4000 {
+		_, err := c.Do(context.Background(), "q")
+		require.NoError(t, err)
+	}
+	assert.InDelta(t, 3000, a.Load(), 200)
+	assert.InDelta(t, 1000, b.Load(), 200)
+	assert.Equal(t, "weighted", fallback.Weighted.String())
+}
+
+// TestPoolLatencyAwarePrefersTheFasterMember: with LatencyAware, members
+// are weighed by their observed latency: concurrent requests go mostly to
+// the faster region.
+func TestPoolLatencyAwarePrefersTheFasterMember(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var near, far atomic.Int64
+		pool, err := fallback.NewPool(fallback.PoolConfig[string, string]{Name: "pro", LatencyAware: true, Members: []fallback.Member[string, string]{
+			{Key: "near", Tier: slowTier("near", &near, func() time.Duration { return 10 * time.Millisecond })},
+			{Key: "far", Tier: slowTier("far", &far, func() time.Duration { return 100 * time.Millisecond })},
+		}})
+		require.NoError(t, err)
+		c := newChain(t, fallback.Config[string, string]{Stages: []fallback.Stage[string, string]{{Tier: pool}}})
+		done := make(chan struct{})
+		for range 4 {
+			go func() {
+				defer func() { done <- struct{}{} }()
+				for range 50 {
+					_, _ = c.Do(context.Background(), "q")
+				}
+			}()
+		}
+		for range 4 {
+			<-done
+		}
+		assert.Greater(t, near.Load(), 3*far.Load(), "near %d, far %d", near.Load(), far.Load())
+	})
+}
+
+// TestPoolCalledOnItsOwn: outside a chain, a pool's Call rotates past a
+// rate-limited member and a revoked one, and fails with Auth once every
+// member is refused.
+func TestPoolCalledOnItsOwn(t *testing.T) {
+	var a, b, c atomic.Int64
+	pool, err := fallback.NewPool(fallback.PoolConfig[string, string]{Name: "pro", Members: []fallback.Member[string, string]{
+		{Key: "a", Tier: keyTier("a", &a, func() error { return rateLimited(time.Second) })},
+		{Key: "b", Tier: keyTier("b", &b, authErr)},
+		{Key: "c", Tier: keyTier("c", &c, nil)},
+	}})
+	require.NoError(t, err)
+	for range 3 {
+		out, err := pool.Call(context.Background(), "q")
+		require.NoError(t, err)
+		assert.Equal(t, "c", out)
+	}
+	all, err := fallback.NewPool(fallback.PoolConfig[string, string]{Name: "pro", Members: []fallback.Member[string, string]{
+		{Key: "x", Tier: keyTier("x", &a, authErr)},
+	}})
+	require.NoError(t, err)
+	_, err = all.Call(context.Background(), "q")
+	assert.Equal(t, classify.Auth, classify.Classify(err).Class)
+	_, err = all.Call(context.Background(), "q")
+	assert.Equal(t, classify.Auth, classify.Classify(err).Class, "out of rotation: refused without a call")
+	_, err = fallback.NewPool(fallback.PoolConfig[string, string]{Members: []fallback.Member[string, string]{{Key: "k"}, {Key: "k"}}})
+	require.Error(t, err)
+	for _, f := range []string{"Name", "Tier is required", "used twice"} {
+		assert.Contains(t, err.Error(), f)
+	}
+	assert.NotContains(t, err.Error(), `"k"`, "keys stay out of errors")
+}

@@ -1,0 +1,264 @@
+package fallback
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+
+	"github.com/tierguard/tierguard/breaker"
+	"github.com/tierguard/tierguard/classify"
+	"github.com/tierguard/tierguard/internal/budget"
+)
+
+// defaultHedgeExtra is Hedge.MaxExtra's default: at most a tenth more
+// calls.
+const defaultHedgeExtra = 0.1
+
+// hedgeBank is how many hedges a tier's budget may save up.
+const hedgeBank = 20
+
+// hedgeBudget bounds hedges to a share of a tier's attempts: every attempt
+// earns the share, a hedge spends one, and at most hedgeBank hedges are
+// banked (for a few slow calls close together), so that over any run
+// hedges stay within the share of attempts plus the bank. It starts full:
+// the first slow calls of a run — a burst of concurrent requests before
+// any has earned its share — are hedged too.
+type hedgeBudget struct {
+	milli atomic.Int64
+	earn  int64
+}
+
+func (b *hedgeBudget) init(share float64) {
+	b.earn = int64(share * 1000)
+	b.milli.Store(hedgeBank * 1000)
+}
+
+// attempted credits one attempt.
+func (b *hedgeBudget) attempted() {
+	for {
+		t := b.milli.Load()
+		if t >= hedgeBank*1000 || b.milli.CompareAndSwap(t, min(t+b.earn, hedgeBank*1000)) {
+			return
+		}
+	}
+}
+
+// take spends one hedge, if the budget has at least least of them.
+func (b *hedgeBudget) take(least int64) bool {
+	for {
+		t := b.milli.Load()
+		if t < least*1000 {
+			return false
+		}
+		if b.milli.CompareAndSwap(t, t-1000) {
+			return true
+		}
+	}
+}
+
+// refund gives back a hedge that could not start after all.
+func (b *hedgeBudget) refund() { b.milli.Add(1000) }
+
+// quantile tracks a quantile of a tier's latency, lock-free: up by a step
+// when an observation is above it, down by a smaller one when below, the
+// steps in the ratio that makes it settle where the share q of
+// observations falls below.
+type quantile struct {
+	q     float64
+	floor time.Duration
+	ns    atomic.Int64
+}
+
+func (e *quantile) init(q float64, floor time.Duration) { e.q, e.floor = q, floor }
+
+func (e *quantile) observe(d time.Duration) {
+	if e.q == 0 || d <= 0 {
+		return
+	}
+	x := int64(d)
+	for {
+		cur := e.ns.Load()
+		next := x
+		if cur != 0 {
+			down := max(cur/64, 1)
+			if x > cur {
+				next = cur + max(int64(float64(down)*e.q/(1-e.q)), 1)
+				next = min(next, x)
+			} else {
+				next = max(cur-down, x)
+			}
+		}
+		if next == cur || e.ns.CompareAndSwap(cur, next) {
+			return
+		}
+	}
+}
+
+// delay is how long a first attempt runs alone: the quantile once known
+// (at least the floor), the floor until then; with neither, no hedge.
+func (e *quantile) delay() (time.Duration, bool) {
+	if e.q > 0 {
+		if v := time.Duration(e.ns.Load()); v > 0 {
+			return max(v, e.floor), true
+		}
+	}
+	return e.floor, e.floor > 0
+}
+
+// hedgeEnd describes a hedge that started.
+type hedgeEnd struct {
+	// stage and model are where the hedge ran; member its pool member.
+	stage  *stage
+	model  string
+	member string
+	// won is set when the hedge answered first; otherwise err is its
+	// failure, or nil when it was cancelled because the first call won.
+	won     bool
+	err     error
+	latency time.Duration
+	// primaryMember is the first call's member, for its trail entry when
+	// it lost.
+	primaryMember string
+}
+
+// hedgeEnded records the call that lost a hedged attempt's race (or the
+// hedge that failed): an upstream call in the trail, flagged Hedge when it
+// was the hedge.
+func (e *engine) hedgeEnded(r *request, st *stage, model string, n int, he *hedgeEnd) {
+	r.sum.UpstreamCalls++
+	a := Attempt{Tier: he.stage.name, TierIndex: he.stage.index, Model: he.model, N: n, Member: he.member, Hedge: true, Latency: he.latency, Err: he.err}
+	a.Verdict = classify.Verdict{Class: classify.Canceled, Reason: "lost the race to the first call"}
+	if he.won {
+		a = Attempt{Tier: st.name, TierIndex: st.index, Model: model, N: n, Member: he.primaryMember,
+			Verdict: classify.Verdict{Class: classify.Canceled, Reason: "lost the race to the hedge"}}
+	} else if he.err != nil {
+		a.Verdict = he.stage.classifier.Classify(he.err)
+	}
+	r.sum.record(a)
+	if r.obs != nil {
+		ev := e.event(r, AttemptEnded, he.stage, a.Model, n)
+		ev.Tier, ev.TierIndex, ev.Member, ev.Hedge = a.Tier, a.TierIndex, a.Member, a.Hedge
+		ev.Verdict, ev.Latency, ev.Err = a.Verdict, a.Latency, a.Err
+		r.obs.Observe(r.ctx, ev)
+	}
+}
+
+// hedgeCall is a hedge ready to run: its context and its call, and the
+// release of its guards with its outcome.
+type hedgeCall struct {
+	ctx     *budget.Context
+	end     hedgeEnd
+	release func(v classify.Verdict, o breaker.Outcome, latency time.Duration)
+}
+
+// prepareHedge takes the guards of a hedge for an attempt on st's member m
+// (-1 for no pool): another member of the pool, or the next tier, behind
+// its breaker, bulkhead (without waiting) and limiter (without waiting),
+// within the time the deadline leaves it. nil when no hedge can run now.
+// At the hedge's delay (late is false) it spends the budget only while
+// more than one hedge is banked: when hedges are scarce they go to the
+// calls still running a quarter of the delay later — the slow ones, not
+// those a moment late.
+func (e *engine) prepareHedge(b budget.Budget, st *stage, base context.Context, m int, nextModel string, late bool) *hedgeCall {
+	least := int64(2)
+	if late {
+		least = 1
+	}
+	if !st.hedges.take(least) {
+		return nil
+	}
+	if st.pool != nil {
+		var tried uint64
+		if m >= 0 {
+			tried = 1 << m
+		}
+		m2, tok, _ := st.pool.enter("", tried, 0)
+		if m2 >= 0 {
+			d, _ := b.Deadline()
+			p := st.pool
+			return &hedgeCall{ctx: budget.NewContext(base, d), end: hedgeEnd{stage: st, model: st.model, member: p.members[m2].id},
+				release: func(v classify.Verdict, o breaker.Outcome, latency time.Duration) {
+					p.done(m2, tok, v, o, latency, e.quotaPark, e.maxQuotaPark)
+				}}
+		}
+	}
+	hc := e.nextTierHedge(b, st, base, nextModel)
+	if hc == nil {
+		st.hedges.refund()
+	}
+	return hc
+}
+
+// nextTierHedge takes the guards of a hedge on the tier after st.
+func (e *engine) nextTierHedge(b budget.Budget, st *stage, base context.Context, nextModel string) *hedgeCall {
+	if st.index+1 >= len(e.stages) {
+		return nil
+	}
+	ns := &e.stages[st.index+1]
+	if e.preflight(ns, nextModel) != NotSkipped {
+		return nil
+	}
+	remaining := b.Remaining()
+	try := ns.try
+	if b.Limited() {
+		try.Reserve = e.reserveFor(ns.index, remaining)
+	}
+	per, ok := b.Window(remaining, try)
+	if !ok {
+		return nil
+	}
+	var tok breaker.Token
+	if ns.breaker != nil {
+		t, err := ns.breaker.Allow()
+		if err != nil {
+			return nil
+		}
+		tok = t
+	}
+	if ns.bulkhead != nil && !ns.bulkhead.TryAcquire() {
+		tok.Done(breaker.Ignored)
+		return nil
+	}
+	if ns.limiter != nil && !ns.limiter.Allow(0) {
+		tok.Done(breaker.Ignored)
+		if ns.bulkhead != nil {
+			ns.bulkhead.Release()
+		}
+		return nil
+	}
+	var deadline time.Time
+	if per != budget.Unlimited {
+		deadline = time.Now().Add(per)
+	}
+	return &hedgeCall{ctx: budget.NewContext(base, deadline), end: hedgeEnd{stage: ns, model: nextModel},
+		release: func(v classify.Verdict, o breaker.Outcome, _ time.Duration) {
+			tok.Done(o)
+			if ns.bulkhead != nil {
+				ns.bulkhead.Release()
+			}
+			if ns.limiter != nil {
+				switch v.Class {
+				case classify.OK:
+					ns.limiter.Passed()
+				case classify.RateLimited:
+					ns.limiter.Throttle(v.RetryAfter)
+				}
+			}
+		}}
+}
+
+// outcomeOf is how a hedged call's error counts for its breaker: a call
+// cancelled because it lost the race does not count.
+func (e *engine) outcomeOf(st *stage, err error, lost bool) (classify.Verdict, breaker.Outcome) {
+	if err == nil {
+		return classify.Verdict{}, breaker.Success
+	}
+	v := st.classifier.Classify(err)
+	if lost {
+		return classify.Verdict{Class: classify.Canceled, Reason: "lost the race"}, breaker.Ignored
+	}
+	if e.table.Action(v.Class).BreakerFailure {
+		return v, breaker.Failure
+	}
+	return v, breaker.Ignored
+}

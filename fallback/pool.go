@@ -1,0 +1,543 @@
+package fallback
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tierguard/tierguard/breaker"
+	"github.com/tierguard/tierguard/classify"
+	"github.com/tierguard/tierguard/fallback/ratelimit"
+	"github.com/tierguard/tierguard/internal/keyed"
+)
+
+// maxPoolMembers bounds a pool, so that a request's tried members fit one
+// word.
+const maxPoolMembers = 64
+
+// defaultAuthCooldown is how long a member refused for its credentials
+// stays out when PoolConfig.AuthCooldown is 0.
+const defaultAuthCooldown = 10 * time.Minute
+
+// Balance says how a pool chooses among its healthy members.
+type Balance uint8
+
+const (
+	// LeastInFlight picks the member with the fewest calls in flight (ties
+	// go round the members).
+	LeastInFlight Balance = iota
+	// Weighted spreads calls over the members in proportion to their
+	// Weight.
+	Weighted
+)
+
+// String names the balance.
+func (b Balance) String() string {
+	switch b {
+	case LeastInFlight:
+		return "least_in_flight"
+	case Weighted:
+		return "weighted"
+	}
+	return "invalid_balance"
+}
+
+// Member is one deployment behind a pool tier: an API key, a project, a
+// region, an endpoint serving the same model.
+type Member[In, Out any] struct {
+	// Key identifies the member — typically its API key. It never appears
+	// in errors or signals: the member is named "#" and the first 12 hex
+	// digits of its SHA-256. Required, unique within the pool.
+	Key string
+	// Tier makes the member's calls. Required.
+	Tier ModelTier[In, Out]
+	// Breaker and Limiter are the member's own; nil means none. The
+	// stage's own Breaker, if any, still counts the request once.
+	Breaker *breaker.Breaker
+	Limiter *ratelimit.Limiter
+	// Weight is the member's share with Weighted balance; 0 means 1.
+	Weight int
+}
+
+// PoolConfig configures a Pool.
+type PoolConfig[In, Out any] struct {
+	// Name is the tier's name. Required.
+	Name string
+	// Members are the deployments, at least one and at most 64.
+	Members []Member[In, Out]
+	// Balance chooses among healthy members; LeastInFlight by default.
+	Balance Balance
+	// LatencyAware weighs each member's calls in flight by its observed
+	// latency, so a slower region gets fewer calls.
+	LatencyAware bool
+	// Sticky, when set, returns a request key (a conversation, a user)
+	// whose requests go to the same member while it is healthy — for
+	// prompt-cache affinity. "" means no affinity for that request.
+	Sticky func(in In) string
+	// AuthCooldown is how long a member refused for its credentials (Auth)
+	// is kept out before it is tried again; 0 means 10m. Restore brings it
+	// back at once.
+	AuthCooldown time.Duration
+}
+
+// Pool is a tier backed by several members of the same model. As a
+// Stage's Tier, the chain picks a member per attempt — healthy (breaker
+// not open, not parked, not refused), within its own rate limit, balanced
+// — and acts per member where that is right: a 429 or an exhausted quota
+// on one member moves the request to the next member before the next
+// tier, and an Auth failure takes that member out (reported to Observe
+// and on the request's trail) instead of failing the request closed while
+// healthy members remain; Auth on every member still fails closed. The
+// trail and the events name the member by a hash of its key.
+//
+// Called on its own (outside a chain), Call picks a member the same way
+// and rotates over the members on the same classes.
+type Pool[In, Out any] struct {
+	p      *pool
+	tiers  []ModelTier[In, Out]
+	sticky func(In) string
+}
+
+// pool is a Pool's state that the engine needs, whatever the types.
+type pool struct {
+	name         string
+	members      []poolMember
+	balance      Balance
+	latencyAware bool
+	authCooldown time.Duration
+	totalWeight  int
+	epoch        time.Time
+	next         atomic.Uint64
+
+	obsMu     sync.Mutex
+	obsList   []*memberObserver
+	observers atomic.Pointer[[]func(MemberEvent)]
+}
+
+type poolMember struct {
+	id       string
+	breaker  *breaker.Breaker
+	limiter  *ratelimit.Limiter
+	weight   int
+	inflight atomic.Int64
+	// latency is a moving average of the member's successful calls, in
+	// nanoseconds; 0 until one is seen.
+	latency atomic.Int64
+	parking
+}
+
+type memberObserver struct{ fn func(MemberEvent) }
+
+// NewPool returns a pool tier, or an error naming every invalid field.
+func NewPool[In, Out any](cfg PoolConfig[In, Out]) (*Pool[In, Out], error) {
+	var errs []error
+	if cfg.Name == "" {
+		errs = append(errs, errors.New("Name is required"))
+	}
+	if n := len(cfg.Members); n == 0 || n > maxPoolMembers {
+		errs = append(errs, fmt.Errorf("Members must hold 1 to %d members, got %d", maxPoolMembers, n))
+	}
+	if cfg.Balance > Weighted {
+		errs = append(errs, fmt.Errorf("invalid Balance %d", cfg.Balance))
+	}
+	if cfg.AuthCooldown < 0 {
+		errs = append(errs, fmt.Errorf("negative AuthCooldown %v", cfg.AuthCooldown))
+	}
+	p := &Pool[In, Out]{p: &pool{name: cfg.Name, balance: cfg.Balance, latencyAware: cfg.LatencyAware,
+		authCooldown: cmpOr(cfg.AuthCooldown, defaultAuthCooldown), epoch: time.Now()}, sticky: cfg.Sticky}
+	p.p.members = make([]poolMember, len(cfg.Members))
+	seen := map[string]bool{}
+	for i, m := range cfg.Members {
+		id := "#" + keyed.Hash(m.Key)
+		switch {
+		case m.Key == "":
+			errs = append(errs, fmt.Errorf("member %d: Key is required", i))
+		case seen[m.Key]:
+			errs = append(errs, fmt.Errorf("member %d (%s): Key is used twice", i, id))
+		}
+		seen[m.Key] = true
+		if m.Tier == nil {
+			errs = append(errs, fmt.Errorf("member %d (%s): Tier is required", i, id))
+		}
+		if m.Weight < 0 {
+			errs = append(errs, fmt.Errorf("member %d (%s): negative Weight %d", i, id, m.Weight))
+		}
+		if m.Breaker != nil && customOutcome(m.Breaker) {
+			errs = append(errs, fmt.Errorf("member %d (%s): breaker %q has a Config.Outcome, which a chain cannot honour", i, id, m.Breaker.Name()))
+		}
+		pm := &p.p.members[i]
+		pm.id, pm.breaker, pm.limiter, pm.weight = id, m.Breaker, m.Limiter, max(m.Weight, 1)
+		p.p.totalWeight += pm.weight
+		p.tiers = append(p.tiers, m.Tier)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("fallback: invalid pool %q: %w", cfg.Name, err)
+	}
+	return p, nil
+}
+
+func (p *Pool[In, Out]) core() *pool { return p.p }
+
+// Name returns the pool's tier name.
+func (p *Pool[In, Out]) Name() string { return p.p.name }
+
+// Call answers in from one member, chosen as a chain would, rotating to
+// the next member after a 429, an exhausted quota or an Auth failure.
+func (p *Pool[In, Out]) Call(ctx context.Context, in In) (Out, error) {
+	var tried uint64
+	key := p.stickyKey(in)
+	var last error
+	for {
+		m, tok, why := p.p.enter(key, tried, 0)
+		if m < 0 {
+			switch {
+			case last != nil:
+				return *new(Out), last
+			case why == skipAuth:
+				return *new(Out), errPoolAuth
+			}
+			return *new(Out), &SkipError{Tier: p.p.name, Skip: why}
+		}
+		tried |= 1 << m
+		start := time.Now()
+		out, err := p.tiers[m].Call(ctx, in)
+		v := classify.Classify(err)
+		o := breaker.Success
+		if err != nil {
+			o = breaker.Ignored
+			if classify.DefaultTable().Action(v.Class).BreakerFailure {
+				o = breaker.Failure
+			}
+		}
+		p.p.done(m, tok, v, o, time.Since(start), defaultQuotaCooldown, defaultMaxQuotaCooldown)
+		if err == nil || !rotates(v.Class) {
+			return out, err
+		}
+		last = err
+	}
+}
+
+func (p *Pool[In, Out]) stickyKey(in In) string {
+	if p.sticky == nil {
+		return ""
+	}
+	return p.sticky(in)
+}
+
+// rotates reports whether a member's failure of class c sends the request
+// to another member first.
+func rotates(c classify.Class) bool {
+	return c == classify.RateLimited || c == classify.QuotaExhausted || c == classify.Auth
+}
+
+// MemberInfo describes a pool member.
+type MemberInfo struct {
+	// ID is the member's name: "#" and a short hash of its key.
+	ID string
+	// Out says why the member is out of rotation now (SkipQuota after an
+	// exhausted quota, SkipAuth after its credentials were refused);
+	// NotSkipped when it is in.
+	Out MemberOut
+	// InFlight is its calls in flight now.
+	InFlight int
+	// Breaker is its breaker's state, when it has one.
+	Breaker    breaker.State
+	HasBreaker bool
+}
+
+// MemberOut says why a pool member is out of rotation.
+type MemberOut uint8
+
+const (
+	// MemberIn: the member is in rotation.
+	MemberIn MemberOut = iota
+	// MemberQuota: its quota is exhausted; it is parked.
+	MemberQuota
+	// MemberAuth: its credentials were refused (401, 403, an invalid key).
+	MemberAuth
+)
+
+var memberOutNames = [...]string{MemberIn: "in", MemberQuota: "quota", MemberAuth: "auth"}
+
+// String names the reason.
+func (o MemberOut) String() string { return name(memberOutNames[:], o, "invalid") }
+
+// Members describes the pool's members, in order.
+func (p *Pool[In, Out]) Members() []MemberInfo {
+	out := make([]MemberInfo, len(p.p.members))
+	for i := range p.p.members {
+		m := &p.p.members[i]
+		out[i] = MemberInfo{ID: m.id, Out: m.out(p.p.epoch), InFlight: int(m.inflight.Load())}
+		if m.breaker != nil {
+			out[i].Breaker, out[i].HasBreaker = m.breaker.State(), true
+		}
+	}
+	return out
+}
+
+// Restore puts the member named id back in rotation at once (say, after
+// its key was replaced), and reports whether there was one.
+func (p *Pool[In, Out]) Restore(id string) bool {
+	for i := range p.p.members {
+		if m := &p.p.members[i]; m.id == id {
+			m.until.Store(0)
+			p.p.tell(MemberEvent{Pool: p.p.name, Member: id, Out: MemberIn})
+			return true
+		}
+	}
+	return false
+}
+
+// MemberEvent reports a pool member leaving or rejoining rotation.
+type MemberEvent struct {
+	// Pool and Member name the pool and the member.
+	Pool, Member string
+	// Out says why it left (MemberQuota, MemberAuth), or MemberIn when it
+	// is back by Restore.
+	Out MemberOut
+	// For is how long it stays out.
+	For time.Duration
+	// Verdict is the failure that took it out.
+	Verdict classify.Verdict
+}
+
+// Observe hands every member leaving or rejoining rotation to fn, and
+// returns the function that stops it. A member refused for its
+// credentials is a configuration error to fix: alert on MemberAuth.
+func (p *Pool[In, Out]) Observe(fn func(MemberEvent)) (remove func()) {
+	pp := p.p
+	e := &memberObserver{fn}
+	pp.obsMu.Lock()
+	defer pp.obsMu.Unlock()
+	pp.obsList = append(pp.obsList, e)
+	pp.publishLocked()
+	return func() {
+		pp.obsMu.Lock()
+		defer pp.obsMu.Unlock()
+		for i, x := range pp.obsList {
+			if x == e {
+				pp.obsList = append(pp.obsList[:i:i], pp.obsList[i+1:]...)
+				pp.publishLocked()
+				return
+			}
+		}
+	}
+}
+
+func (p *pool) publishLocked() {
+	if len(p.obsList) == 0 {
+		p.observers.Store(nil)
+		return
+	}
+	fns := make([]func(MemberEvent), len(p.obsList))
+	for i, e := range p.obsList {
+		fns[i] = e.fn
+	}
+	p.observers.Store(&fns)
+}
+
+func (p *pool) tell(e MemberEvent) {
+	if fns := p.observers.Load(); fns != nil {
+		for _, fn := range *fns {
+			fn(e)
+		}
+	}
+}
+
+// out says why m is out of rotation now.
+func (m *poolMember) out(epoch time.Time) MemberOut {
+	switch m.check(epoch) {
+	case SkipQuota:
+		return MemberQuota
+	case skipAuth:
+		return MemberAuth
+	}
+	return MemberIn
+}
+
+// skipAuth is the parking reason of a member refused for its credentials;
+// it is never a stage's skip.
+const skipAuth Skip = 255
+
+// enter picks a member for a call — not in tried, in rotation, its breaker
+// admitting it, its limiter admitting tokens now — and takes its breaker
+// token and a place in flight. m is -1 when none can serve; why says what
+// kept the last candidate out (SkipRateLimited, SkipQuota, SkipOpen), or
+// skipAuth when every member is out for its credentials.
+func (p *pool) enter(key string, tried uint64, tokens int64) (m int, tok breaker.Token, why Skip) {
+	n := len(p.members)
+	why = SkipOpen
+	auth := 0
+	for range n {
+		m = p.choose(key, tried)
+		if m < 0 {
+			break
+		}
+		tried |= 1 << m
+		pm := &p.members[m]
+		switch pm.check(p.epoch) {
+		case skipAuth:
+			auth++
+			continue
+		case SkipQuota:
+			why = SkipQuota
+			continue
+		}
+		if pm.breaker != nil {
+			t, err := pm.breaker.Allow()
+			if err != nil {
+				why = SkipOpen
+				continue
+			}
+			tok = t
+		}
+		if pm.limiter != nil && !pm.limiter.Allow(tokens) {
+			tok.Done(breaker.Ignored)
+			tok, why = breaker.Token{}, SkipRateLimited
+			continue
+		}
+		pm.inflight.Add(1)
+		return m, tok, NotSkipped
+	}
+	if auth == n {
+		why = skipAuth
+	}
+	return -1, breaker.Token{}, why
+}
+
+// choose returns the best member not in tried (regardless of health:
+// enter checks it), or -1.
+func (p *pool) choose(key string, tried uint64) int {
+	n := len(p.members)
+	if key != "" {
+		// Rendezvous hashing: the member with the highest hash of key and
+		// its id, so that a member leaving moves only its own keys.
+		best, bestH := -1, uint64(0)
+		for i := range p.members {
+			if tried&(1<<i) != 0 {
+				continue
+			}
+			if h := fnv(key, p.members[i].id); best < 0 || h > bestH {
+				best, bestH = i, h
+			}
+		}
+		return best
+	}
+	start := int(p.next.Add(1) % uint64(n))
+	if p.balance == Weighted {
+		// A point on the weight line, then the first untried member from
+		// the one it falls on.
+		w := int(p.next.Load()*0x9E3779B97F4A7C15>>33) % p.totalWeight
+		for i := range p.members {
+			if w -= p.members[i].weight; w < 0 {
+				start = i
+				break
+			}
+		}
+		for j := range n {
+			if i := (start + j) % n; tried&(1<<i) == 0 {
+				return i
+			}
+		}
+		return -1
+	}
+	best, bestScore := -1, int64(0)
+	for j := range n {
+		i := (start + j) % n
+		if tried&(1<<i) != 0 || p.members[i].check(p.epoch) != NotSkipped {
+			continue
+		}
+		pm := &p.members[i]
+		score := pm.inflight.Load() + 1
+		if p.latencyAware {
+			score *= max(pm.latency.Load()/int64(time.Microsecond), 1)
+		}
+		if best < 0 || score < bestScore {
+			best, bestScore = i, score
+		}
+	}
+	if best < 0 {
+		// Only parked members are left: enter tells why.
+		for j := range n {
+			if i := (start + j) % n; tried&(1<<i) == 0 {
+				return i
+			}
+		}
+	}
+	return best
+}
+
+func fnv(a, b string) uint64 {
+	h := uint64(14695981039346656037)
+	for _, s := range [2]string{a, b} {
+		for i := 0; i < len(s); i++ {
+			h ^= uint64(s[i])
+			h *= 1099511628211
+		}
+		h ^= 0xff
+		h *= 1099511628211
+	}
+	return h
+}
+
+// done settles a member's call: its breaker's outcome, its limiter, its
+// latency, and the member-level action of its class.
+func (p *pool) done(m int, tok breaker.Token, v classify.Verdict, o breaker.Outcome, latency time.Duration, quotaPark, maxQuotaPark time.Duration) {
+	pm := &p.members[m]
+	pm.inflight.Add(-1)
+	tok.Done(o)
+	switch v.Class {
+	case classify.OK:
+		if pm.limiter != nil {
+			pm.limiter.Passed()
+		}
+		if latency > 0 {
+			old := pm.latency.Load()
+			if old == 0 {
+				pm.latency.Store(int64(latency))
+			} else {
+				pm.latency.Store(old + (int64(latency)-old)/8)
+			}
+		}
+	case classify.RateLimited:
+		if pm.limiter != nil {
+			pm.limiter.Throttle(v.RetryAfter)
+		}
+	case classify.QuotaExhausted:
+		// Reported once per time out of rotation, however many calls in
+		// flight come back refused.
+		d := min(max(quotaPark, v.RetryAfter), maxQuotaPark)
+		if pm.parkOnce(p.epoch, SkipQuota, d) {
+			p.tell(MemberEvent{Pool: p.name, Member: pm.id, Out: MemberQuota, For: d, Verdict: v})
+		}
+	case classify.Auth:
+		if pm.parkOnce(p.epoch, skipAuth, p.authCooldown) {
+			p.tell(MemberEvent{Pool: p.name, Member: pm.id, Out: MemberAuth, For: p.authCooldown, Verdict: v})
+		}
+	}
+}
+
+// another reports whether a member not in tried is in rotation.
+func (p *pool) another(tried uint64) bool {
+	for i := range p.members {
+		if tried&(1<<i) == 0 && p.members[i].check(p.epoch) == NotSkipped {
+			if b := p.members[i].breaker; b == nil || b.State() != breaker.Open {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// index returns the position of the member named id, or -1.
+func (p *pool) index(id string) int {
+	for i := range p.members {
+		if p.members[i].id == id {
+			return i
+		}
+	}
+	return -1
+}

@@ -1,0 +1,36 @@
+// Package ratelimit keeps calls under the quotas a model API publishes —
+// requests per minute, tokens per minute — on the client side, so that a
+// service stays under its quota instead of discovering it by 429.
+//
+// A Limiter admits a call when both its limits have room: one request, and
+// the call's estimated tokens. The estimate is corrected once the answer's
+// real usage is known (Adjust). When the upstream answers 429 anyway — the
+// quota is shared with another service, or was lowered — Throttle holds
+// every call for the wait the server asked for and halves the rate, down
+// to Config.MinShare; each call that passes afterwards (Passed) brings it
+// back by an eighth of the slowdown. A fallback.Stage with a Limiter does
+// all of this itself, and skips its tier without an upstream call (or
+// waits, when the wait fits the deadline) when the limiter says no.
+//
+// Each limit is a token bucket whose burst is a tenth of the quota
+// (Config.Burst; a quarter for tokens) and whose rate is what is left of
+// the quota after the burst, so that no window of Config.Per ever holds
+// more than the quota: an upstream that counts over a sliding minute never
+// sees it exceeded.
+//
+// A bucket is one atomic number (the generic cell rate algorithm's
+// theoretical arrival time): admitting a call is a compare-and-swap per
+// limit, with no lock and no allocation. It behaves as
+// golang.org/x/time/rate's Limiter of the same rate and burst — the tests
+// run both through the same random sequences of AllowN, ReserveN and
+// Cancel — with two deliberate differences: costs are whole nanoseconds,
+// rounded up (never more generous than the configured rate), and a
+// cancellation made after a later reservation was partly cancelled gives
+// back what the later ones no longer hold, where x/time/rate gives back
+// nothing (TestCancelAfterAPartialCancel). The root module does not depend
+// on x/time: only its tests do.
+//
+// A Group gives each key (tenant, API key) its own limiter, named by a hash
+// of the key. A Store shares a limiter's quota across processes; the
+// redislimit module provides one over Redis, local-first and failing open.
+package ratelimit

@@ -1,0 +1,49 @@
+package ratelimit_test
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/tierguard/tierguard/fallback/ratelimit"
+)
+
+// A limiter for a tier whose quota is 60 requests and 100,000 tokens a
+// minute: a call reserves one request and its estimated tokens, and the
+// estimate is corrected with the answer's real usage.
+func ExampleNew() {
+	l, err := ratelimit.New(ratelimit.Config{Name: "gemini-2.5-pro", Requests: 60, Tokens: 100_000})
+	if err != nil {
+		panic(err)
+	}
+	r := l.Reserve(1200) // the prompt's estimated tokens
+	fmt.Println(r.OK(), r.Delay())
+	l.Adjust(1500 - 1200) // the answer reported 1,500
+	fmt.Printf("burst %d calls, %d tokens\n", l.Config().Burst, l.Config().TokenBurst)
+	// Output:
+	// true 0s
+	// burst 6 calls, 25000 tokens
+}
+
+// Do waits for the limiter's turn, never past the context's deadline.
+func ExampleDo() {
+	l, _ := ratelimit.New(ratelimit.Config{Name: "batch", Requests: 600, Burst: 1})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	for i := range 3 {
+		out, err := ratelimit.Do(ctx, l, func(context.Context) (int, error) { return i, nil })
+		fmt.Println(out, err)
+	}
+	// Output:
+	// 0 <nil>
+	// 1 <nil>
+	// 2 <nil>
+}
+
+// A group gives every tenant its own quota: one tenant's calls cannot
+// spend another's.
+func ExampleNewGroup() {
+	g, _ := ratelimit.NewGroup(ratelimit.Config{Name: "tenant", Requests: 20, Burst: 1}, 1000)
+	fmt.Println(g.Get("acme").Allow(0), g.Get("acme").Allow(0), g.Get("globex").Allow(0))
+	// Output: true false true
+}

@@ -1,0 +1,631 @@
+package ratelimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tierguard/tierguard/classify"
+)
+
+// Defaults applied to zero fields of Config.
+const (
+	defaultPer      = time.Minute
+	defaultMinShare = 0.125
+	// recovery is the share of the slowdown left after a call passes:
+	// about 17 calls bring a halved rate back within a tenth of its
+	// configured value.
+	recovery = 7.0 / 8
+)
+
+// ErrLimited reports a call refused by a limiter: it could not be admitted
+// in the time the caller had. Errors returned by Wait and Do match it with
+// errors.Is.
+var ErrLimited = errors.New("tierguard: rate limited locally")
+
+// LimitedError is the error of a refused call.
+type LimitedError struct {
+	// Name is the limiter's name.
+	Name string
+	// RetryIn is how long until the call could have been admitted; 0 when
+	// it never can (its tokens exceed the burst).
+	RetryIn time.Duration
+}
+
+// Error names the limiter and when to come back.
+func (e *LimitedError) Error() string {
+	if e.RetryIn <= 0 {
+		return "tierguard: rate limiter " + strconv.Quote(e.Name) + ": the call exceeds the burst"
+	}
+	return "tierguard: rate limiter " + strconv.Quote(e.Name) + ": limited, retry in " + e.RetryIn.String()
+}
+
+// Is reports whether target is ErrLimited.
+func (e *LimitedError) Is(target error) bool { return target == ErrLimited }
+
+// Verdict classifies the refusal as Rejected: no upstream call was made.
+func (e *LimitedError) Verdict() classify.Verdict {
+	return classify.Verdict{Class: classify.Rejected, Reason: "rate limited locally", RetryAfter: e.RetryIn}
+}
+
+// Config configures a Limiter: requests per Per, tokens per Per, or both.
+type Config struct {
+	// Name names the limiter in errors and for observers; in a Group, the
+	// prefix of its members' names. Required.
+	Name string
+	// Requests is the number of calls allowed in any window of Per; 0
+	// means no request limit. When set it must exceed Burst.
+	Requests int
+	// Tokens is the number of tokens (prompt and answer together) allowed
+	// in any window of Per; 0 means no token limit. When set it must
+	// exceed TokenBurst.
+	Tokens int64
+	// Per is the quota's window; 0 means a minute, the window of the
+	// per-minute quotas model APIs publish.
+	Per time.Duration
+	// Burst is how many calls may start at once when the limiter is full.
+	// Calls then come back at (Requests − Burst) per Per, so that no
+	// window of Per ever holds more than Requests calls: an upstream that
+	// counts over a sliding minute never sees the quota exceeded. 0 means
+	// a tenth of Requests (at least 1).
+	Burst int
+	// TokenBurst is, in the same way, the tokens that may be spent at once;
+	// a call estimated above it is never admitted. 0 means a quarter of
+	// Tokens.
+	TokenBurst int64
+	// MinShare is the least share of its configured rate a limiter lowers
+	// itself to after upstream 429s (see Limiter.Throttle); 1 disables the
+	// lowering (the wait a 429 asks for still holds). 0 means 1/8.
+	MinShare float64
+	// Store shares the quota with other processes; nil keeps it local.
+	Store Store
+	// KeysInNames makes a Group name its members Name+"/"+key, the key as
+	// it is; without it a member is named Name+"/#"+ a short hash of its
+	// key, because a key is often a tenant id or an API key. Outside a
+	// Group it changes nothing.
+	KeysInNames bool
+}
+
+// Store shares limiters' quotas across processes. A Store must keep every
+// decision local-first and fail open: a slow or unreachable backend never
+// makes a call wait longer than the store's own bound, and never refuses
+// a call the local limiter admits.
+type Store interface {
+	// Join registers a limiter by name with its fleet-wide quota.
+	Join(name string, q Quota) (Member, error)
+}
+
+// Quota is a limiter's fleet-wide quota, as its Config says it: each field
+// means what Config's field of the same name means, with the defaults
+// filled in (Per, Burst and TokenBurst are never zero for a limit that is
+// set), so that a Store shapes its shared bucket as the local one.
+type Quota struct {
+	Requests   int
+	Tokens     int64
+	Per        time.Duration
+	Burst      int
+	TokenBurst int64
+}
+
+// Member is one limiter's part in a Store.
+type Member interface {
+	// Take asks the fleet for one call of tokens tokens. ok is false when
+	// the fleet's quota is spent, with the time until it is back; a store
+	// that cannot tell in time answers true.
+	Take(tokens int64) (ok bool, retryIn time.Duration)
+	// Adjust corrects an earlier Take by tokens (negative: give back). It
+	// must not block.
+	Adjust(tokens int64)
+	// Hold asks the fleet to admit nothing for d, after an upstream 429.
+	// It must not block.
+	Hold(d time.Duration)
+	// Leave releases the member.
+	Leave()
+}
+
+// Limiter admits calls at a configured rate: requests per minute, tokens
+// per minute, or both, as model APIs publish their quotas. It is safe for
+// concurrent use; admitting a call is a compare-and-swap per limit, with
+// no lock and no allocation.
+type Limiter struct {
+	name     string
+	cfg      Config
+	epoch    time.Time
+	req, tok *bucket
+	minShare float64
+	member   Member
+	// hold is when the wait an upstream 429 asked for ends (nanoseconds
+	// since epoch).
+	hold atomic.Int64
+
+	observers atomic.Pointer[[]func(Event)]
+	obsMu     sync.Mutex
+	obsList   []*observerEntry
+
+	_                                     [64]byte
+	admitted, delayed, refused, cancelled atomic.Uint64
+	throttles                             atomic.Uint64
+}
+
+// New returns a limiter, or an error naming every invalid field.
+func New(cfg Config) (*Limiter, error) { return newNamed(cfg, cfg.Name) }
+
+func newNamed(cfg Config, name string) (*Limiter, error) {
+	var errs []error
+	invalid := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if cfg.Per < 0 {
+		invalid("Per must not be negative, got %v", cfg.Per)
+	}
+	per := cfg.Per
+	if per == 0 {
+		per = defaultPer
+	}
+	if cfg.Requests < 0 {
+		invalid("Requests must not be negative, got %d", cfg.Requests)
+	}
+	if cfg.Tokens < 0 {
+		invalid("Tokens must not be negative, got %d", cfg.Tokens)
+	}
+	if cfg.Requests == 0 && cfg.Tokens == 0 {
+		invalid("Requests or Tokens must be set")
+	}
+	if cfg.Burst < 0 || cfg.Requests > 0 && cfg.Burst >= cfg.Requests {
+		invalid("Burst must be within [0, Requests), got %d", cfg.Burst)
+	}
+	if cfg.TokenBurst < 0 || cfg.Tokens > 0 && cfg.TokenBurst >= cfg.Tokens {
+		invalid("TokenBurst must be within [0, Tokens), got %d", cfg.TokenBurst)
+	}
+	if math.IsNaN(cfg.MinShare) || cfg.MinShare < 0 || cfg.MinShare > 1 {
+		invalid("MinShare must be within [0, 1], got %v", cfg.MinShare)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("rate limiter %q: invalid config: %w", cfg.Name, err)
+	}
+	l := &Limiter{name: name, epoch: time.Now(), minShare: cfg.MinShare}
+	if l.minShare == 0 {
+		l.minShare = defaultMinShare
+	}
+	if cfg.Requests > 0 {
+		if cfg.Burst == 0 {
+			cfg.Burst = max(1, cfg.Requests/10)
+			if cfg.Burst >= cfg.Requests {
+				// One call per window: a burst of one, at that rate.
+				cfg.Burst = 1
+			}
+		}
+		l.req = &bucket{}
+		l.req.init(float64(per)/float64(max(cfg.Requests-cfg.Burst, 1)), int64(cfg.Burst))
+	}
+	if cfg.Tokens > 0 {
+		if cfg.TokenBurst == 0 {
+			cfg.TokenBurst = max(1, cfg.Tokens/4)
+		}
+		l.tok = &bucket{}
+		l.tok.init(float64(per)/float64(cfg.Tokens-cfg.TokenBurst), cfg.TokenBurst)
+	}
+	cfg.Per = per
+	l.cfg = cfg
+	if cfg.Store != nil {
+		m, err := cfg.Store.Join(cfg.Name, Quota{Requests: cfg.Requests, Tokens: cfg.Tokens, Per: per, Burst: cfg.Burst, TokenBurst: cfg.TokenBurst})
+		if err != nil {
+			return nil, fmt.Errorf("rate limiter %q: joining the store: %w", cfg.Name, err)
+		}
+		if m == nil {
+			return nil, fmt.Errorf("rate limiter %q: Store.Join returned no Member and no error", cfg.Name)
+		}
+		l.member = m
+	}
+	return l, nil
+}
+
+// Name returns the limiter's name (for a Group member with hidden keys, the
+// hashed name).
+func (l *Limiter) Name() string { return l.name }
+
+// Config returns the limiter's configuration with defaults filled in.
+func (l *Limiter) Config() Config { return l.cfg }
+
+// Close leaves the limiter's Store, if it has one.
+func (l *Limiter) Close() {
+	if l.member != nil {
+		l.member.Leave()
+	}
+}
+
+func (l *Limiter) now() int64 { return int64(time.Since(l.epoch)) }
+
+// Reservation is a call admitted now or later by Reserve. It is a small
+// value: no allocation.
+type Reservation struct {
+	l                *Limiter
+	reqAfter, reqC   int64
+	tokAfter, tokC   int64
+	reqAct, tokAct   int64
+	delay            time.Duration
+	ok, retry, taken bool
+}
+
+// OK reports whether the call can be admitted at all: false when its
+// tokens exceed TokenBurst, and then nothing is held.
+func (r Reservation) OK() bool { return r.ok }
+
+// Delay is how long the caller must wait before making the call; 0 means
+// at once.
+func (r Reservation) Delay() time.Duration { return r.delay }
+
+// Retry is set when the fleet's quota (Config.Store) is spent: nothing is
+// held, and the caller reserves again after Delay.
+func (r Reservation) Retry() bool { return r.retry }
+
+// Cancel gives the reservation's tokens back if its time to act has not
+// come yet, except those later reservations were scheduled on — as
+// golang.org/x/time/rate's Reservation.Cancel does. A caller that decides
+// not to wait cancels.
+func (r Reservation) Cancel() {
+	if !r.taken {
+		return
+	}
+	l := r.l
+	l.cancelLocal(l.now(), r)
+	if r.tokC != 0 && l.member != nil && r.delay == 0 {
+		// The fleet granted these tokens with the call.
+		l.member.Adjust(-tokensOf(r))
+	}
+	l.cancelled.Add(1)
+}
+
+// cancelLocal gives a reservation's tokens back to the local buckets.
+func (l *Limiter) cancelLocal(now int64, r Reservation) {
+	if l.req != nil {
+		l.req.cancel(now, r.reqAfter, r.reqC, r.reqAct)
+	}
+	if l.tok != nil {
+		l.tok.cancel(now, r.tokAfter, r.tokC, r.tokAct)
+	}
+}
+
+// tokensOf recovers a reservation's token count from its cost, for the
+// fleet's correction.
+func tokensOf(r Reservation) int64 {
+	return int64(math.Round(float64(r.tokC) / (r.l.tok.interval * r.l.tok.slowdown())))
+}
+
+// Reserve reserves one call that will use tokens tokens (0 when the
+// limiter has no token limit, or the count is unknown), to be made after
+// the reservation's Delay. Calls are served in the order they reserved.
+func (l *Limiter) Reserve(tokens int64) Reservation {
+	return l.reserve(l.now(), tokens, math.MaxInt64)
+}
+
+// reserve reserves at now, unless the call could only act after limit.
+func (l *Limiter) reserve(now, tokens, limit int64) Reservation {
+	r := Reservation{l: l, ok: true, taken: true}
+	act := now
+	if l.req != nil {
+		after, a, c, ok := l.req.reserve(now, 1, limit)
+		if !ok {
+			l.refusal()
+			return Reservation{l: l, ok: ok || a > limit, delay: time.Duration(max(a-now, 0))}
+		}
+		r.reqAfter, r.reqC, r.reqAct, act = after, c, a, max(act, a)
+	}
+	if l.tok != nil && tokens > 0 {
+		after, a, c, ok := l.tok.reserve(now, tokens, limit)
+		if !ok {
+			if l.req != nil {
+				l.req.cancel(now, r.reqAfter, r.reqC, r.reqAct)
+			}
+			l.refusal()
+			return Reservation{l: l, ok: a > limit, delay: time.Duration(max(a-now, 0))}
+		}
+		r.tokAfter, r.tokC, r.tokAct, act = after, c, a, max(act, a)
+	}
+	if h := l.hold.Load(); h > act {
+		// A 429's wait reaches past the buckets' own.
+		act = h
+	}
+	r.delay = time.Duration(act - now)
+	if r.delay > 0 {
+		l.delayed.Add(1)
+		return r
+	}
+	r.delay = 0
+	if l.member != nil {
+		if ok, in := l.member.Take(tokens); !ok {
+			l.cancelLocal(now, r)
+			l.refusal()
+			return Reservation{l: l, ok: true, retry: true, delay: max(in, time.Millisecond)}
+		}
+	}
+	l.admitted.Add(1)
+	return r
+}
+
+func (l *Limiter) refusal() {
+	l.refused.Add(1)
+	if l.observers.Load() != nil {
+		l.tell(Event{Kind: Refused})
+	}
+}
+
+// Allow admits one call of tokens tokens if it can be made now, and
+// reports whether it was.
+func (l *Limiter) Allow(tokens int64) bool {
+	now := l.now()
+	r := l.reserve(now, tokens, now)
+	if !r.ok || r.retry {
+		return false
+	}
+	if r.delay > 0 {
+		// The buckets had room, but a 429's wait holds.
+		r.Cancel()
+		return false
+	}
+	return true
+}
+
+// Wait admits one call of tokens tokens, waiting for its turn unless that
+// turn comes after ctx's deadline: then it returns a *LimitedError at once,
+// without waiting. It returns ctx's error if ctx ends first.
+func (l *Limiter) Wait(ctx context.Context, tokens int64) error {
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		r := l.Reserve(tokens)
+		if !r.ok {
+			return &LimitedError{Name: l.name}
+		}
+		if r.delay == 0 {
+			return nil
+		}
+		if d, ok := ctx.Deadline(); ok && time.Until(d) < r.delay {
+			r.Cancel()
+			return &LimitedError{Name: l.name, RetryIn: r.delay}
+		}
+		t := time.NewTimer(r.delay)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			r.Cancel()
+			return ctx.Err()
+		}
+		if !r.retry {
+			return nil
+		}
+	}
+}
+
+// Adjust corrects the tokens a call was admitted with once its real usage
+// is known: tokens more were used (negative: fewer). More is taken at once,
+// which can put the limiter in debt that later calls wait out; fewer is
+// given back, up to the burst.
+func (l *Limiter) Adjust(tokens int64) {
+	if l.tok == nil || tokens == 0 {
+		return
+	}
+	l.tok.adjust(l.now(), tokens)
+	if l.member != nil {
+		l.member.Adjust(tokens)
+	}
+}
+
+// Throttle tells the limiter that the upstream refused a call with a 429
+// asking to wait d (0 when it said nothing): no call is admitted for d,
+// and the rate is halved, down to MinShare of its configured value. It
+// climbs back as calls pass (see Passed): each takes an eighth of the
+// slowdown off. 429s that arrive during a wait already being served do
+// not halve the rate again, so one burst of refusals counts once.
+func (l *Limiter) Throttle(d time.Duration) {
+	now := l.now()
+	until := now + int64(max(d, 0))
+	for {
+		h := l.hold.Load()
+		if now < h {
+			// Within a wait already served: extend it, do not halve again.
+			if until > h && !l.hold.CompareAndSwap(h, until) {
+				continue
+			}
+			if until > h {
+				l.holdBuckets(until)
+			}
+			return
+		}
+		if l.hold.CompareAndSwap(h, max(until, now+1)) {
+			break
+		}
+	}
+	l.throttles.Add(1)
+	var slow float64
+	for _, b := range []*bucket{l.req, l.tok} {
+		if b == nil {
+			continue
+		}
+		for {
+			old := b.slow.Load()
+			s := min(b.slowdown()*2, 1/l.minShare)
+			if b.slow.CompareAndSwap(old, math.Float64bits(s)) {
+				slow = s
+				break
+			}
+		}
+	}
+	l.holdBuckets(until)
+	if l.member != nil && d > 0 {
+		l.member.Hold(d)
+	}
+	if l.observers.Load() != nil {
+		l.tell(Event{Kind: Throttled, Wait: max(d, 0), Slowdown: slow})
+	}
+}
+
+func (l *Limiter) holdBuckets(until int64) {
+	if l.req != nil {
+		l.req.hold(until)
+	}
+	if l.tok != nil {
+		l.tok.hold(until)
+	}
+}
+
+// Passed tells the limiter that a call it admitted was served: after a 429
+// each one brings the rate back closer to its configured value. While the
+// rate is not lowered it is one atomic load per limit.
+func (l *Limiter) Passed() {
+	recovered := false
+	for _, b := range [2]*bucket{l.req, l.tok} {
+		if b == nil || b.slow.Load() == 0 {
+			continue
+		}
+		for {
+			old := b.slow.Load()
+			if old == 0 {
+				break
+			}
+			s := 1 + (math.Float64frombits(old)-1)*recovery
+			next := math.Float64bits(s)
+			if s < 1.01 {
+				next = 0
+			}
+			if b.slow.CompareAndSwap(old, next) {
+				recovered = recovered || next == 0
+				break
+			}
+		}
+	}
+	if recovered && l.observers.Load() != nil {
+		l.tell(Event{Kind: Recovered, Slowdown: 1})
+	}
+}
+
+// Do runs fn once the limiter admits one call (without tokens), waiting as
+// Wait does.
+func Do[T any](ctx context.Context, l *Limiter, fn func(context.Context) (T, error)) (T, error) {
+	if err := l.Wait(ctx, 0); err != nil {
+		var zero T
+		return zero, err
+	}
+	return fn(ctx)
+}
+
+// Stats is a snapshot of a limiter's figures.
+type Stats struct {
+	// Admitted counts calls admitted at once; Delayed, calls admitted to
+	// act later; Refused, calls that could not be admitted (over the
+	// burst, refused by Allow, or by the fleet); Cancelled, reservations
+	// given back.
+	Admitted, Delayed, Refused, Cancelled uint64
+	// Throttles counts the upstream 429s that lowered the rate.
+	Throttles uint64
+	// Slowdown is how many times slower than configured the limiter runs
+	// now (1: not lowered).
+	Slowdown float64
+	// Requests and Tokens are what could be spent at once now (negative
+	// when reservations reach into the future); 0 for a limit not set.
+	Requests, Tokens float64
+}
+
+// Stats returns the limiter's current figures.
+func (l *Limiter) Stats() Stats {
+	now := l.now()
+	s := Stats{Admitted: l.admitted.Load(), Delayed: l.delayed.Load(), Refused: l.refused.Load(),
+		Cancelled: l.cancelled.Load(), Throttles: l.throttles.Load(), Slowdown: 1}
+	if l.req != nil {
+		s.Requests, s.Slowdown = l.req.tokens(now), l.req.slowdown()
+	}
+	if l.tok != nil {
+		s.Tokens = l.tok.tokens(now)
+		s.Slowdown = max(s.Slowdown, l.tok.slowdown())
+	}
+	return s
+}
+
+// EventKind says what happened at a limiter.
+type EventKind uint8
+
+const (
+	// Refused: a call could not be admitted (over the burst, refused by
+	// Allow, by the fleet's quota).
+	Refused EventKind = iota
+	// Throttled: an upstream 429 lowered the rate (Slowdown) and holds
+	// calls for Wait.
+	Throttled
+	// Recovered: the rate is back to its configured value.
+	Recovered
+)
+
+// String names the kind.
+func (k EventKind) String() string {
+	switch k {
+	case Refused:
+		return "refused"
+	case Throttled:
+		return "throttled"
+	case Recovered:
+		return "recovered"
+	}
+	return "invalid"
+}
+
+// Event is something a limiter observer sees.
+type Event struct {
+	// Limiter is the limiter's name.
+	Limiter string
+	// Kind says what happened.
+	Kind EventKind
+	// Wait is the hold a 429 asked for (Throttled).
+	Wait time.Duration
+	// Slowdown is the factor the rate is lowered by (Throttled, Recovered).
+	Slowdown float64
+}
+
+type observerEntry struct{ fn func(Event) }
+
+// Observe hands every refusal, throttle and recovery from now on to fn,
+// and returns the function that stops it. fn runs on the caller's
+// goroutine: keep it short and never block.
+func (l *Limiter) Observe(fn func(Event)) (remove func()) {
+	e := &observerEntry{fn}
+	l.obsMu.Lock()
+	defer l.obsMu.Unlock()
+	l.obsList = append(l.obsList, e)
+	l.publishLocked()
+	return func() {
+		l.obsMu.Lock()
+		defer l.obsMu.Unlock()
+		for i, x := range l.obsList {
+			if x == e {
+				l.obsList = append(l.obsList[:i:i], l.obsList[i+1:]...)
+				l.publishLocked()
+				return
+			}
+		}
+	}
+}
+
+func (l *Limiter) publishLocked() {
+	if len(l.obsList) == 0 {
+		l.observers.Store(nil)
+		return
+	}
+	fns := make([]func(Event), len(l.obsList))
+	for i, e := range l.obsList {
+		fns[i] = e.fn
+	}
+	l.observers.Store(&fns)
+}
+
+func (l *Limiter) tell(e Event) {
+	if fns := l.observers.Load(); fns != nil {
+		e.Limiter = l.name
+		for _, fn := range *fns {
+			fn(e)
+		}
+	}
+}

@@ -1,0 +1,23 @@
+// Package redislimit shares fallback/ratelimit quotas across processes
+// through Redis, so that a fleet of pods stays under one upstream quota
+// together: each Limiter of the same name, in every process, draws on one
+// fleet-wide bucket.
+//
+//	store, err := redislimit.New(rdb, redislimit.Options{Prefix: "myservice:ratelimit:"})
+//	defer store.Close()
+//	lim, err := ratelimit.New(ratelimit.Config{Name: "gemini-2.5-pro", Requests: 1000, Tokens: 4_000_000, Store: store})
+//
+// The fleet's bucket is the local one's twin — the generic cell rate
+// algorithm, its arrival time one key per limit, updated by a Lua script
+// on Redis's own clock — so no window of Per holds more than the quota
+// across the fleet, plus at most Options.Prefetch turns per process.
+//
+// It is local-first, with the fail-open rules of breaker/redisstore: a
+// call is admitted by the process's own limiter first, then takes a fleet
+// turn the process already holds (prefetched in the background); only a
+// call that finds none waits on Redis, at most Options.RequestBound (5 ms).
+// When Redis is slow, down or unreachable, calls go on under the local
+// limit alone, nothing waits on Redis again until a background check finds
+// it answering, and then the fleet limit applies again. Keys hold a hash of
+// the limiter's name (ID), never the name.
+package redislimit

@@ -1,0 +1,98 @@
+package redislimit
+
+import "github.com/redis/go-redis/v9"
+
+// The limit's state in Redis is two numbers, one per bucket, each the
+// generic cell rate algorithm's theoretical arrival time: the instant, in
+// microseconds of Redis's own clock (TIME), at which the bucket is full
+// again. Every process reads Redis's clock through the scripts, so the
+// fleet agrees on time whatever its hosts' clocks say. Both keys of a limit
+// share the {id} hash tag (one cluster slot):
+//
+//	KEYS[1]  <prefix>{<id>}:r  the requests bucket's arrival time (µs)
+//	KEYS[2]  <prefix>{<id>}:t  the tokens bucket's arrival time (µs)
+//
+// A bucket holds (window − max(0, tat − now)) / interval units at now. An
+// absent key is a full bucket. Keys expire a window after their arrival
+// time: a limit nobody uses leaves nothing behind.
+
+// takeScript grants up to want units of each bucket, and at least need of
+// each, atomically: either both buckets grant at least what is needed, or
+// neither changes.
+//
+// ARGV: 1 requests interval µs, 2 requests window µs, 3 requests wanted,
+// 4 requests needed, 5 tokens interval µs, 6 tokens window µs, 7 tokens
+// wanted, 8 tokens needed. An interval of 0 means no such limit.
+//
+// Returns {1, requests granted, tokens granted} or {0, retry in µs}.
+var takeScript = redis.NewScript(`
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local function avail(key, interval, window)
+  local tat = tonumber(redis.call('GET', key)) or 0
+  local base = math.max(tat, now)
+  return math.floor((window - (base - now)) / interval), base
+end
+local grant = {0, 0}
+local bases = {0, 0}
+local wait = 0
+for i = 0, 1 do
+  local interval = tonumber(ARGV[1 + 4*i])
+  if interval > 0 then
+    local window = tonumber(ARGV[2 + 4*i])
+    local want = tonumber(ARGV[3 + 4*i])
+    local need = tonumber(ARGV[4 + 4*i])
+    local n, base = avail(KEYS[1 + i], interval, window)
+    bases[i + 1] = base
+    if n < need then
+      wait = math.max(wait, base + need * interval - window - now)
+    else
+      grant[i + 1] = math.max(math.min(want, n), need)
+    end
+  end
+end
+if wait > 0 then return {0, math.ceil(wait)} end
+for i = 0, 1 do
+  local interval = tonumber(ARGV[1 + 4*i])
+  if interval > 0 and grant[i + 1] > 0 then
+    local tat = bases[i + 1] + grant[i + 1] * interval
+    redis.call('SET', KEYS[1 + i], string.format('%.0f', tat), 'PX', math.ceil((tat - now + tonumber(ARGV[2 + 4*i])) / 1000) + 1)
+  end
+end
+return {1, grant[1], grant[2]}
+`)
+
+// adjustScript takes n more tokens (n > 0), going into debt, or gives −n
+// back (n < 0), never above the burst.
+//
+// ARGV: 1 tokens interval µs, 2 tokens window µs, 3 n.
+var adjustScript = redis.NewScript(`
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local interval = tonumber(ARGV[1])
+local n = tonumber(ARGV[3])
+local tat = tonumber(redis.call('GET', KEYS[1])) or 0
+local next
+if n > 0 then
+  next = math.max(tat, now) + n * interval
+else
+  next = math.max(tat + n * interval, now)
+  if next >= tat then return 0 end
+end
+redis.call('SET', KEYS[1], string.format('%.0f', next), 'PX', math.ceil((next - now + tonumber(ARGV[2])) / 1000) + 1)
+return 1
+`)
+
+// holdScript empties the requests bucket until d from now, after an
+// upstream 429: the fleet's next call comes back then.
+//
+// ARGV: 1 requests interval µs, 2 requests window µs, 3 d µs.
+var holdScript = redis.NewScript(`
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local next = now + tonumber(ARGV[3]) + tonumber(ARGV[2]) - tonumber(ARGV[1])
+local tat = tonumber(redis.call('GET', KEYS[1])) or 0
+if next <= tat then return 0 end
+redis.call('SET', KEYS[1], string.format('%.0f', next), 'PX', math.ceil((next - now + tonumber(ARGV[2])) / 1000) + 1)
+return 1
+`)

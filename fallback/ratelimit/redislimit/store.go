@@ -1,0 +1,445 @@
+package redislimit
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tierguard/tierguard/fallback/ratelimit"
+)
+
+// Defaults applied to zero fields of Options.
+const (
+	DefaultPrefix       = "tierguard:ratelimit:"
+	DefaultRequestBound = 5 * time.Millisecond
+	DefaultOpTimeout    = time.Second
+	DefaultPrefetch     = 1
+	DefaultHoldFor      = time.Second
+	DefaultRetryHealth  = time.Second
+)
+
+// Options configures a Store. The zero value is a working configuration.
+type Options struct {
+	// Prefix starts every key; DefaultPrefix when empty. It must be
+	// printable and hold no '{', '}' or space. Use one per environment.
+	Prefix string
+	// RequestBound is the longest a call waits on Redis: only when the
+	// process holds no prefetched turn of its own. Past the bound the
+	// call is admitted on the local limit alone (fail open), and the store
+	// stops waiting on Redis until a background check finds it healthy.
+	// Size it at two or three times Redis's p99 round trip, well below the
+	// model call's latency. DefaultRequestBound when zero.
+	RequestBound time.Duration
+	// OpTimeout bounds each Redis operation through its context (go-redis
+	// honours it with redis.Options.ContextTimeoutEnabled; otherwise its
+	// read and write timeouts do). DefaultOpTimeout when zero.
+	OpTimeout time.Duration
+	// Prefetch is how many calls' turns a process takes from the fleet at
+	// once and keeps at hand, refilled in the background, so that a call
+	// rarely waits on Redis. Turns at hand count as used for the fleet: a
+	// larger Prefetch lets each process burst a little more, never the
+	// fleet past its quota by more than Prefetch turns per process.
+	// DefaultPrefetch when zero.
+	Prefetch int
+	// HoldFor is how long turns at hand stay valid; older ones are dropped
+	// (the fleet counted them). DefaultHoldFor when zero.
+	HoldFor time.Duration
+	// RetryHealth is how often an unhealthy store checks Redis again in the
+	// background. DefaultRetryHealth when zero.
+	RetryHealth time.Duration
+	// OnError, when set, is called with every failed Redis operation, from
+	// the store's own goroutines or from a call that timed out. It must not
+	// block. Errors name limits by their hashed id only.
+	OnError func(error)
+}
+
+func (o Options) normalize() (Options, error) {
+	var errs []error
+	check := func(ok bool, format string, args ...any) {
+		if !ok {
+			errs = append(errs, fmt.Errorf(format, args...))
+		}
+	}
+	if o.Prefix == "" {
+		o.Prefix = DefaultPrefix
+	}
+	check(len(o.Prefix) <= 128 && !strings.ContainsFunc(o.Prefix, func(r rune) bool {
+		return r == '{' || r == '}' || unicode.IsSpace(r) || !unicode.IsPrint(r)
+	}), "Prefix must be at most 128 printable characters without '{', '}' or spaces, got %q", o.Prefix)
+	check(o.RequestBound >= 0, "RequestBound must not be negative, got %v", o.RequestBound)
+	check(o.OpTimeout >= 0, "OpTimeout must not be negative, got %v", o.OpTimeout)
+	check(o.Prefetch >= 0, "Prefetch must not be negative, got %d", o.Prefetch)
+	check(o.HoldFor >= 0, "HoldFor must not be negative, got %v", o.HoldFor)
+	check(o.RetryHealth >= 0, "RetryHealth must not be negative, got %v", o.RetryHealth)
+	if err := errors.Join(errs...); err != nil {
+		return o, fmt.Errorf("redislimit: invalid options: %w", err)
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&o.RequestBound, DefaultRequestBound)
+	def(&o.OpTimeout, DefaultOpTimeout)
+	def(&o.HoldFor, DefaultHoldFor)
+	def(&o.RetryHealth, DefaultRetryHealth)
+	if o.Prefetch == 0 {
+		o.Prefetch = DefaultPrefetch
+	}
+	return o, nil
+}
+
+// Error is a failed Redis operation, as Options.OnError receives it.
+type Error struct {
+	// Op is the operation: "take", "adjust" or "hold".
+	Op string
+	// Limit is the limit's hashed id (see ID).
+	Limit string
+	// Err is the cause.
+	Err error
+}
+
+// Error names the operation and the limit's id.
+func (e *Error) Error() string {
+	return "redislimit: " + e.Op + " " + e.Limit + ": " + e.Err.Error()
+}
+
+// Unwrap returns the cause.
+func (e *Error) Unwrap() error { return e.Err }
+
+// ID returns the id under which a limit named name is kept in Redis: the
+// first 128 bits of the SHA-256 of the name, in hex. Keys hold this id,
+// never the name, so a limiter keyed by tenant or API key (a
+// ratelimit.Group member) puts no such data in Redis.
+func ID(name string) string {
+	sum := sha256.Sum256([]byte(name))
+	return hex.EncodeToString(sum[:16])
+}
+
+// Store shares ratelimit.Limiter quotas across processes through Redis:
+// every process's limiter of the same name draws on one fleet-wide quota.
+// It is a ratelimit.Store: give it to ratelimit.Config.Store.
+//
+// Local-first: a call is first admitted by the process's own limiter (its
+// Config is the fleet's quota, so one process alone can never exceed it),
+// then takes a fleet turn the process holds at hand, prefetched in the
+// background. Only a call that finds none waits on Redis, at most
+// RequestBound. It fails open: when Redis is slow, down or unreachable,
+// calls are admitted on the local limit alone, the store stops waiting on
+// Redis, and a background check every RetryHealth brings the fleet's limit
+// back when Redis answers again.
+type Store struct {
+	client redis.UniversalClient
+	opts   Options
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	healthy   atomic.Bool
+	checking  atomic.Bool
+	lastCheck atomic.Int64
+
+	takes, granted, refused, failedOpen, errs atomic.Uint64
+}
+
+// New returns a store over client. The client stays the caller's: Close
+// does not close it.
+func New(client redis.UniversalClient, opts Options) (*Store, error) {
+	if client == nil {
+		return nil, errors.New("redislimit: nil client")
+	}
+	opts, err := opts.normalize()
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Store{client: client, opts: opts, ctx: ctx, cancel: cancel}
+	s.healthy.Store(true)
+	return s, nil
+}
+
+// Close stops the store's background work and waits for it, at most
+// OpTimeout. Limiters that use the store fail open afterwards.
+func (s *Store) Close() error {
+	s.cancel()
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(s.opts.OpTimeout):
+	}
+	return nil
+}
+
+// Stats are a store's running figures.
+type Stats struct {
+	// Takes counts the calls that asked Redis for turns; Granted and
+	// Refused how Redis answered; FailedOpen, the calls admitted without
+	// the fleet because Redis did not answer in time; Errors, failed
+	// operations.
+	Takes, Granted, Refused, FailedOpen, Errors uint64
+	// Healthy is false while the store is not waiting on Redis.
+	Healthy bool
+}
+
+// Stats returns the store's figures.
+func (s *Store) Stats() Stats {
+	return Stats{Takes: s.takes.Load(), Granted: s.granted.Load(), Refused: s.refused.Load(),
+		FailedOpen: s.failedOpen.Load(), Errors: s.errs.Load(), Healthy: s.healthy.Load()}
+}
+
+// Join registers a limiter's fleet quota. It implements ratelimit.Store.
+func (s *Store) Join(name string, q ratelimit.Quota) (ratelimit.Member, error) {
+	if q.Requests <= 0 && q.Tokens <= 0 {
+		return nil, errors.New("redislimit: the quota has neither Requests nor Tokens")
+	}
+	id := ID(name)
+	m := &member{s: s, id: id, keys: []string{s.opts.Prefix + "{" + id + "}:r", s.opts.Prefix + "{" + id + "}:t"}}
+	per := float64(q.Per.Microseconds())
+	if q.Requests > 0 {
+		// The same shape as the local bucket: no window of Per holds more
+		// than Requests.
+		m.req = bucket{interval: per / float64(max(q.Requests-q.Burst, 1)), burst: int64(q.Burst)}
+		m.req.window = m.req.interval * float64(q.Burst)
+	}
+	if q.Tokens > 0 {
+		m.tok = bucket{interval: per / float64(q.Tokens-q.TokenBurst), burst: q.TokenBurst}
+		m.tok.window = m.tok.interval * float64(q.TokenBurst)
+	}
+	return m, nil
+}
+
+type bucket struct {
+	interval, window float64 // µs
+	burst            int64
+}
+
+// member is one limiter's part: its turns at hand and the fleet's last
+// refusal.
+type member struct {
+	s        *Store
+	id       string
+	keys     []string
+	req, tok bucket
+
+	mu sync.Mutex
+	// handReq and handTok are the turns at hand, taken at handAt.
+	handReq, handTok int64
+	handAt           time.Time
+	// blockedUntil is when the fleet said its next turn comes.
+	blockedUntil time.Time
+	refilling    bool
+}
+
+// Take implements ratelimit.Member.
+func (m *member) Take(tokens int64) (bool, time.Duration) {
+	s := m.s
+	now := time.Now()
+	m.mu.Lock()
+	if now.Before(m.blockedUntil) {
+		in := m.blockedUntil.Sub(now)
+		m.mu.Unlock()
+		return false, in
+	}
+	if now.Sub(m.handAt) > s.opts.HoldFor {
+		m.handReq, m.handTok = 0, 0
+	}
+	needTok := int64(0)
+	if m.tok.interval > 0 {
+		needTok = tokens
+	}
+	if (m.req.interval == 0 || m.handReq >= 1) && m.handTok >= needTok {
+		if m.req.interval > 0 {
+			m.handReq--
+		}
+		m.handTok -= needTok
+		m.refillLocked(tokens)
+		m.mu.Unlock()
+		return true, 0
+	}
+	m.mu.Unlock()
+	if !s.healthy.Load() || s.ctx.Err() != nil {
+		s.failedOpen.Add(1)
+		s.checkHealth()
+		return true, 0
+	}
+	// Nothing at hand: ask the fleet, for this call and the next ones,
+	// waiting no longer than the bound.
+	res := make(chan takeResult, 1)
+	go func() { res <- m.take(tokens, true) }()
+	t := time.NewTimer(s.opts.RequestBound)
+	defer t.Stop()
+	select {
+	case r := <-res:
+		if r.err != nil {
+			s.failedOpen.Add(1)
+			return true, 0
+		}
+		return r.ok, r.retryIn
+	case <-t.C:
+		// Slower than the bound: admit on the local limit, and wait on
+		// Redis no more until it answers in time again.
+		s.healthy.Store(false)
+		s.failedOpen.Add(1)
+		return true, 0
+	}
+}
+
+type takeResult struct {
+	ok      bool
+	retryIn time.Duration
+	err     error
+}
+
+// take asks Redis for the turns of a call of tokens tokens (needed, when
+// forCall) and a prefetch beyond them, and keeps what it is granted beyond
+// the call at hand.
+func (m *member) take(tokens int64, forCall bool) takeResult {
+	s := m.s
+	s.takes.Add(1)
+	needReq, needTok := int64(0), int64(0)
+	if forCall {
+		needReq, needTok = 1, tokens
+	}
+	wantReq := needReq + int64(s.opts.Prefetch)
+	wantTok := needTok + int64(s.opts.Prefetch)*max(tokens, 0)
+	if m.req.interval == 0 {
+		wantReq, needReq = 0, 0
+	}
+	if m.tok.interval == 0 {
+		wantTok, needTok = 0, 0
+	}
+	ctx, cancel := context.WithTimeout(s.ctx, s.opts.OpTimeout)
+	defer cancel()
+	v, err := takeScript.Run(ctx, s.client, m.keys,
+		m.req.interval, m.req.window, wantReq, needReq, m.tok.interval, m.tok.window, wantTok, needTok).Int64Slice()
+	if err != nil {
+		s.fail("take", m.id, err)
+		return takeResult{err: err}
+	}
+	s.healthy.Store(true)
+	if len(v) == 2 && v[0] == 0 {
+		s.refused.Add(1)
+		in := time.Duration(v[1]) * time.Microsecond
+		m.mu.Lock()
+		m.blockedUntil = time.Now().Add(in)
+		m.mu.Unlock()
+		return takeResult{retryIn: in}
+	}
+	if len(v) != 3 {
+		err := fmt.Errorf("unexpected reply %v", v)
+		s.fail("take", m.id, err)
+		return takeResult{err: err}
+	}
+	s.granted.Add(1)
+	m.mu.Lock()
+	if time.Since(m.handAt) > s.opts.HoldFor {
+		m.handReq, m.handTok = 0, 0
+	}
+	m.handReq += v[1] - needReq
+	m.handTok += v[2] - needTok
+	m.handAt = time.Now()
+	m.mu.Unlock()
+	return takeResult{ok: true}
+}
+
+// refillLocked starts a background prefetch when the turns at hand run
+// low. m.mu must be held.
+func (m *member) refillLocked(tokens int64) {
+	low := m.req.interval > 0 && m.handReq < int64(m.s.opts.Prefetch+1)/2 ||
+		m.tok.interval > 0 && m.handTok < tokens
+	if !low || m.refilling || !m.s.healthy.Load() || m.s.ctx.Err() != nil {
+		return
+	}
+	m.refilling = true
+	s := m.s
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		if s.ctx.Err() == nil {
+			m.take(tokens, false)
+		}
+		m.mu.Lock()
+		m.refilling = false
+		m.mu.Unlock()
+	}()
+}
+
+// Adjust implements ratelimit.Member: it corrects the fleet's tokens in
+// the background.
+func (m *member) Adjust(tokens int64) {
+	if m.tok.interval == 0 || tokens == 0 {
+		return
+	}
+	m.background("adjust", adjustScript, m.keys[1:], m.tok.interval, m.tok.window, tokens)
+}
+
+// Hold implements ratelimit.Member: it holds the fleet's calls for d in
+// the background, after an upstream 429.
+func (m *member) Hold(d time.Duration) {
+	if m.req.interval == 0 || d <= 0 {
+		return
+	}
+	m.mu.Lock()
+	m.handReq = 0
+	m.mu.Unlock()
+	m.background("hold", holdScript, m.keys[:1], m.req.interval, m.req.window, d.Microseconds())
+}
+
+// Leave implements ratelimit.Member.
+func (m *member) Leave() {}
+
+func (m *member) background(op string, sc *redis.Script, keys []string, args ...any) {
+	s := m.s
+	if s.ctx.Err() != nil || !s.healthy.Load() {
+		return
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		ctx, cancel := context.WithTimeout(s.ctx, s.opts.OpTimeout)
+		defer cancel()
+		if err := sc.Run(ctx, s.client, keys, args...).Err(); err != nil {
+			s.fail(op, m.id, err)
+		}
+	}()
+}
+
+func (s *Store) fail(op, id string, err error) {
+	s.errs.Add(1)
+	s.healthy.Store(false)
+	if s.opts.OnError != nil {
+		s.opts.OnError(&Error{Op: op, Limit: id, Err: err})
+	}
+}
+
+// checkHealth pings Redis in the background, at most every RetryHealth,
+// while the store is unhealthy.
+func (s *Store) checkHealth() {
+	now := time.Now().UnixNano()
+	if last := s.lastCheck.Load(); now-last < int64(s.opts.RetryHealth) || !s.lastCheck.CompareAndSwap(last, now) {
+		return
+	}
+	if !s.checking.CompareAndSwap(false, true) || s.ctx.Err() != nil {
+		return
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer s.checking.Store(false)
+		ctx, cancel := context.WithTimeout(s.ctx, min(s.opts.OpTimeout, s.opts.RequestBound*4))
+		defer cancel()
+		if err := s.client.Ping(ctx).Err(); err == nil {
+			s.healthy.Store(true)
+		}
+	}()
+}
