@@ -52,7 +52,7 @@ func TestArgsInsertOpts(t *testing.T) {
 func TestReportJSON(t *testing.T) {
 	r := riverjob.Report{
 		Outcome: riverjob.Retried, Why: riverjob.WhyRetryable,
-		Cause:   classify.Verdict{Class: classify.RateLimited, HTTPStatus: 429, Status: "RESOURCE_EXHAUSTED", RetryAfter: 1500 * time.Millisecond, Reason: "per-minute rate limit"},
+		Cause: classify.Verdict{Class: classify.RateLimited, HTTPStatus: 429, Status: "RESOURCE_EXHAUSTED", RetryAfter: 1500 * time.Millisecond, Reason: "per-minute rate limit"},
 		Tiers: []riverjob.TierReport{
 			{Tier: "pro", Outcome: "failed", Class: classify.RateLimited, HTTPStatus: 429, Attempts: 1},
 			{Tier: "flash", Outcome: "skipped", Skip: "open", Class: classify.Rejected},
