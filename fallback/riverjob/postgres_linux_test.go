@@ -27,6 +27,7 @@ import (
 	"github.com/tierguard/tierguard/fallback/riverjob"
 	"github.com/tierguard/tierguard/internal/testbed/fakegemini"
 	"github.com/tierguard/tierguard/internal/testbed/gemrest"
+	"github.com/tierguard/tierguard/internal/testbed/pgserver"
 	"github.com/tierguard/tierguard/retry"
 )
 
@@ -135,7 +136,7 @@ func TestPostgresTwoWorkers(t *testing.T) {
 		runChild(t, dsn, os.Getenv(childURLEnv))
 		return
 	}
-	pg := startPostgres(t)
+	pg := pgserver.Start(t)
 	ctx := context.Background()
 	pool, err := pgxpool.New(ctx, pg.DSN)
 	require.NoError(t, err)
