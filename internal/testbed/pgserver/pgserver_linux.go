@@ -67,12 +67,18 @@ func version(dir string) int {
 func Start(t testing.TB) *Server {
 	t.Helper()
 	bin := BinDir(t)
-	dir, err := os.MkdirTemp("", "tierguard-pg-")
+	cred := credential(t)
+	// The server's user must reach its directory: under root, /tmp rather
+	// than a $TMPDIR that may sit in root's own home.
+	base := ""
+	if cred != nil {
+		base = "/tmp"
+	}
+	dir, err := os.MkdirTemp(base, "tierguard-pg-")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	cred := credential(t)
 	if cred != nil {
 		if err := os.Chown(dir, int(cred.Uid), int(cred.Gid)); err != nil {
 			t.Fatal(err)
