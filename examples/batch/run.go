@@ -199,7 +199,7 @@ func runOn[TTx any](ctx context.Context, cfg config, st *story, driver riverdriv
 			break
 		}
 		if time.Now().After(wait) {
-			return nil, fmt.Errorf("River lists %d dead letters, the worker discarded %d jobs", len(sum.deadLetters), want)
+			return nil, fmt.Errorf("the queue lists %d dead letters, the worker discarded %d jobs", len(sum.deadLetters), want)
 		}
 	}
 	if cfg.Replay {

@@ -87,10 +87,10 @@ type Config[In, Out any] struct {
 func (c *Config[In, Out]) check() error {
 	var errs []error
 	if c.Chain == nil {
-		errs = append(errs, errors.New("Chain is required"))
+		errs = append(errs, errors.New("a Chain is required"))
 	}
 	if c.Store == nil {
-		errs = append(errs, errors.New("Store is required"))
+		errs = append(errs, errors.New("a Store is required"))
 	}
 	for _, d := range []struct {
 		name string
@@ -104,7 +104,7 @@ func (c *Config[In, Out]) check() error {
 		total := c.Chain.Total()
 		switch {
 		case c.Timeout == 0 && total == 0:
-			errs = append(errs, errors.New("Timeout is required: the chain has no Total"))
+			errs = append(errs, errors.New("a Timeout is required: the chain has no Total"))
 		case c.Timeout > 0 && total > 0 && c.Timeout <= total:
 			errs = append(errs, fmt.Errorf("Timeout %v must exceed the chain's Total %v, to leave time to store the result", c.Timeout, total))
 		}

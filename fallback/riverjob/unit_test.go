@@ -21,7 +21,7 @@ import (
 func TestConfigErrors(t *testing.T) {
 	_, err := riverjob.NewWorker[extractArgs](riverjob.Config[string, gemrest.Response]{TenantBusySnooze: -1, QuotaSnooze: -time.Second})
 	require.Error(t, err)
-	for _, want := range []string{"Chain is required", "Store is required", "negative TenantBusySnooze", "negative QuotaSnooze"} {
+	for _, want := range []string{"a Chain is required", "a Store is required", "negative TenantBusySnooze", "negative QuotaSnooze"} {
 		assert.ErrorContains(t, err, want)
 	}
 
