@@ -248,8 +248,12 @@ func (s *summary) print(w io.Writer) {
 				over++
 			}
 		}
-		fmt.Fprintf(w, "outage: %d jobs had attempts it failed; upstream calls per job in those attempts (amplification): mean %.2f, p99 %d, max %d (the chain's limit per request: %d; %d jobs above it, by carrying breaker probes)\n",
-			len(s.outageJobs), mean(s.outageJobs), pct(s.outageJobs, 0.99), slices.Max(s.outageJobs), attemptLimit, over)
+		why := "by carrying breaker probes"
+		if !c.Breakers {
+			why = "no breakers: every retried attempt calls the models again"
+		}
+		fmt.Fprintf(w, "outage: %d jobs had attempts it failed; upstream calls per job in those attempts (amplification): mean %.2f, p99 %d, max %d (the chain's limit per request: %d; %d jobs above it, %s)\n",
+			len(s.outageJobs), mean(s.outageJobs), pct(s.outageJobs, 0.99), slices.Max(s.outageJobs), attemptLimit, over, why)
 	}
 	fmt.Fprintf(w, "upstream calls counted by the server: pro %d, flash %d\n", s.serverCalls[proModel], s.serverCalls[flashModel])
 

@@ -17,9 +17,12 @@ type DeadLetter struct {
 	// Job is River's row: its id, kind, state ("discarded" or
 	// "cancelled"), attempts, errors and args.
 	Job *rivertype.JobRow
-	// Report is the last attempt's report, and HasReport says whether the
-	// worker recorded one: a job cancelled from outside (Client.JobCancel)
-	// has none.
+	// Report is the last report the worker recorded, and HasReport says
+	// whether it recorded one: a job cancelled from outside
+	// (Client.JobCancel) has none. Report.Attempt says which attempt it
+	// describes: a job that River's rescuer discarded after its worker
+	// died on the last attempt carries an earlier attempt's report, if
+	// any (its Job.Errors end with the rescuer's).
 	Report    Report
 	HasReport bool
 }

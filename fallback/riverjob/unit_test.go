@@ -16,6 +16,7 @@ import (
 	"github.com/tierguard/tierguard/fallback/riverjob"
 	"github.com/tierguard/tierguard/internal/testbed/fakegemini"
 	"github.com/tierguard/tierguard/internal/testbed/gemrest"
+	"github.com/tierguard/tierguard/validate"
 )
 
 func TestConfigErrors(t *testing.T) {
@@ -122,5 +123,28 @@ func TestStopInterrupts(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, rivertype.JobStateAvailable, job.State)
 	assert.Equal(t, 0, job.Attempt, "a stop does not use up an attempt")
+	assert.Zero(t, e.store.len())
+}
+
+// TestCustomValidatorTextStaysOut: a custom validator's error may quote
+// the answer; the report keeps the class and a fixed reason.
+func TestCustomValidatorTextStaysOut(t *testing.T) {
+	srv := fakegemini.New()
+	defer srv.Close()
+	cfg := riverjob.Config[string, gemrest.Response]{
+		Chain: newChain(t, srv, chainOpts{}),
+		Validate: validate.Func[gemrest.Response](func(r gemrest.Response) error {
+			return errors.New("bad answer: " + r.Text)
+		}),
+	}
+	e := newEnv(t, envOpts{cfg: cfg})
+	ins := e.insert(riverjob.Args[string]{Key: "k", Input: "secret-input"}, nil)
+	rep := e.waitEvents(ins.Job.ID, 1)[0].Report
+	assert.Equal(t, riverjob.Discarded, rep.Outcome)
+	assert.Equal(t, classify.InvalidOutput, rep.Cause.Class)
+	job := e.final(ins.Job.ID, rivertype.JobStateCancelled)
+	require.Len(t, job.Errors, 1)
+	assert.NotContains(t, job.Errors[0].Error, "secret-input")
+	assert.NotContains(t, string(job.Output()), "secret-input")
 	assert.Zero(t, e.store.len())
 }

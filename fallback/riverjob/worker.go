@@ -79,8 +79,8 @@ func (w *Worker[A, In, Out]) NextRetry(job *river.Job[A]) time.Time {
 		return time.Time{}
 	}
 	at := w.policy.NextRetry(job.JobRow)
-	if min := time.Now().Add(wait); min.After(at) {
-		at = min
+	if earliest := time.Now().Add(wait); earliest.After(at) {
+		at = earliest
 	}
 	return at
 }
@@ -156,6 +156,11 @@ func (w *Worker[A, In, Out]) Work(ctx context.Context, job *river.Job[A]) error 
 		if v := w.cfg.Validate; v != nil {
 			if verr := v.Validate(res.Value); verr != nil {
 				rep.Outcome, rep.Why, rep.Cause = Discarded, WhyRejectedOutput, classify.Classify(verr)
+				if rep.Cause.Class != classify.InvalidOutput {
+					// A custom validator's own error: its text may quote the
+					// answer, so only the class and a fixed reason are kept.
+					rep.Cause = classify.Verdict{Class: classify.InvalidOutput, Reason: "rejected by the worker's validator"}
+				}
 				return w.finish(ctx, job, rep, verr)
 			}
 		}
