@@ -25,8 +25,10 @@ type Args[In any] struct {
 	// Key is the idempotency key. Jobs of one kind with the same non-empty
 	// key are one job: a second insert is skipped while the first is
 	// pending, running, waiting for a retry or completed (River's unique
-	// jobs), and the result is stored under the key. Empty means every
-	// insert is a job of its own.
+	// jobs), and the result is stored under the key. Keys are per kind, not
+	// per tenant: put the tenant in the key when two tenants may use the
+	// same one. Empty means every insert is a job of its own, stored under
+	// a key made of its River id and creation time.
 	Key string `json:"idempotency_key,omitempty" river:"unique"`
 	// Input is what the chain answers.
 	Input In `json:"input"`

@@ -26,7 +26,8 @@ const (
 // stored. A store shared by every worker (a table in the queue's own
 // database, say) also makes a job that runs again after a crash — a worker
 // killed after Put, before River recorded the completion — complete
-// without calling the chain.
+// without calling the chain. Keys are the jobs' idempotency keys (see
+// Args.Key): give each job kind a store, or a table, of its own.
 type Store[Out any] interface {
 	// Has reports whether a result is stored under key.
 	Has(ctx context.Context, key string) (bool, error)

@@ -125,7 +125,8 @@ func (w *Worker[A, In, Out]) Work(ctx context.Context, job *river.Job[A]) error 
 	rep := Report{Attempt: job.Attempt}
 	key := req.Key
 	if key == "" {
-		key = "river-job-" + strconv.FormatInt(job.ID, 10)
+		// Not the id alone: SQLite reuses the ids of deleted rows.
+		key = "river-job-" + strconv.FormatInt(job.ID, 10) + "-" + strconv.FormatInt(job.CreatedAt.UnixNano(), 10)
 	}
 
 	stored, err := w.cfg.Store.Has(ctx, key)
