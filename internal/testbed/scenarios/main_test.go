@@ -169,9 +169,13 @@ func TestFlaky(t *testing.T) {
 			t.Errorf("%s: success %v", name, s)
 		}
 	}
-	// chaos.Tier's 503s reach the call log, not the server.
-	if p := res.find("tierguard pro → flash, 503s from chaos.Tier").median("proPerReq"); !(p > 1) {
-		t.Errorf("chaos.Tier: %v pro calls per request, want retries above 1", p)
+	// chaos.Tier's 503s reach the call log, not the server: retried, they
+	// make more pro calls than requests — unless the breaker opened on a
+	// run of them (a tiny run on a loaded machine can draw one), which
+	// skips pro for a while.
+	rc := res.find("tierguard pro → flash, 503s from chaos.Tier")
+	if p := rc.median("proPerReq"); !(p > 1) && rc.median("opens") == 0 {
+		t.Errorf("chaos.Tier: %v pro calls per request and no breaker opening, want retries above 1", p)
 	}
 	assertInTime(t, res, 100)
 }
