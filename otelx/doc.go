@@ -36,6 +36,7 @@
 //	tierguard.requests                           Int64Counter            {request}     gen_ai.operation.name, tierguard.source, tierguard.degraded, tierguard.tier.name (source tier), error.type (source error)
 //	tierguard.request.duration                   Float64Histogram        s             as tierguard.requests
 //	tierguard.request.deadline_remaining         Float64Histogram        s             as tierguard.requests; requests with a deadline only
+//	tierguard.cache.hits                         Int64Counter            {hit}         gen_ai.operation.name, tierguard.cache.hit
 //	tierguard.active_requests                    Int64UpDownCounter      {request}     gen_ai.operation.name
 //	tierguard.retry.wait                         Float64Histogram        s             gen_ai.operation.name, tierguard.tier.name, tierguard.class
 //	tierguard.skips                              Int64Counter            {skip}        gen_ai.operation.name, tierguard.tier.name, tierguard.skip.reason
@@ -55,7 +56,9 @@
 // second) and the queue wait (1 ms to 10 s). Values:
 // tierguard.class and error.type are classify.Class names ("ok",
 // "transient", "rate_limited", ...), tierguard.source is "tier", "cache",
-// "default" or "error", tierguard.skip.reason is "open", "full", "retired",
+// "default" or "error", tierguard.cache.hit is "exact", "template",
+// "semantic", "simplified" or "unknown" (fallback.CacheHit; the request
+// span carries it too), tierguard.skip.reason is "open", "full", "retired",
 // "quota" or "budget", and the breaker state is closed 0, half-open 1, open
 // 2. tierguard.degraded is true for any answer but the first tier's.
 //

@@ -70,6 +70,7 @@ type Instrumentation struct {
 	traces      bool
 	logger      *slog.Logger
 	m           instruments
+	hits        cacheHits
 	metricKeys  []attribute.Key
 	attemptErrs bool
 
@@ -139,7 +140,7 @@ func New(opts Options) (*Instrumentation, error) {
 	i.reg.Store(&registry{stages: map[stageKey]*stageState{}, ops: map[opKey]*opState{}})
 	i.watched.Store(&watchList{})
 	meter := mp.Meter(ScopeName)
-	if err := i.m.create(meter); err != nil {
+	if err := errors.Join(i.m.create(meter), i.hits.create(meter)); err != nil {
 		return nil, fmt.Errorf("otelx: creating instruments: %w", err)
 	}
 	reg, err := meter.RegisterCallback(i.collect,
