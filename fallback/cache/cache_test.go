@@ -43,6 +43,9 @@ func TestExactMatchNormalisesWhiteSpaceAndCase(t *testing.T) {
 }
 
 func TestExactLookupAllocatesNothing(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts are not meaningful under the race detector")
+	}
 	c := newCache(t, cache.Config[string, string]{})
 	c.Put(bg, "what is rag?", "answer")
 	for _, q := range []string{"what is rag?", "What is  RAG?"} {

@@ -37,6 +37,48 @@ func newCorpus(seed uint64, n, dims, topics, queries int, spread, noise float64)
 	return c
 }
 
+// newLatentCorpus models the structure of text embeddings: their
+// intrinsic dimension is far below the nominal one, so the vectors are
+// drawn in a latent space of latent dimensions — topics nested in broad
+// themes — mapped to dims dimensions by a fixed random matrix, plus a
+// little isotropic noise. Queries are near-duplicates of stored vectors,
+// as a paraphrase's embedding is.
+func newLatentCorpus(seed uint64, n, dims, latent, queries int) *corpus {
+	r := rand.New(rand.NewPCG(seed, 2))
+	proj := make([][]float32, latent)
+	for i := range proj {
+		proj[i] = randomUnit(r, dims, nil, 0)
+	}
+	themes := make([][]float32, 64)
+	for i := range themes {
+		themes[i] = randomUnit(r, latent, nil, 0)
+	}
+	topics := make([][]float32, max(1, n/20))
+	for i := range topics {
+		topics[i] = randomUnit(r, latent, themes[r.IntN(len(themes))], 0.15)
+	}
+	embed := func(z []float32, noise float64) []float32 {
+		v := make([]float32, dims)
+		for i, zi := range z {
+			for j, p := range proj[i] {
+				v[j] += zi * p
+			}
+		}
+		return randomUnit(r, dims, v, noise)
+	}
+	c := &corpus{dims: dims}
+	var zs [][]float32
+	for range n {
+		z := randomUnit(r, latent, topics[r.IntN(len(topics))], 0.1)
+		zs = append(zs, z)
+		c.vecs = append(c.vecs, embed(z, 0.005))
+	}
+	for range queries {
+		c.queries = append(c.queries, embed(randomUnit(r, latent, zs[r.IntN(n)], 0.03), 0.005))
+	}
+	return c
+}
+
 // randomUnit is around + a Gaussian of standard deviation sd per
 // coordinate (a uniform direction when around is nil), normalised.
 func randomUnit(r *rand.Rand, dims int, around []float32, sd float64) []float32 {
@@ -88,15 +130,15 @@ func build(t testing.TB, cfg hnsw.Config, c *corpus) (*hnsw.Index, *cache.Exact)
 }
 
 func TestRecallAgainstExactSearch(t *testing.T) {
-	c := newCorpus(1, 3000, 64, 60, 300, 0.08, 0.02)
+	c := newCorpus(1, 2000, 64, 40, 300, 0.08, 0.02)
 	idx, exact := build(t, hnsw.Config{}, c)
-	assert.Equal(t, 3000, idx.Len())
+	assert.Equal(t, 2000, idx.Len())
 	assert.GreaterOrEqual(t, recall(t, idx, exact, c.queries), 0.98)
 }
 
 func TestRecallOnUniformVectors(t *testing.T) {
 	// No topics: the hardest case for a graph index.
-	c := newCorpus(2, 3000, 64, 3000, 300, 1, 0.02)
+	c := newCorpus(2, 2000, 64, 2000, 300, 1, 0.02)
 	idx, exact := build(t, hnsw.Config{}, c)
 	assert.GreaterOrEqual(t, recall(t, idx, exact, c.queries), 0.95)
 }
@@ -104,11 +146,11 @@ func TestRecallOnUniformVectors(t *testing.T) {
 func TestRecallSurvivesChurn(t *testing.T) {
 	// A full cache evicts as it inserts: remove and add the same number,
 	// twice over the index's size.
-	c := newCorpus(3, 8000, 64, 80, 1, 0.08, 0.02)
+	c := newCorpus(3, 4000, 64, 40, 1, 0.08, 0.02)
 	idx, err := hnsw.New(hnsw.Config{Dims: 64})
 	require.NoError(t, err)
 	exact := cache.NewExact(64)
-	const size = 2000
+	const size = 1000
 	for i := range size {
 		idx.Add(uint64(i), c.vecs[i])
 		exact.Add(uint64(i), c.vecs[i])
