@@ -426,9 +426,10 @@ func (c *Cache[In, Out]) Put(ctx context.Context, in In, out Out) {
 	e.expires = now.Add(c.ttl).UnixNano()
 	c.mu.Lock()
 	c.insertLocked(e, now.UnixNano())
+	hasVec := e.vec != nil
 	c.mu.Unlock()
 	c.stats.writes.Add(1)
-	if c.queue != nil && !c.closed.Load() {
+	if c.queue != nil && !c.closed.Load() && (c.cfg.Store != nil || !hasVec) {
 		select {
 		case c.queue <- job[Out]{ctx: context.WithoutCancel(ctx), e: e, prompt: prompt}:
 		default:
@@ -483,7 +484,14 @@ func (c *Cache[In, Out]) insertLocked(e *entry[Out], now int64) {
 		sp = &space[Out]{exact: map[string]*entry[Out]{}, tmpl: map[string][]*entry[Out]{}}
 		c.spaces[e.scope] = sp
 	}
+	reused := false
 	if old := sp.exact[e.key]; old != nil {
+		if e.vec == nil && old.vec != nil && old.id == e.id {
+			// The same prompt answered again: its embedding stands, in the
+			// index as it is (no new embedding call, no re-linking).
+			e.vec, e.size, reused = old.vec, e.size+int64(4*len(old.vec)), true
+			old.vec = nil
+		}
 		c.removeLocked(old)
 		if c.spaces[e.scope] == nil {
 			c.spaces[e.scope] = sp
@@ -497,7 +505,7 @@ func (c *Cache[In, Out]) insertLocked(e *entry[Out], now int64) {
 		}
 		sp.tmpl[e.tmpl.key] = append(append(make([]*entry[Out], 0, len(list)+1), list...), e)
 	}
-	if e.vec != nil {
+	if e.vec != nil && !reused {
 		c.indexLocked(sp, e)
 	}
 	c.byID[e.id] = e
@@ -624,7 +632,10 @@ func (c *Cache[In, Out]) work() {
 
 func (c *Cache[In, Out]) process(j job[Out]) {
 	e := j.e
-	if c.emb != nil {
+	c.mu.RLock()
+	embedded := e.vec != nil
+	c.mu.RUnlock()
+	if c.emb != nil && !embedded {
 		vec, err := c.emb.embed(j.ctx, j.prompt, false)
 		if err != nil {
 			c.countEmbedError(err)

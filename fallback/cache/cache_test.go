@@ -544,3 +544,18 @@ func TestConcurrentUse(t *testing.T) {
 	wg.Wait()
 	assert.LessOrEqual(t, c.Stats().Bytes, int64(32<<10))
 }
+
+func TestTheSamePromptAnsweredAgainKeepsItsEmbedding(t *testing.T) {
+	emb := newFixed(map[string][]float32{"q": axis(0, 4), "Q": axis(0, 4), "close to q": at(0.99, 4)})
+	c := newCache(t, cache.Config[string, string]{Semantic: semantic(emb, 0)})
+	c.Put(bg, "q", "first")
+	settle(t, c, 1)
+	c.Put(bg, "Q", "second")
+	c.Put(bg, "q", "third")
+	out, hit, ok := c.Match(bg, "close to q")
+	require.True(t, ok)
+	assert.Equal(t, fallback.CacheHitSemantic, hit)
+	assert.Equal(t, "third", out, "the newest answer, found through the first embedding")
+	assert.Equal(t, int64(2), emb.calls.Load(), "one embedding for the written prompt, one for the lookup")
+	assert.Equal(t, 1, c.Stats().Entries)
+}
