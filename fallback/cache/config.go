@@ -150,7 +150,7 @@ type SemanticConfig struct {
 func (cfg *Config[In, Out]) check() error {
 	var errs []error
 	if cfg.Prompt == nil {
-		errs = append(errs, errors.New("Prompt is required"))
+		errs = append(errs, errors.New("missing Prompt"))
 	}
 	if cfg.TTL < 0 {
 		errs = append(errs, fmt.Errorf("negative TTL %v", cfg.TTL))

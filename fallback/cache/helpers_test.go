@@ -33,12 +33,6 @@ func newFixed(vecs map[string][]float32) *fixed {
 	return &fixed{vecs: vecs, release: make(chan struct{})}
 }
 
-func (f *fixed) set(text string, v []float32) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.vecs[text] = v
-}
-
 func (f *fixed) Embed(ctx context.Context, text string) (cache.Embedding, error) {
 	f.calls.Add(1)
 	switch {

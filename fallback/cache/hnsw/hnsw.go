@@ -84,7 +84,7 @@ type item struct {
 func New(cfg Config) (*Index, error) {
 	var errs []error
 	if cfg.Dims <= 0 {
-		errs = append(errs, fmt.Errorf("Dims %d must be positive", cfg.Dims))
+		errs = append(errs, fmt.Errorf("invalid Dims %d (must be positive)", cfg.Dims))
 	}
 	for _, f := range []struct {
 		name string
@@ -95,7 +95,7 @@ func New(cfg Config) (*Index, error) {
 		}
 	}
 	if cfg.M == 1 || cfg.M > 255 {
-		errs = append(errs, fmt.Errorf("M %d must be between 2 and 255", cfg.M))
+		errs = append(errs, fmt.Errorf("invalid M %d (must be between 2 and 255)", cfg.M))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("hnsw: invalid config: %w", err)

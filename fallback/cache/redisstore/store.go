@@ -129,10 +129,10 @@ type message struct {
 func New(cfg Config) (*Store, error) {
 	var errs []error
 	if cfg.Client == nil {
-		errs = append(errs, errors.New("Client is required"))
+		errs = append(errs, errors.New("missing Client"))
 	}
 	if strings.ContainsAny(cfg.Prefix, " \n\r\t") {
-		errs = append(errs, fmt.Errorf("Prefix %q holds white space", cfg.Prefix))
+		errs = append(errs, fmt.Errorf("invalid Prefix %q (white space)", cfg.Prefix))
 	}
 	if cfg.Timeout < 0 {
 		errs = append(errs, fmt.Errorf("negative Timeout %v", cfg.Timeout))
@@ -175,10 +175,6 @@ func hashed(v string) string {
 	h := fnv.New64a()
 	_, _ = h.Write([]byte(v))
 	return strconv.FormatUint(h.Sum64(), 36)
-}
-
-func (s *Store) op() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(s.ctx, s.cfg.Timeout)
 }
 
 func (s *Store) result(err error) error {
