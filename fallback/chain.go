@@ -315,9 +315,9 @@ func (c *Chain[In, Out]) local(r *request, res *Result[Out], in In, last classif
 	if canceled {
 		return c.fail(r, res, cause, true)
 	}
-	if out, src, ok := c.localAnswer(r.localContext(), in); ok {
+	if out, src, hit, ok := c.localAnswer(r.localContext(), in); ok {
 		res.Value = out
-		c.localAnswered(r, src)
+		c.localAnswered(r, src, hit)
 		c.end(r, nil, classify.Verdict{}, 0)
 		res.Summary = r.sum
 		return *res, nil
@@ -326,24 +326,28 @@ func (c *Chain[In, Out]) local(r *request, res *Result[Out], in In, last classif
 }
 
 // localAnswer asks the cache, then the default.
-func (c *Chain[In, Out]) localAnswer(ctx context.Context, in In) (Out, Source, bool) {
+func (c *Chain[In, Out]) localAnswer(ctx context.Context, in In) (Out, Source, CacheHit, bool) {
 	return lookup(ctx, c.cache, c.def, in)
 }
 
 // lookup asks a cache, then a default, for in.
-func lookup[In, T any](ctx context.Context, cache Cache[In, T], def func(context.Context, In) (T, bool), in In) (T, Source, bool) {
-	if cache != nil {
+func lookup[In, T any](ctx context.Context, cache Cache[In, T], def func(context.Context, In) (T, bool), in In) (T, Source, CacheHit, bool) {
+	if m, ok := cache.(CacheMatcher[In, T]); ok {
+		if out, hit, ok := m.Match(ctx, in); ok {
+			return out, SourceCache, hit, true
+		}
+	} else if cache != nil {
 		if out, ok := cache.Get(ctx, in); ok {
-			return out, SourceCache, true
+			return out, SourceCache, CacheHitUnknown, true
 		}
 	}
 	if def != nil {
 		if out, ok := def(ctx, in); ok {
-			return out, SourceDefault, true
+			return out, SourceDefault, CacheHitUnknown, true
 		}
 	}
 	var zero T
-	return zero, SourceTier, false
+	return zero, SourceTier, CacheHitUnknown, false
 }
 
 // fail ends the request with its *Error.

@@ -690,10 +690,10 @@ func (e *engine) answeredBy(r *request, st *stage, degraded bool) {
 }
 
 // localAnswered records an answer from the cache or the default.
-func (e *engine) localAnswered(r *request, src Source) {
-	r.sum.Source, r.sum.Tier, r.sum.TierIndex, r.sum.Degraded = src, "", -1, true
+func (e *engine) localAnswered(r *request, src Source, hit CacheHit) {
+	r.sum.Source, r.sum.Tier, r.sum.TierIndex, r.sum.Degraded, r.sum.CacheHit = src, "", -1, true, hit
 	if r.obs != nil {
-		r.obs.Observe(r.ctx, Event{Kind: LocalAnswered, Operation: e.op, Stream: e.stream, TierIndex: -1, Source: src, Degraded: true, UpstreamCalls: r.sum.UpstreamCalls})
+		r.obs.Observe(r.ctx, Event{Kind: LocalAnswered, Operation: e.op, Stream: e.stream, TierIndex: -1, Source: src, CacheHit: hit, Degraded: true, UpstreamCalls: r.sum.UpstreamCalls})
 	}
 }
 
@@ -723,7 +723,7 @@ func (e *engine) end(r *request, err error, v classify.Verdict, chunks int) {
 	}
 	r.obs.Observe(r.ctx, Event{
 		Kind: RequestEnded, Operation: e.op, Stream: e.stream, TierIndex: r.sum.TierIndex, Tier: r.sum.Tier,
-		Verdict: v, Source: r.sum.Source, Degraded: r.sum.Degraded, UpstreamCalls: r.sum.UpstreamCalls,
+		Verdict: v, Source: r.sum.Source, CacheHit: r.sum.CacheHit, Degraded: r.sum.Degraded, UpstreamCalls: r.sum.UpstreamCalls,
 		Answered: err == nil, Remaining: r.budget.Remaining(), Latency: time.Since(r.start), Err: err,
 		Chunks: chunks, Incomplete: errors.Is(err, ErrIncomplete),
 	})

@@ -115,6 +115,9 @@ type Event struct {
 	UpstreamCalls int
 	// Answered is set on RequestEnded when the request got an answer.
 	Answered bool
+	// CacheHit says how the cache matched, when Source is SourceCache
+	// (LocalAnswered, RequestEnded).
+	CacheHit CacheHit
 	// Remaining is the time left in the request's budget, or
 	// deadline.Unlimited (AttemptStarted, AttemptEnded, RequestEnded).
 	Remaining time.Duration

@@ -117,6 +117,9 @@ const inlineTrail = 2
 type Summary struct {
 	// Source says whether a tier, the cache or the default answered.
 	Source Source
+	// CacheHit says how the cache matched, for an answer from a cache that
+	// implements CacheMatcher; CacheHitUnknown otherwise.
+	CacheHit CacheHit
 	// Tier and TierIndex name the tier that answered; "" and -1 for the
 	// cache, the default, and a request that failed.
 	Tier      string

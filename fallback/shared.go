@@ -75,9 +75,9 @@ func (c *Chain[In, Out]) shared(ctx context.Context, key string, in In) (Result[
 			v = classify.Verdict{Class: classify.DeadlineExhausted, Reason: "deadline exceeded"}
 			// Out of time while waiting: the cache and the default answer
 			// at once, as they would for a request of its own.
-			if out, src, ok := c.localAnswer(ctx, in); ok {
+			if out, src, hit, ok := c.localAnswer(ctx, in); ok {
 				res := Result[Out]{Value: out}
-				res.Source, res.TierIndex, res.Degraded = src, -1, true
+				res.Source, res.TierIndex, res.Degraded, res.CacheHit = src, -1, true, hit
 				return res, nil
 			}
 		}

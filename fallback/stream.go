@@ -333,8 +333,8 @@ func (c *StreamChain[In, Chunk]) localStream(r *request, s *Stream[In, Chunk], y
 		c.failStream(r, yield, cause, true)
 		return
 	}
-	if ch, src, ok := lookup(r.localContext(), c.cache, c.def, s.in); ok {
-		c.localAnswered(r, src)
+	if ch, src, hit, ok := lookup(r.localContext(), c.cache, c.def, s.in); ok {
+		c.localAnswered(r, src, hit)
 		s.res.Complete, s.res.Chunks = true, 1
 		yield(ch, nil)
 		c.end(r, nil, classify.Verdict{}, 1)

@@ -47,6 +47,7 @@
 //	tierguard.requests                                      Int64Counter            {request}     gen_ai.operation.name, tierguard.source, tierguard.degraded, tierguard.tier.name (source tier), error.type (source error)
 //	tierguard.request.duration                              Float64Histogram        s             as tierguard.requests
 //	tierguard.request.deadline_remaining                    Float64Histogram        s             as tierguard.requests; requests with a deadline only
+//	tierguard.cache.hits                                    Int64Counter            {hit}         gen_ai.operation.name, tierguard.cache.hit
 //	tierguard.active_requests                               Int64UpDownCounter      {request}     gen_ai.operation.name
 //	tierguard.retry.wait                                    Float64Histogram        s             gen_ai.operation.name, tierguard.tier.name, tierguard.class
 //	tierguard.skips                                         Int64Counter            {skip}        gen_ai.operation.name, tierguard.tier.name, tierguard.skip.reason
@@ -80,10 +81,13 @@
 //
 // Values: tierguard.class and error.type are classify.Class names ("ok",
 // "transient", "rate_limited", ...), tierguard.source is "tier", "cache",
-// "default" or "error", tierguard.skip.reason is "open", "full", "retired",
+// "default" or "error", tierguard.cache.hit is "exact", "template",
+// "semantic", "simplified" or "unknown" (fallback.CacheHit; the request
+// span carries it too), tierguard.skip.reason is "open", "full", "retired",
 // "quota", "budget" or "rate_limited", tierguard.pool.member is a pool
 // member's hashed id ("#" and 12 hex digits, never its key), and the
-// breaker state is closed 0, half-open 1, open 2. tierguard.degraded is true for any answer but the first tier's.
+// breaker state is closed 0, half-open 1, open 2. tierguard.degraded is
+// true for any answer but the first tier's.
 //
 // Options.PreviousNames also emits, for one release, the names of the
 // conventions before v0.1.0 with the attributes they had:

@@ -555,6 +555,7 @@ func (i *Instrumentation) stageSkipped(ctx context.Context, r *reqState, e *fall
 }
 
 func (i *Instrumentation) localAnswered(ctx context.Context, r *reqState, e *fallback.Event) {
+	i.cacheHit(ctx, r, e)
 	if r.span != nil && r.span.IsRecording() {
 		r.span.AddEvent("tierguard.local_answer", trace.WithAttributes(attrSource.String(e.Source.String())))
 	}

@@ -72,6 +72,7 @@ type Instrumentation struct {
 	traces     bool
 	logger     *slog.Logger
 	m          instruments
+	hits       cacheHits
 	metricKeys []attribute.Key
 	prevNames  bool
 
@@ -154,7 +155,7 @@ func New(opts Options) (*Instrumentation, error) {
 	i.reg.Store(&registry{stages: map[stageKey]*stageState{}, ops: map[opKey]*opState{}, endpoints: map[endpointKey]endpoint{}, prev: i.prevNames})
 	i.watched.Store(&watchList{})
 	meter := mp.Meter(ScopeName)
-	if err := i.m.create(meter, i.prevNames); err != nil {
+	if err := errors.Join(i.m.create(meter, i.prevNames), i.hits.create(meter)); err != nil {
 		return nil, fmt.Errorf("otelx: creating instruments: %w", err)
 	}
 	reg, err := meter.RegisterCallback(i.collect,

@@ -105,6 +105,16 @@
 //     until Ctrl-C — the names the README's PromQL and the Grafana
 //     dashboard (examples/outage/grafana-dashboard.json) use.
 //
+// Last, with -both-down (2s by default; 0 skips it), both models go down:
+// pro and flash answer 503 while users keep asking the questions they asked
+// before, reworded or not. A tierguard cache (fallback/cache) answers from
+// what the models said while they were up — the same question (exact), an
+// order status with another number (template), a paraphrase (semantic, a
+// deterministic embedder standing in for an embedding model) and, labelled
+// as approximate, a looser one (simplified) — and the default answers the
+// rest. The table shows the share of each: the dashboard row of cache hits
+// by kind.
+//
 // The command exits 1 when an invariant breaks: an answer (or the end of a
 // stream) later than its deadline plus -slack, or less than -min-success of
 // the requests answered. Every knob is a flag; see -help.
@@ -164,6 +174,14 @@ func main() {
 		os.Exit(1)
 	}
 	sum.print(os.Stdout)
+	if *bothDownLen > 0 {
+		bd, err := runBothDown(context.Background(), cfg, *bothDownLen)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "outage:", err)
+			os.Exit(1)
+		}
+		bd.print(os.Stdout)
+	}
 	if cfg.Report != "" {
 		if err := writeReportFile(sum, cfg.Report); err != nil {
 			fmt.Fprintln(os.Stderr, "outage: -report:", err)

@@ -8,6 +8,7 @@ import (
 	"google.golang.org/genai"
 
 	"github.com/tierguard/tierguard/fallback"
+	"github.com/tierguard/tierguard/fallback/cache"
 	"github.com/tierguard/tierguard/fallback/gemini"
 	"github.com/tierguard/tierguard/internal/testbed/fakegemini"
 	"github.com/tierguard/tierguard/retry"
@@ -100,4 +101,36 @@ func ExampleCapture() {
 	// rate_limited (429 RESOURCE_EXHAUSTED, retry after 2s): rate limited
 	// rate_limited (429 RESOURCE_EXHAUSTED, retry after 20s): rate limited
 	// requests: 1
+}
+
+// An Embedder gives a cache its semantic layer over the Gemini API's
+// embeddings; the fake server stands in for the API.
+func ExampleNewEmbedder() {
+	srv := fakegemini.New()
+	defer srv.Close()
+	client, err := gemini.NewClient(context.Background(), genai.ClientConfig{
+		APIKey: "fake-key", HTTPClient: srv.Client(), HTTPOptions: genai.HTTPOptions{BaseURL: srv.URL()},
+	})
+	if err != nil {
+		panic(err)
+	}
+	emb, err := gemini.NewEmbedder(gemini.EmbedderConfig{Client: client, Dimensions: 768})
+	if err != nil {
+		panic(err)
+	}
+	c, err := cache.New(cache.Config[string, string]{
+		Prompt:   func(q string) string { return q },
+		Semantic: cache.SemanticConfig{Embedder: emb},
+	})
+	if err != nil {
+		panic(err)
+	}
+	defer c.Close()
+	c.Put(context.Background(), "what is your refund policy for items damaged during shipping", "Refunds within 30 days.")
+	for c.Stats().Embedded == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	out, hit, ok := c.Match(context.Background(), "so what is your refund policy for items damaged during shipping")
+	fmt.Println(out, hit, ok)
+	// Output: Refunds within 30 days. semantic true
 }

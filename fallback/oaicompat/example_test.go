@@ -3,12 +3,14 @@ package oaicompat_test
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	oai "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
 	"github.com/tierguard/tierguard/fallback"
+	"github.com/tierguard/tierguard/fallback/cache"
 	"github.com/tierguard/tierguard/fallback/oaicompat"
 	"github.com/tierguard/tierguard/internal/testbed/fakegemini"
 )
@@ -62,4 +64,34 @@ func Example() {
 	// tier: small degraded: true upstream calls: 2
 	//   big 1 quota_exhausted (429 RESOURCE_EXHAUSTED): insufficient quota
 	//   small 1 ok
+}
+
+// An Embedder gives a cache its semantic layer over an OpenAI-compatible
+// embeddings endpoint, and reports the tokens each call used.
+func ExampleNewEmbedder() {
+	srv := fakegemini.New()
+	defer srv.Close()
+	client := oaicompat.NewClient(option.WithAPIKey("fake-key"), option.WithBaseURL(srv.OpenAIURL()), option.WithHTTPClient(srv.Client()))
+	emb, err := oaicompat.NewEmbedder(oaicompat.EmbedderConfig{Client: &client, Model: "text-embedding-3-small", Dimensions: 512})
+	if err != nil {
+		panic(err)
+	}
+	var tokens atomic.Int64
+	c, err := cache.New(cache.Config[string, string]{
+		Prompt: func(q string) string { return q },
+		Semantic: cache.SemanticConfig{Embedder: emb, Usage: cache.UsageFunc(func(_ context.Context, u cache.EmbeddingUsage) {
+			tokens.Add(u.Usage.InputTokens)
+		})},
+	})
+	if err != nil {
+		panic(err)
+	}
+	defer c.Close()
+	c.Put(context.Background(), "what is your refund policy for items damaged during shipping", "Refunds within 30 days.")
+	for c.Stats().Embedded == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	out, hit, _ := c.Match(context.Background(), "so what is your refund policy for items damaged during shipping")
+	fmt.Println(out, hit, tokens.Load())
+	// Output: Refunds within 30 days. semantic 31
 }

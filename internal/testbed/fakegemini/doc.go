@@ -9,10 +9,16 @@
 //
 //	POST /v1beta/models/{model}:generateContent
 //	POST /v1beta/models/{model}:streamGenerateContent?alt=sse
+//	POST /v1beta/models/{model}:embedContent
+//	POST /v1beta/models/{model}:batchEmbedContents
 //	GET  /v1beta/models?pageSize=N&pageToken=T
 //	GET  /v1beta/models/{model}
 //	POST /v1/chat/completions                 (OpenAI shape)
 //	POST /v1beta/openai/chat/completions      (same handler)
+//	POST /v1/embeddings                       (OpenAI shape; also under /v1beta/openai)
+//
+// Embeddings are deterministic ([Embed]); a model's script applies to its
+// embedding requests as to generation ones.
 //
 // The Gemini base URL for google.golang.org/genai is [Server.URL]; the
 // OpenAI base URL for openai-go is [Server.OpenAIURL]. The API key may come

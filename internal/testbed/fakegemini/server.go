@@ -452,6 +452,9 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		s.serveOpenAI(w, r)
 		return
+	case (path == "/v1/embeddings" || path == "/v1beta/openai/embeddings") && r.Method == http.MethodPost:
+		s.serveOpenAIEmbed(w, r)
+		return
 	}
 	version, rest, ok := strings.Cut(strings.TrimPrefix(path, "/"), "/")
 	if !ok || (version != "v1beta" && version != "v1") {
@@ -471,6 +474,8 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			s.serveGenerate(w, r, version, model, false)
 		case hasMethod && r.Method == http.MethodPost && method == "streamGenerateContent":
 			s.serveGenerate(w, r, version, model, true)
+		case hasMethod && r.Method == http.MethodPost && (method == "embedContent" || method == "batchEmbedContents"):
+			s.serveEmbed(w, r, version, model, method == "batchEmbedContents")
 		default:
 			s.routeError(w, r)
 		}

@@ -1,0 +1,43 @@
+// Package cache is the last line of defence of a fallback chain: when every
+// model tier has failed, it answers from what the tiers answered before.
+//
+// A Cache matches a request three ways, cheapest first:
+//
+//   - exact: the same prompt, after white space and case normalisation
+//     (Config.Normalize);
+//   - template: a prompt of the same template — the prompt with its
+//     variable parts (URLs, quoted strings, dates, ids, numbers, or the
+//     Slots you give) replaced by placeholders — whose values agree on
+//     every slot that is not Free, or whose answer TemplateConfig.Refill
+//     adapts to the new values;
+//   - semantic: a prompt whose embedding's cosine similarity reaches
+//     SemanticConfig.Threshold (0.95), and, below it, down to an optional
+//     SimplifiedThreshold, a similar prompt whose answer is served marked
+//     as simplified, so that the UI can label it.
+//
+// The chain reports which in fallback.Result.CacheHit (the Cache
+// implements fallback.CacheMatcher), and otelx counts hits by kind.
+//
+// Only answers that came from a tier and passed its validator are written:
+// the chain writes back through fallback.CacheWriter. Entries live
+// Config.TTL (24h), the memory they hold is bounded in bytes
+// (Config.MaxBytes, 64 MiB, CLOCK eviction), and each tenant and scenario
+// (Scope, from the context by default) has entries of its own: an answer
+// made for one tenant is never served to another unless
+// Config.ShareAcrossTenants says so. Invalidate, InvalidateTenant and
+// InvalidateModel drop entries.
+//
+// The semantic layer embeds each written prompt on the cache's own
+// goroutine, and a looked-up prompt inside the request's deadline, under a
+// deadline of its own (SemanticConfig.Timeout, 300ms) and a breaker: an
+// embedder that is down, slow or tripped costs a lookup its semantic layer,
+// never its exact and template matches, and never holds the answer past
+// the deadline. The embedders of the Gemini and OpenAI-compatible adapters
+// (fallback/gemini, fallback/oaicompat) report their token usage to a
+// SemanticConfig.Usage recorder — a spend ledger.
+//
+// The default index (Exact) compares a lookup with every vector of its
+// scope; package hnsw is an approximate index for scopes of many
+// thousands of entries. A Store (package redisstore) shares entries and
+// their embeddings between processes; lookups never wait for it.
+package cache

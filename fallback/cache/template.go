@@ -1,0 +1,181 @@
+package cache
+
+import (
+	"context"
+	"regexp"
+	"slices"
+	"strings"
+)
+
+// Slot is a kind of variable part of a prompt. The template layer replaces
+// each match with the placeholder "{Name}" and keeps the matched text as
+// the prompt's value for the slot.
+type Slot struct {
+	// Name names the placeholder: "sku" makes "{sku}".
+	Name string
+	// Pattern finds the slot's values in a prompt.
+	Pattern *regexp.Regexp
+	// Free is set when answers never depend on the slot's value (a request
+	// id, a timestamp quoted in the prompt): two prompts that differ only
+	// in free values share their answer.
+	Free bool
+}
+
+// Var is one variable part of a prompt: the slot that matched and the
+// text it matched.
+type Var struct {
+	Slot  string
+	Value string
+}
+
+var builtins = []Slot{
+	{Name: "url", Pattern: regexp.MustCompile(`\bhttps?://[^\s"'<>()\[\]]+`)},
+	// Double and typographic quotes only: a single quote is an apostrophe
+	// as often as not.
+	{Name: "quoted", Pattern: regexp.MustCompile(`"[^"\n]{1,200}"|“[^”\n]{1,200}”|「[^」\n]{1,200}」|『[^』\n]{1,200}』`)},
+	{Name: "date", Pattern: regexp.MustCompile(`(?i)\b\d{4}-\d{1,2}-\d{1,2}(?:[t ]\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:z|[+-]\d{2}:?\d{2})?)?\b` +
+		`|\b\d{4}/\d{1,2}/\d{1,2}\b|\b\d{1,2}/\d{1,2}/\d{2,4}\b|\d{4}年\d{1,2}月\d{1,2}日` +
+		`|\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.? \d{1,2}(?:st|nd|rd|th)?,? \d{4}\b` +
+		`|\b\d{1,2} (?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.? \d{4}\b`)},
+	// A UUID, a "#1234" reference, or a token that mixes letters and
+	// digits (SKU-1234, A12B, order_77).
+	{Name: "id", Pattern: regexp.MustCompile(`(?i)\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b|#\d+\b` +
+		`|\b(?:[a-z]+[-_]?\d|\d+[-_]?[a-z])[a-z\d]*(?:[-_][a-z\d]+)*\b`)},
+	{Name: "number", Pattern: regexp.MustCompile(`[-+]?\b\d{1,3}(?:,\d{3})+(?:\.\d+)?\b|[-+]?\b\d+(?:\.\d+)?\b`)},
+}
+
+// Builtins returns the built-in slots, in the order they are tried: url,
+// quoted, date, id, number. None is Free.
+func Builtins() []Slot { return slices.Clone(builtins) }
+
+// template is a prompt with its variable parts replaced.
+type template struct {
+	key  string
+	vars []Var
+	// free marks the vars whose slot is Free.
+	free []bool
+}
+
+type span struct {
+	start, end, slot int
+}
+
+// extract finds the variable parts of prompt. The template's key is
+// normalised with norm; braces of the prompt's own are doubled so that no
+// prompt text reads as a placeholder. A prompt without variable parts
+// has no template (ok false): its exact key serves.
+func extract(prompt string, slots []Slot, norm func(string) string) (template, bool) {
+	var spans []span
+	for i, s := range slots {
+		for _, m := range s.Pattern.FindAllStringIndex(prompt, -1) {
+			if m[0] == m[1] || overlaps(spans, m[0], m[1]) {
+				continue
+			}
+			spans = append(spans, span{m[0], m[1], i})
+		}
+	}
+	if len(spans) == 0 {
+		return template{}, false
+	}
+	slices.SortFunc(spans, func(a, b span) int { return a.start - b.start })
+	var b strings.Builder
+	b.Grow(len(prompt))
+	t := template{vars: make([]Var, len(spans)), free: make([]bool, len(spans))}
+	last := 0
+	for i, sp := range spans {
+		writeEscaped(&b, prompt[last:sp.start])
+		b.WriteByte('{')
+		b.WriteString(slots[sp.slot].Name)
+		b.WriteByte('}')
+		last = sp.end
+		t.vars[i] = Var{Slot: slots[sp.slot].Name, Value: prompt[sp.start:sp.end]}
+		t.free[i] = slots[sp.slot].Free
+	}
+	writeEscaped(&b, prompt[last:])
+	t.key = norm(b.String())
+	return t, true
+}
+
+func overlaps(spans []span, start, end int) bool {
+	for _, s := range spans {
+		if start < s.end && s.start < end {
+			return true
+		}
+	}
+	return false
+}
+
+func writeEscaped(b *strings.Builder, s string) {
+	for {
+		i := strings.IndexAny(s, "{}")
+		if i < 0 {
+			b.WriteString(s)
+			return
+		}
+		b.WriteString(s[:i+1])
+		b.WriteByte(s[i])
+		s = s[i+1:]
+	}
+}
+
+// sameValues reports whether two templates' values agree on every slot
+// that is not free.
+func sameValues(a, b []Var, aFree, bFree []bool) bool {
+	i, j := 0, 0
+	for {
+		for i < len(a) && aFree[i] {
+			i++
+		}
+		for j < len(b) && bFree[j] {
+			j++
+		}
+		if i == len(a) || j == len(b) {
+			return i == len(a) && j == len(b)
+		}
+		if a[i] != b[j] {
+			return false
+		}
+		i++
+		j++
+	}
+}
+
+// valueSet is the sorted list of the values of slots that are not free,
+// for comparing prompts whose templates differ (the semantic layer's
+// check).
+func valueSet(vars []Var, free []bool) []string {
+	var out []string
+	for i, v := range vars {
+		if !free[i] {
+			out = append(out, v.Slot+"\x00"+v.Value)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// SubstituteVars is a TemplateConfig.Refill for string answers: it
+// replaces, in the stored answer, each stored value with the query's
+// value in the same position, and refuses (false) when the prompts'
+// values do not pair up slot for slot, or when a value that differs does
+// not appear in the answer (the answer may depend on it in a way text
+// substitution cannot fix, such as a price).
+func SubstituteVars(_ context.Context, out string, stored, query []Var) (string, bool) {
+	if len(stored) != len(query) {
+		return "", false
+	}
+	var pairs []string
+	for i := range stored {
+		if stored[i].Slot != query[i].Slot {
+			return "", false
+		}
+		if stored[i].Value == query[i].Value {
+			continue
+		}
+		if !strings.Contains(out, stored[i].Value) {
+			return "", false
+		}
+		pairs = append(pairs, stored[i].Value, query[i].Value)
+	}
+	return strings.NewReplacer(pairs...).Replace(out), true
+}
