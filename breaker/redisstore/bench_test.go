@@ -7,6 +7,7 @@ import (
 
 	"github.com/tierguard/tierguard/breaker"
 	"github.com/tierguard/tierguard/breaker/redisstore"
+	"github.com/tierguard/tierguard/internal/testbed/redisserver"
 )
 
 // BenchmarkAllowDone measures the success path (Allow, then Done(Success))
@@ -52,10 +53,10 @@ func BenchmarkAllowDone(b *testing.B) {
 			run(b, br)
 		})
 		b.Run("redis"+c.name, func(b *testing.B) {
-			if os.Getenv(skipEnv) != "" || sharedServer == nil {
-				b.Skipf("no Redis (%s)", skipEnv)
+			if os.Getenv(redisserver.SkipEnv) != "" || sharedServer == nil {
+				b.Skipf("no Redis (%s)", redisserver.SkipEnv)
 			}
-			s := newStore(b, sharedServer.addr, redisstore.Options{})
+			s := newStore(b, sharedServer.Addr, redisstore.Options{})
 			cfg := c.cfg
 			cfg.Store = s
 			br, err := breaker.New(cfg)

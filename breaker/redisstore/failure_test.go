@@ -11,6 +11,7 @@ import (
 
 	"github.com/tierguard/tierguard/breaker"
 	"github.com/tierguard/tierguard/breaker/redisstore"
+	"github.com/tierguard/tierguard/internal/testbed/redisserver"
 )
 
 const (
@@ -52,17 +53,17 @@ func (l latencies) check(t *testing.T, what string, bound time.Duration) {
 // of it, the breakers keep protecting locally, and when Redis comes back
 // (empty) the fleet re-learns the trip made meanwhile.
 func TestRedisKilled(t *testing.T) {
-	srv := newServer(t)
+	srv := redisserver.Start(t)
 	opts := redisstore.Options{PollInterval: 50 * time.Millisecond, OpTimeout: 200 * time.Millisecond}
-	sa, sb := newStore(t, srv.addr, opts), newStore(t, srv.addr, opts)
+	sa, sb := newStore(t, srv.Addr, opts), newStore(t, srv.Addr, opts)
 	cfg := breaker.Config{ConsecutiveFailures: 3, Cooldown: 20 * time.Second}
 	a, _ := newBreaker(t, sa, cfg)
 	b, hb := newBreaker(t, sb, cfg)
 	quick := breaker.Config{Name: "flash", ConsecutiveFailures: 1, Cooldown: 30 * time.Millisecond}
 	fa, _ := newBreaker(t, sa, quick)
-	waitSubscribed(t, srv.addr, sa.Channel(), 2)
+	waitSubscribed(t, srv.Addr, sa.Channel(), 2)
 
-	srv.kill()
+	srv.Kill()
 
 	var lat latencies
 	// A's model fails: A trips on its own.
@@ -89,7 +90,7 @@ func TestRedisKilled(t *testing.T) {
 	assert.Positive(t, sa.Stats().FailOpen)
 	assert.Equal(t, breaker.Closed, b.State(), "B cannot know yet")
 
-	require.NoError(t, srv.start())
+	require.NoError(t, srv.Restart())
 	restarted := time.Now()
 	require.Eventually(t, state(b, breaker.Open), 10*time.Second, time.Millisecond,
 		"after the restart, A re-publishes its trip and B adopts it")
@@ -105,17 +106,17 @@ func TestRedisKilled(t *testing.T) {
 // requests trip, probe and succeed. Closed and open paths never wait; a
 // probe waits at most RequestBound, once.
 func TestRedisSlow(t *testing.T) {
-	srv := newServer(t)
+	srv := redisserver.Start(t)
 	opts := redisstore.Options{PollInterval: 50 * time.Millisecond, RequestBound: 5 * time.Millisecond}
-	sa, sb := newStore(t, srv.addr, opts), newStore(t, srv.addr, opts)
+	sa, sb := newStore(t, srv.Addr, opts), newStore(t, srv.Addr, opts)
 	cfg := breaker.Config{ConsecutiveFailures: 3, Cooldown: 20 * time.Second}
 	a, _ := newBreaker(t, sa, cfg)
 	b, _ := newBreaker(t, sb, cfg)
 	fa, _ := newBreaker(t, sa, breaker.Config{Name: "flash", ConsecutiveFailures: 1, Cooldown: 30 * time.Millisecond})
-	waitSubscribed(t, srv.addr, sa.Channel(), 2)
+	waitSubscribed(t, srv.Addr, sa.Channel(), 2)
 	require.Eventually(t, func() bool { return sa.Stats().Healthy }, 5*time.Second, time.Millisecond)
 
-	admin := newClient(t, srv.addr)
+	admin := newClient(t, srv.Addr)
 	const pause = 2 * time.Second
 	if err := admin.Do(context.Background(), "CLIENT", "PAUSE", pause.Milliseconds(), "ALL").Err(); err != nil {
 		// Before Redis 6.2 there is no mode: every client is paused.

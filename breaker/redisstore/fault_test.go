@@ -3,7 +3,6 @@ package redisstore_test
 import (
 	"context"
 	"fmt"
-	"syscall"
 	"testing"
 	"time"
 
@@ -13,6 +12,7 @@ import (
 
 	"github.com/tierguard/tierguard/breaker"
 	"github.com/tierguard/tierguard/breaker/redisstore"
+	"github.com/tierguard/tierguard/internal/testbed/redisserver"
 )
 
 // readShared reads a breaker's shared state and the time left of its
@@ -62,30 +62,30 @@ func openUntil(t *testing.T, b *breaker.Breaker) time.Time {
 // lag that varies from run to run (none, or up to 120 ms: a pod slower to
 // resolve the new address), so that either pod's writes may come first.
 func TestRestartEmptyKeepsNewerTrip(t *testing.T) {
-	needRedis(t)
+	redisserver.Skip(t)
 	const runs = 20
 	// A's cooldown is never waited for: each run ends as soon as both
 	// stores have written everything they had queued. It is long so that
 	// a stalled machine cannot end it before the fleet settles.
 	const cooldownA = time.Minute
 	var dialA, dialB redirect
-	srv, err := startServer(0)
+	srv, err := redisserver.Launch()
 	require.NoError(t, err)
-	t.Cleanup(func() { srv.stop() })
+	t.Cleanup(func() { srv.Stop() })
 
 	for run := range runs {
 		t.Run(fmt.Sprintf("run%02d", run), func(t *testing.T) {
 			lagA := time.Duration(run%4) * 40 * time.Millisecond
-			dialA.set(srv.addr)
-			dialB.set(srv.addr)
+			dialA.set(srv.Addr)
+			dialB.set(srv.Addr)
 			// The empty server that replaces this one, started now so that
 			// the restart itself takes no time.
-			next, err := startServer(0)
+			next, err := redisserver.Launch()
 			require.NoError(t, err)
 			switched := false
 			t.Cleanup(func() {
 				if !switched {
-					next.stop() // the run failed before the restart
+					next.Stop() // the run failed before the restart
 				}
 			})
 			p := prefix(t)
@@ -94,12 +94,12 @@ func TestRestartEmptyKeepsNewerTrip(t *testing.T) {
 			sb := newStoreOn(t, redirectClient(t, &dialB), opts)
 			a, ha := newBreaker(t, sa, breaker.Config{ConsecutiveFailures: 1, Cooldown: cooldownA})
 			b, hb := newBreaker(t, sb, breaker.Config{ConsecutiveFailures: 1, Cooldown: 30 * time.Millisecond})
-			waitSubscribed(t, srv.addr, sa.Channel(), 2)
+			waitSubscribed(t, srv.Addr, sa.Channel(), 2)
 			require.Eventually(t, func() bool {
 				return sa.Stats().Polls > 0 && sb.Stats().Polls > 0 && sa.Stats().Healthy && sb.Stats().Healthy
 			}, 10*time.Second, time.Millisecond, "both stores reached Redis")
 
-			srv.signal(t, syscall.SIGSTOP)
+			require.NoError(t, srv.Freeze())
 			fail(t, b, 1)
 			require.Eventually(t, state(b, breaker.HalfOpen), 5*time.Second, time.Millisecond)
 			probe, err := b.Allow()
@@ -118,11 +118,11 @@ func TestRestartEmptyKeepsNewerTrip(t *testing.T) {
 			// the frozen one dies, cutting every connection to it.
 			old := srv
 			srv, switched = next, true
-			dialB.set(srv.addr)
-			old.stop()
+			dialB.set(srv.Addr)
+			old.Stop()
 			time.Sleep(lagA)
-			dialA.set(srv.addr)
-			raw := newClient(t, srv.addr)
+			dialA.set(srv.Addr)
+			raw := newClient(t, srv.Addr)
 
 			// Settled: nothing left to write, and B follows a shared open
 			// state. Stop early if A leaves its trip.
@@ -170,14 +170,14 @@ func TestPauseDoesNotStretchCooldown(t *testing.T) {
 		contextBounds bool
 	}{{"client gives up", true}, {"client waits", false}} {
 		t.Run(tc.name, func(t *testing.T) {
-			srv := newServer(t)
+			srv := redisserver.Start(t)
 			const (
 				cooldown  = 2 * time.Second
 				pause     = time.Second
 				opTimeout = 250 * time.Millisecond
 			)
 			client := func() *redis.Client {
-				c := redis.NewClient(&redis.Options{Addr: srv.addr, ContextTimeoutEnabled: tc.contextBounds})
+				c := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: tc.contextBounds})
 				t.Cleanup(func() { _ = c.Close() })
 				return c
 			}
@@ -187,7 +187,7 @@ func TestPauseDoesNotStretchCooldown(t *testing.T) {
 			cfg := breaker.Config{ConsecutiveFailures: 1, Cooldown: cooldown}
 			a, ha := newBreaker(t, sa, cfg)
 			b, hb := newBreaker(t, sb, cfg)
-			waitSubscribed(t, srv.addr, sa.Channel(), 2)
+			waitSubscribed(t, srv.Addr, sa.Channel(), 2)
 			// A first trip, of another breaker, has Redis cache the scripts,
 			// as it has in a service that has been running: a script Redis
 			// does not know fails at once when it resumes rather than run.
@@ -198,18 +198,18 @@ func TestPauseDoesNotStretchCooldown(t *testing.T) {
 					redisstore.Idle(sa) && sa.Stats().Healthy && sb.Stats().Healthy
 			}, 10*time.Second, time.Millisecond, "both stores reached Redis")
 
-			srv.signal(t, syscall.SIGSTOP)
+			require.NoError(t, srv.Freeze())
 			fail(t, a, 1)
 			untilA := openUntil(t, a)
 			time.Sleep(pause)
-			srv.signal(t, syscall.SIGCONT)
+			require.NoError(t, srv.Thaw())
 			// The scenario needs the pause to end well before the cooldown;
 			// a machine too slow for that cannot tell.
 			if left := time.Until(untilA); left < 300*time.Millisecond {
 				t.Skipf("the pause ended %v before the cooldown: too late to tell", left)
 			}
 
-			raw := newClient(t, srv.addr)
+			raw := newClient(t, srv.Addr)
 			require.Eventually(t, func() bool {
 				st, _, _, err := sharedState(raw, p, "gemini/pro")
 				return err == nil && st == breaker.Open && b.State() == breaker.Open &&
@@ -254,8 +254,8 @@ func TestPauseDoesNotStretchCooldown(t *testing.T) {
 func TestCloseBounded(t *testing.T) {
 	for _, how := range []string{"stopped", "killed"} {
 		t.Run(how, func(t *testing.T) {
-			srv := newServer(t)
-			c := redis.NewClient(&redis.Options{Addr: srv.addr, DialTimeout: 10 * time.Second,
+			srv := redisserver.Start(t)
+			c := redis.NewClient(&redis.Options{Addr: srv.Addr, DialTimeout: 10 * time.Second,
 				ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second, MaxRetries: 5})
 			t.Cleanup(func() { _ = c.Close() })
 			const bound = 250 * time.Millisecond
@@ -272,9 +272,9 @@ func TestCloseBounded(t *testing.T) {
 			require.Zero(t, s.Stats().FailOpen, "a lease from Redis")
 
 			if how == "stopped" {
-				srv.signal(t, syscall.SIGSTOP)
+				require.NoError(t, srv.Freeze())
 			} else {
-				srv.kill()
+				srv.Kill()
 			}
 			fail(t, other, 1) // a proposal for the writer
 			asked := make(chan struct{})

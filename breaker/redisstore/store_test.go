@@ -16,6 +16,7 @@ import (
 
 	"github.com/tierguard/tierguard/breaker"
 	"github.com/tierguard/tierguard/breaker/redisstore"
+	"github.com/tierguard/tierguard/internal/testbed/redisserver"
 )
 
 // hooks records the transitions of one breaker.
@@ -519,7 +520,7 @@ func TestOptionsValidation(t *testing.T) {
 // TestNewNeedsNoRedis: a store starts while Redis is unreachable, its
 // breakers work locally, and Close returns.
 func TestNewNeedsNoRedis(t *testing.T) {
-	s := newStore(t, unusedAddr(t), redisstore.Options{PollInterval: 20 * time.Millisecond, OpTimeout: 100 * time.Millisecond})
+	s := newStore(t, redisserver.UnusedAddr(t), redisstore.Options{PollInterval: 20 * time.Millisecond, OpTimeout: 100 * time.Millisecond})
 	b, _ := newBreaker(t, s, breaker.Config{ConsecutiveFailures: 1, Cooldown: 20 * time.Millisecond})
 	fail(t, b, 1)
 	require.Equal(t, breaker.Open, b.State())
