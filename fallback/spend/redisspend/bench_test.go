@@ -72,7 +72,7 @@ func BenchmarkSync(b *testing.B) {
 	}
 	for _, tenants := range []int{1, 100} {
 		b.Run("tenants="+strconv.Itoa(tenants), func(b *testing.B) {
-			s, err := redisspend.New(newClient(b, shared.addr), redisspend.Options{Prefix: prefix(b)})
+			s, err := redisspend.New(newClient(b, shared.Addr), redisspend.Options{Prefix: prefix(b)})
 			require.NoError(b, err)
 			shares := make([]spend.Share, 0, 2*tenants)
 			for i := range tenants {

@@ -18,6 +18,7 @@ import (
 	"github.com/tierguard/tierguard/fallback"
 	"github.com/tierguard/tierguard/fallback/spend"
 	"github.com/tierguard/tierguard/fallback/spend/redisspend"
+	"github.com/tierguard/tierguard/internal/testbed/redisserver"
 )
 
 // reply is the fake tier's answer; each is billed 60 tokens in, 40 out.
@@ -186,9 +187,9 @@ func childProcess(t *testing.T, addr, p string) {
 // fleet's figures in Redis and in both ledgers are exactly what every
 // request used.
 func TestRedisKilledMidRun(t *testing.T) {
-	srv := newServer(t)
+	srv := redisserver.Start(t)
 	p := prefix(t)
-	a, b := newNode(t, srv.addr, p, 1<<40), newNode(t, srv.addr, p, 1<<40)
+	a, b := newNode(t, srv.Addr, p, 1<<40), newNode(t, srv.Addr, p, 1<<40)
 	var storeErrs atomic.Int64
 	a.ledger.Observe(func(e spend.Event) {
 		if e.Kind == spend.StoreFailed {
@@ -219,16 +220,16 @@ func TestRedisKilledMidRun(t *testing.T) {
 	}
 	total := func() int64 { return a.done.Load() + b.done.Load() }
 	waitFor("requests before the kill", func() bool { return total() >= 100 })
-	direct := newStore(t, srv.addr, p)
+	direct := newStore(t, srv.Addr, p)
 	waitFor("the fleet's figures reach Redis", func() bool { tok, _ := fleet(t, direct); return tok > 0 })
 
-	srv.kill()
+	srv.Kill()
 	atKill := total()
 	waitFor("the ledgers notice", func() bool { return storeErrs.Load() > 0 })
 	waitFor("requests while Redis is down", func() bool { return total() >= atKill+200 })
 	during := total() - atKill
 
-	require.NoError(t, srv.start())
+	require.NoError(t, srv.Restart())
 	restarted := time.Now()
 	waitFor("requests after the restart", func() bool { return total() >= atKill+during+100 })
 	close(stop)
