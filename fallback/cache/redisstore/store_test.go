@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"strconv"
@@ -21,6 +20,7 @@ import (
 	"github.com/tierguard/tierguard/fallback"
 	"github.com/tierguard/tierguard/fallback/cache"
 	"github.com/tierguard/tierguard/fallback/cache/redisstore"
+	"github.com/tierguard/tierguard/internal/testbed/redisserver"
 )
 
 var bg = context.Background()
@@ -225,23 +225,22 @@ func TestExpiredRecordsAreCleanedUp(t *testing.T) {
 // TestRedisDownLocalOnly: a store whose Redis is unreachable, and one
 // whose Redis is frozen, cost their caches nothing but sharing.
 func TestRedisDownLocalOnly(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	unreachable := l.Addr().String()
-	require.NoError(t, l.Close())
-
-	frozen := newServer(t)
+	unreachable := redisserver.UnusedAddr(t)
+	frozen := redisserver.Start(t)
 	pfx := prefix(t)
 	stores := map[string]*redisstore.Store{
 		"unreachable": newStore(t, unreachable, pfx, 50*time.Millisecond),
-		"frozen":      newStore(t, frozen.addr, pfx, 50*time.Millisecond),
+		"frozen":      newStore(t, frozen.Addr, pfx, 50*time.Millisecond),
 	}
 	caches := map[string]*cache.Cache[string, answer]{}
 	for name, s := range stores {
 		caches[name] = newCache(t, s)
 	}
-	waitSubscribed(t, frozen.addr, pfx+"ch", 1)
-	frozen.freeze(t)
+	waitSubscribed(t, frozen.Addr, pfx+"ch", 1)
+	require.NoError(t, frozen.Freeze())
+	// Thawed before the stores and caches close (cleanups run last
+	// first), so that closing them waits on no frozen server.
+	t.Cleanup(func() { _ = frozen.Thaw() })
 	for name, c := range caches {
 		done := make(chan struct{})
 		go func() {
