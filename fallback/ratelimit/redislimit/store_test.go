@@ -12,6 +12,7 @@ import (
 
 	"github.com/tierguard/tierguard/fallback/ratelimit"
 	"github.com/tierguard/tierguard/fallback/ratelimit/redislimit"
+	"github.com/tierguard/tierguard/internal/testbed/redisserver"
 )
 
 // pod is one process of a fleet: its own Redis client, store and limiter.
@@ -43,11 +44,11 @@ func newPod(t *testing.T, addr, prefix string, cfg ratelimit.Config, opts redisl
 // turns each holds at hand; alone, each would have admitted the whole
 // burst.
 func TestFleetSharesOneQuota(t *testing.T) {
-	srv := need(t)
+	srv := redisserver.Need(t, shared)
 	p := prefix(t)
 	cfg := ratelimit.Config{Name: "gemini-2.5-pro", Requests: 11, Burst: 10, Per: time.Hour}
-	a := newPod(t, srv.addr, p, cfg, redislimit.Options{Prefetch: 2})
-	b := newPod(t, srv.addr, p, cfg, redislimit.Options{Prefetch: 2})
+	a := newPod(t, srv.Addr, p, cfg, redislimit.Options{Prefetch: 2})
+	b := newPod(t, srv.Addr, p, cfg, redislimit.Options{Prefetch: 2})
 	admitted := 0
 	for range 20 {
 		for _, x := range []pod{a, b} {
@@ -66,11 +67,11 @@ func TestFleetSharesOneQuota(t *testing.T) {
 // call is refused with the time until the fleet's next turn, and nothing
 // is held locally.
 func TestFleetRefusalSaysWhenToComeBack(t *testing.T) {
-	srv := need(t)
+	srv := redisserver.Need(t, shared)
 	p := prefix(t)
 	cfg := ratelimit.Config{Name: "pro", Requests: 61, Burst: 1} // one a second
-	a := newPod(t, srv.addr, p, cfg, redislimit.Options{})
-	b := newPod(t, srv.addr, p, cfg, redislimit.Options{})
+	a := newPod(t, srv.Addr, p, cfg, redislimit.Options{})
+	b := newPod(t, srv.Addr, p, cfg, redislimit.Options{})
 	require.True(t, a.lim.Allow(0))
 	r := b.lim.Reserve(0)
 	require.True(t, r.OK())
@@ -87,11 +88,11 @@ func TestFleetRefusalSaysWhenToComeBack(t *testing.T) {
 // its estimate takes them from the fleet's bucket too, so another process
 // is refused.
 func TestTokenCorrectionReachesTheFleet(t *testing.T) {
-	srv := need(t)
+	srv := redisserver.Need(t, shared)
 	p := prefix(t)
 	cfg := ratelimit.Config{Name: "pro", Tokens: 1_000_000, TokenBurst: 1000, Per: time.Hour}
-	a := newPod(t, srv.addr, p, cfg, redislimit.Options{})
-	b := newPod(t, srv.addr, p, cfg, redislimit.Options{})
+	a := newPod(t, srv.Addr, p, cfg, redislimit.Options{})
+	b := newPod(t, srv.Addr, p, cfg, redislimit.Options{})
 	require.True(t, a.lim.Allow(100))
 	a.lim.Adjust(800) // it used 900
 	requireEventually(t, func() bool {
@@ -108,11 +109,11 @@ func TestTokenCorrectionReachesTheFleet(t *testing.T) {
 // TestHoldReachesTheFleet: a 429 seen by one process holds the others'
 // calls for the wait the server asked for.
 func TestHoldReachesTheFleet(t *testing.T) {
-	srv := need(t)
+	srv := redisserver.Need(t, shared)
 	p := prefix(t)
 	cfg := ratelimit.Config{Name: "pro", Requests: 6000, Burst: 100}
-	a := newPod(t, srv.addr, p, cfg, redislimit.Options{})
-	b := newPod(t, srv.addr, p, cfg, redislimit.Options{})
+	a := newPod(t, srv.Addr, p, cfg, redislimit.Options{})
+	b := newPod(t, srv.Addr, p, cfg, redislimit.Options{})
 	require.True(t, b.lim.Allow(0))
 	a.lim.Throttle(30 * time.Second)
 	requireEventually(t, func() bool {
@@ -127,19 +128,16 @@ func TestHoldReachesTheFleet(t *testing.T) {
 // knows, without waiting at all); when Redis is back, the fleet's limit
 // applies again.
 func TestRedisDownFailsOpen(t *testing.T) {
-	need(t)
-	srv, err := startServer(0)
-	require.NoError(t, err)
-	defer srv.stop()
+	srv := redisserver.Start(t)
 	var mu sync.Mutex
 	var errs []error
 	opts := redislimit.Options{RequestBound: 20 * time.Millisecond, RetryHealth: 50 * time.Millisecond,
 		OnError: func(err error) { mu.Lock(); errs = append(errs, err); mu.Unlock() }}
 	cfg := ratelimit.Config{Name: "tenant-acme", Requests: 1001, Burst: 1000, Per: time.Hour}
 	p := prefix(t)
-	a := newPod(t, srv.addr, p, cfg, opts)
+	a := newPod(t, srv.Addr, p, cfg, opts)
 	require.True(t, a.lim.Allow(0))
-	srv.kill()
+	srv.Kill()
 	start := time.Now()
 	for range 50 {
 		require.True(t, a.lim.Allow(0), "fail open: the local limit decides")
@@ -158,11 +156,11 @@ func TestRedisDownFailsOpen(t *testing.T) {
 	assert.NotContains(t, re.Error(), "acme", "errors name the limit by its hash")
 	mu.Unlock()
 
-	require.NoError(t, srv.start())
+	require.NoError(t, srv.Restart())
 	requireEventually(t, func() bool { a.lim.Allow(0); return a.store.Stats().Healthy }, "healthy again")
 	// The fleet's bucket is shared again: another process sees what this
 	// one spends.
-	b := newPod(t, srv.addr, p, ratelimit.Config{Name: "tenant-acme", Requests: 1001, Burst: 1000, Per: time.Hour}, opts)
+	b := newPod(t, srv.Addr, p, ratelimit.Config{Name: "tenant-acme", Requests: 1001, Burst: 1000, Per: time.Hour}, opts)
 	for b.lim.Allow(0) {
 	}
 	assert.GreaterOrEqual(t, a.lim.Stats().Requests, 1.0, "a's own limit has room")
@@ -173,15 +171,12 @@ func TestRedisDownFailsOpen(t *testing.T) {
 // TestRedisPausedBoundsTheWait: a Redis that holds its connections but
 // answers nothing costs a call at most the bound, and later calls nothing.
 func TestRedisPausedBoundsTheWait(t *testing.T) {
-	need(t)
-	srv, err := startServer(0)
-	require.NoError(t, err)
-	defer srv.stop()
+	srv := redisserver.Start(t)
 	cfg := ratelimit.Config{Name: "pro", Requests: 1001, Burst: 1000, Per: time.Hour}
-	a := newPod(t, srv.addr, prefix(t), cfg, redislimit.Options{RequestBound: 20 * time.Millisecond, OpTimeout: 300 * time.Millisecond})
+	a := newPod(t, srv.Addr, prefix(t), cfg, redislimit.Options{RequestBound: 20 * time.Millisecond, OpTimeout: 300 * time.Millisecond})
 	require.True(t, a.lim.Allow(0))
-	srv.pause()
-	defer srv.resume()
+	require.NoError(t, srv.Freeze())
+	defer func() { _ = srv.Thaw() }()
 	var worst time.Duration
 	for range 20 {
 		start := time.Now()
@@ -190,14 +185,13 @@ func TestRedisPausedBoundsTheWait(t *testing.T) {
 	}
 	assert.Less(t, worst, 200*time.Millisecond, "bounded by RequestBound, not by the 300 ms operation timeout")
 	assert.False(t, a.store.Stats().Healthy)
-	srv.resume()
+	require.NoError(t, srv.Thaw())
 }
 
 func TestOptionsAreChecked(t *testing.T) {
 	_, err := redislimit.New(nil, redislimit.Options{})
 	assert.Error(t, err)
-	need(t)
-	_, err = redislimit.New(client(t, shared.addr), redislimit.Options{Prefix: "a b{", RequestBound: -1, Prefetch: -1})
+	_, err = redislimit.New(client(t, redisserver.Need(t, shared).Addr), redislimit.Options{Prefix: "a b{", RequestBound: -1, Prefetch: -1})
 	require.Error(t, err)
 	for _, f := range []string{"Prefix", "RequestBound", "Prefetch"} {
 		assert.Contains(t, err.Error(), f)
