@@ -82,7 +82,14 @@ func BenchmarkChain(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	observed, err := fallback.New(fallback.Config[string, string]{Stages: []fallback.Stage[string, string]{guardedStage(b, okTier("pro"))},
+		Observer: fallback.ObserverFunc(func(ctx context.Context, _ fallback.Event) context.Context { return ctx })})
+	if err != nil {
+		b.Fatal(err)
+	}
 	b.Run("success", func(b *testing.B) { benchChain(b, success, context.Background()) })
+	// The same with an observer that does nothing: what the events cost.
+	b.Run("success-observed", func(b *testing.B) { benchChain(b, observed, context.Background()) })
 	// The same, with a limiter of requests and tokens on the tier.
 	b.Run("success-ratelimit", func(b *testing.B) { benchChain(b, rateLimited, context.Background()) })
 	b.Run("success-quickstart", func(b *testing.B) { benchChain(b, quickStart, context.Background()) })
