@@ -35,8 +35,8 @@ func verdictOf(err error) classify.Verdict {
 //     the request never reached — makes the job Retried: River's attempts
 //     bound it, and a breaker that stays open costs no upstream call;
 //   - otherwise a tier out of quota (QuotaExhausted, or parked) makes it
-//     Snoozed until the tier's parking ends: waiting for a reset burns no
-//     attempt;
+//     Snoozed until the tier's parking ends — at once when it ended during
+//     the attempt: waiting for a reset burns no attempt;
 //   - otherwise no tier can answer (invalid output, a retired model, an
 //     input too long, a request error): Discarded.
 //
@@ -94,9 +94,18 @@ func decide(err error, chain parker, now time.Time, quotaSnooze time.Duration) (
 			retry = true
 		case tierQuota:
 			d := quotaSnooze
-			if until, why := chain.ParkedUntil(i); why == fallback.SkipQuota {
+			until, why := chain.ParkedUntil(i)
+			switch {
+			case why == fallback.SkipQuota:
 				d = until.Sub(now)
-			} else if t.Verdict.RetryAfter > 0 {
+			case t.Outcome == fallback.TierSkipped:
+				// The chain skipped the tier because it was parked, and the
+				// parking has ended since, while a later tier was being
+				// called: the tier may serve now. quotaSnooze is for a quota
+				// nothing says the end of; here it would put the job to
+				// sleep long after the tier is back.
+				d = 0
+			case t.Verdict.RetryAfter > 0:
 				d = t.Verdict.RetryAfter
 			}
 			if !quota || d < quotaWait {

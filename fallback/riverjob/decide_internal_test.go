@@ -51,6 +51,12 @@ func TestDecide(t *testing.T) {
 			parked{0: now.Add(time.Hour), 1: now.Add(10 * time.Minute)}, Snoozed, WhyQuota, 10 * time.Minute},
 		{"quota_not_parked_retry_after", &fallback.Error{Tiers: []fallback.TierFailure{failed("pro", classify.QuotaExhausted, 90*time.Second)}}, nil, Snoozed, WhyQuota, 90 * time.Second},
 		{"quota_not_parked_no_hint", &fallback.Error{Tiers: []fallback.TierFailure{failed("pro", classify.QuotaExhausted, 0)}}, nil, Snoozed, WhyQuota, 7 * time.Minute},
+		// The chain skipped pro for its quota; pro's parking ended while
+		// flash was being called: pro may serve now.
+		{"quota_parking_ended_during_the_attempt", &fallback.Error{Tiers: []fallback.TierFailure{skipped("pro", fallback.SkipQuota), failed("flash", classify.InvalidOutput, 0)}},
+			nil, Snoozed, WhyQuota, 0},
+		{"quota_one_parking_ended", &fallback.Error{Tiers: []fallback.TierFailure{skipped("pro", fallback.SkipQuota), skipped("flash", fallback.SkipQuota)}},
+			parked{1: now.Add(time.Minute)}, Snoozed, WhyQuota, 0},
 		{"quota_and_retired", &fallback.Error{Tiers: []fallback.TierFailure{skipped("pro", fallback.SkipRetired), skipped("flash", fallback.SkipQuota)}}, parked{1: now.Add(time.Minute)}, Snoozed, WhyQuota, time.Minute},
 		{"invalid_output_everywhere", &fallback.Error{Tiers: []fallback.TierFailure{failed("pro", classify.InvalidOutput, 0), failed("flash", classify.InvalidOutput, 0)}}, nil, Discarded, WhyInvalidOutput, 0},
 		{"invalid_output_and_retired", &fallback.Error{Tiers: []fallback.TierFailure{failed("pro", classify.InvalidOutput, 0), skipped("flash", fallback.SkipRetired)}}, nil, Discarded, WhyNoTierCan, 0},

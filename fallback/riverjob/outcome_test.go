@@ -3,9 +3,14 @@ package riverjob_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"strconv"
+	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
+	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -234,6 +239,65 @@ func TestQuotaSnoozeThenComplete(t *testing.T) {
 		assert.Empty(t, job.Errors)
 	}
 	assert.Equal(t, 2, e.store.len())
+}
+
+// TestParkingEndsDuringAttempt: a job that skipped a parked tier, and
+// whose other tier then took longer than the parking had left, is snoozed
+// to run again at once — not for QuotaSnooze, which is for a quota nothing
+// says the end of.
+func TestParkingEndsDuringAttempt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var proCalls atomic.Int32
+		proTier := fallback.Tier("pro", func(context.Context, string) (string, error) {
+			proCalls.Add(1)
+			return "", classify.Wrap(errors.New("daily quota"), classify.Verdict{Class: classify.QuotaExhausted, HTTPStatus: 429})
+		})
+		flashTier := fallback.Tier("flash", func(ctx context.Context, _ string) (string, error) {
+			select {
+			case <-time.After(100 * time.Millisecond):
+			case <-ctx.Done():
+				return "", ctx.Err()
+			}
+			return "", classify.Wrap(errors.New("unreadable"), classify.Verdict{Class: classify.InvalidOutput})
+		})
+		chain, err := fallback.New(fallback.Config[string, string]{
+			Stages:        []fallback.Stage[string, string]{{Tier: proTier}, {Tier: flashTier}},
+			Total:         time.Second,
+			QuotaCooldown: 200 * time.Millisecond,
+		})
+		require.NoError(t, err)
+		w, err := riverjob.NewWorker[extractArgs](riverjob.Config[string, string]{
+			Chain: chain, Store: &mapStore{m: map[string]string{}}, QuotaSnooze: time.Hour,
+		})
+		require.NoError(t, err)
+		var reports []riverjob.Report
+		w.Observe(func(ev riverjob.Event) { reports = append(reports, ev.Report) })
+		work := func(id int64) time.Duration {
+			job := &river.Job[extractArgs]{
+				JobRow: &rivertype.JobRow{ID: id, Kind: extractArgs{}.Kind(), Attempt: 1, MaxAttempts: 5},
+				Args:   extractArgs{riverjob.Args[string]{Key: strconv.FormatInt(id, 10), Input: "q"}},
+			}
+			var snooze *rivertype.JobSnoozeError
+			require.ErrorAs(t, w.Work(t.Context(), job), &snooze)
+			return snooze.Duration
+		}
+
+		// Pro's 429 parks it for 200ms; flash fails 100ms later: the job
+		// sleeps until pro's parking ends (plus up to a tenth of jitter).
+		wait := work(1)
+		assert.GreaterOrEqual(t, wait, 100*time.Millisecond)
+		assert.LessOrEqual(t, wait, 110*time.Millisecond)
+
+		// 150ms in, pro is parked and skipped; flash fails at 250ms, after
+		// pro's parking ended: pro may serve now.
+		time.Sleep(50 * time.Millisecond)
+		assert.Zero(t, work(2), "runs again at once, not after QuotaSnooze")
+		require.Len(t, reports, 2)
+		assert.Equal(t, riverjob.Snoozed, reports[1].Outcome)
+		assert.Equal(t, riverjob.WhyQuota, reports[1].Why)
+		assert.Equal(t, "quota", reports[1].Tiers[0].Skip)
+		assert.Equal(t, int32(1), proCalls.Load(), "the second job skipped pro")
+	})
 }
 
 // TestFailClosedNeverRetries: a fail-closed class cancels the job on its
