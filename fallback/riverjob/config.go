@@ -75,6 +75,13 @@ type Config[In, Out any] struct {
 	// QuotaSnooze is how long a job sleeps when a tier is out of quota
 	// and nothing says when it resets (the chain's table does not park
 	// the tier, and the server gave no retry-after). 0 means 1m.
+	//
+	// A tier whose 429 (without a retry-after) the chain parked, and
+	// whose parking ran out before the attempt ended (a QuotaCooldown
+	// shorter than the rest of the attempt), looks the same by then: give
+	// a chain with a short QuotaCooldown a QuotaSnooze of the same scale.
+	// A tier the attempt only skipped as parked never waits for it: its
+	// parking ending during the attempt makes the job run again at once.
 	QuotaSnooze time.Duration
 
 	// TenantLabels puts the job's tenant on the attempt's spans and log

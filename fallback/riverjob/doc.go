@@ -48,7 +48,9 @@
 //     breaker that stays open makes the retries cost no upstream call;
 //   - every tier that could answer out of quota (QuotaExhausted, or parked
 //     by the chain): Snoozed until the earliest reset
-//     (fallback.Chain.ParkedUntil), which spends no attempt;
+//     (fallback.Chain.ParkedUntil) — at once if a tier's parking ended
+//     during the attempt — which spends no attempt; Config.QuotaSnooze
+//     when nothing says when the quota resets;
 //   - a fail-closed class (InvalidRequest, Auth, Safety), invalid output on
 //     every tier, an input no tier can take (a retired model, too long):
 //     Discarded at once, with river.JobCancel; a retryable failure on the
