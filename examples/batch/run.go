@@ -118,6 +118,10 @@ func runOn[TTx any](ctx context.Context, cfg config, st *story, driver riverdriv
 		Tenants:          tenants,
 		TenantBusySnooze: 200 * time.Millisecond,
 		RetryPolicy:      bo,
+		// A quota with no known reset would sleep the worker's default of
+		// a minute, longer than the whole story: the story's quotas come
+		// back on the scale of its quota cooldown.
+		QuotaSnooze: cfg.QuotaCooldown,
 	})
 	if err != nil {
 		return nil, err
