@@ -232,7 +232,7 @@ type request struct {
 	budget budget.Budget
 	obs    Observer
 	timing bool
-	start  time.Time
+	start  time.Duration // e.now() when the request began, when timing
 	// sum is the request's summary, copied into its result when it ends
 	// (a pointer to the caller's result would make it escape).
 	sum Summary
@@ -251,6 +251,12 @@ type request struct {
 	local *budget.Context
 }
 
+// now is a monotonic instant, the time since the chain's epoch; latencies
+// are differences of two. It reads the monotonic clock only, where
+// time.Now reads the wall clock too, which costs as much again on some
+// virtual machines.
+func (e *engine) now() time.Duration { return time.Since(e.epoch) }
+
 // begin starts a request: its budget, its summary and its first event.
 func (e *engine) begin(ctx context.Context, r *request) {
 	r.ctx = ctx
@@ -258,8 +264,14 @@ func (e *engine) begin(ctx context.Context, r *request) {
 	r.sum.TierIndex = -1
 	r.sum.deadline, r.sum.hasDeadline = r.budget.Deadline()
 	r.timing = e.measure
-	if o := e.observer.load(); o != nil {
-		r.obs, r.timing, r.start = o, true, time.Now()
+	o := e.observer.load()
+	if o != nil {
+		r.obs, r.timing = o, true
+	}
+	if r.timing {
+		r.start = e.now()
+	}
+	if o != nil {
 		r.ctx = o.Observe(ctx, Event{Kind: RequestStarted, Operation: e.op, TierIndex: -1, Model: e.stages[0].model, Provider: e.stages[0].provider, Stream: e.stream})
 	}
 }
@@ -416,9 +428,9 @@ func (e *engine) enter(r *request, st *stage) (held, budget.Try, Skip, error) {
 // still start in: the budget's deadline, less the reserve and the least
 // useful attempt.
 func (e *engine) acquireWaiting(r *request, st *stage, try budget.Try, remaining time.Duration) error {
-	var queued time.Time
+	var queued time.Duration
 	if r.timing {
-		queued = time.Now()
+		queued = e.now()
 	}
 	ctx := r.ctx
 	var c *budget.Context
@@ -436,7 +448,7 @@ func (e *engine) acquireWaiting(r *request, st *stage, try budget.Try, remaining
 		}
 	}
 	if r.timing {
-		r.queueWait = time.Since(queued)
+		r.queueWait = e.now() - queued
 	}
 	return err
 }
@@ -724,7 +736,7 @@ func (e *engine) end(r *request, err error, v classify.Verdict, chunks int) {
 	r.obs.Observe(r.ctx, Event{
 		Kind: RequestEnded, Operation: e.op, Stream: e.stream, TierIndex: r.sum.TierIndex, Tier: r.sum.Tier,
 		Verdict: v, Source: r.sum.Source, CacheHit: r.sum.CacheHit, Degraded: r.sum.Degraded, UpstreamCalls: r.sum.UpstreamCalls,
-		Answered: err == nil, Remaining: r.budget.Remaining(), Latency: time.Since(r.start), Err: err,
+		Answered: err == nil, Remaining: r.budget.Remaining(), Latency: e.now() - r.start, Err: err,
 		Chunks: chunks, Incomplete: errors.Is(err, ErrIncomplete),
 	})
 }

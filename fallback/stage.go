@@ -196,10 +196,10 @@ func runStage[In, Out any, A attempter[In, Out]](e *engine, a A, r *request, st 
 			r.member = st.pool.members[m].id
 		}
 		base := e.attemptStarted(r, st, model, n)
-		var t0 time.Time
+		var t0 time.Duration
 		timing := r.timing || st.hedge.enabled() || st.pool != nil && st.pool.latencyAware
 		if timing {
-			t0 = time.Now()
+			t0 = e.now()
 		}
 		res, ae := a.attempt(st, r.budget, base, per, remaining, in, h.tok, m)
 		r.sum.UpstreamCalls++
@@ -217,7 +217,7 @@ func runStage[In, Out any, A attempter[In, Out]](e *engine, a A, r *request, st 
 		var latency, ran time.Duration
 		switch {
 		case timing:
-			latency = time.Since(t0)
+			latency = e.now() - t0
 			ran = latency
 		case r.budget.Limited() && (ae.err != nil || st.index > 0):
 			// remaining was read when the attempt began: one clock read

@@ -365,7 +365,7 @@ type opened[Chunk any] struct {
 	cut     atomic.Int32
 	src     source[Chunk]
 	pending []Chunk
-	start   time.Time
+	start   time.Duration // c.now() when the attempt began
 }
 
 // attempt starts a stream and reads it up to its first chunk with content,
@@ -377,7 +377,7 @@ func (c *StreamChain[In, Chunk]) attempt(st *stage, b budget.Budget, base contex
 	if d, ok := b.Deadline(); ok {
 		deadline = d
 	}
-	op := &opened[Chunk]{ctx: budget.NewContext(base, deadline), start: time.Now()}
+	op := &opened[Chunk]{ctx: budget.NewContext(base, deadline), start: c.now()}
 	var timer *time.Timer
 	if per != budget.Unlimited && (st.try.Cap > 0 || per < remaining) {
 		timer = time.AfterFunc(per, func() {
@@ -467,14 +467,14 @@ func (p *pump[In, Chunk]) run(in In) (ie *IncompleteError, done bool) {
 	}()
 	c.answeredBy(r, st, st.index > 0 || res.Continued)
 	if res.Chunks == 0 {
-		res.TimeToFirstChunk = time.Since(r.start)
+		res.TimeToFirstChunk = c.now() - r.start
 	}
 	// last is when the latest chunk arrived, for ChunkReceived events.
-	var last time.Time
+	var last time.Duration
 	if r.obs != nil {
 		ev := c.event(r, FirstChunkReceived, st, p.model, p.n)
-		last = time.Now()
-		ev.Latency = last.Sub(op.start)
+		last = c.now()
+		ev.Latency = last - op.start
 		r.obs.Observe(r.ctx, ev)
 	}
 	tier := c.tiers[st.index]
@@ -516,9 +516,9 @@ func (p *pump[In, Chunk]) run(in In) (ie *IncompleteError, done bool) {
 				break
 			}
 			if r.obs != nil {
-				now := time.Now()
+				now := c.now()
 				ev := c.event(r, ChunkReceived, st, p.model, p.n)
-				ev.Latency, last = now.Sub(last), now
+				ev.Latency, last = now-last, now
 				r.obs.Observe(r.ctx, ev)
 			}
 		}
@@ -610,7 +610,7 @@ func (p *pump[In, Chunk]) run(in In) (ie *IncompleteError, done bool) {
 // ended reports a committed stream's end.
 func (p *pump[In, Chunk]) ended(chunks int, v classify.Verdict, err error, incomplete bool, d *described) {
 	r := p.r
-	latency := time.Since(p.op.start)
+	latency := p.c.now() - p.op.start
 	if d.hasUsage && p.st.limited {
 		tenant, _ := p.c.limits(p.st, r.ctx, p.in)
 		corrected([2]*ratelimit.Limiter{tenant, p.st.limiter}, -1, p.st, p.h.cost, d.usage)

@@ -140,6 +140,20 @@ func TestStreamCompletes(t *testing.T) {
 	assert.ErrorContains(t, err, "ranged over once")
 }
 
+// TimeToFirstChunk is measured from the request's start whether or not an
+// observer is attached (it once came out as the time since the zero
+// time when none was).
+func TestStreamTimeToFirstChunkWithoutObserver(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pro := &streamFake{name: "pro", def: streamScript{chunks: words("a", "b"), gap: 40 * time.Millisecond, finishing: true}}
+		c := newStreamChain(t, fallback.StreamConfig[string, chunk]{Stages: []fallback.StreamStage[string, chunk]{{Tier: pro.tier()}}})
+		s := c.Stream(context.Background(), "q")
+		_, err := collect(s)
+		require.NoError(t, err)
+		assert.Equal(t, 40*time.Millisecond, s.Result().TimeToFirstChunk)
+	})
+}
+
 func TestStream503BeforeFirstChunkFallsBack(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		pro := &streamFake{name: "pro", def: streamScript{before: classErr(classify.Transient)}}
