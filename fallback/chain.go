@@ -77,7 +77,6 @@ func (c *Chain[In, Out]) Do(ctx context.Context, in In) (Result[Out], error) {
 	if r.obs != nil {
 		defer c.endOnPanic(&r)
 	}
-	var res Result[Out]
 	var last classify.Verdict
 	for i := range c.stages {
 		st := &c.stages[i]
@@ -101,12 +100,12 @@ func (c *Chain[In, Out]) Do(ctx context.Context, in In) (Result[Out], error) {
 		last = end.verdict
 		switch end.route {
 		case classify.RouteFailClosed:
-			return c.fail(&r, &res, end.verdict, true)
+			return c.fail(&r, end.verdict, true)
 		case classify.RouteLocal:
-			return c.local(&r, &res, in, end.verdict)
+			return c.local(&r, in, end.verdict)
 		}
 	}
-	return c.local(&r, &res, in, last)
+	return c.local(&r, in, last)
 }
 
 // attempt makes one call and validates its answer.
@@ -309,20 +308,18 @@ func (c *Chain[In, Out]) describe(st *stage, out Out) (u Usage, hasUsage bool, r
 func (c *Chain[In, Out]) committed() bool { return false }
 
 // local answers from the cache or the default after the tiers failed.
-func (c *Chain[In, Out]) local(r *request, res *Result[Out], in In, last classify.Verdict) (Result[Out], error) {
+func (c *Chain[In, Out]) local(r *request, in In, last classify.Verdict) (Result[Out], error) {
 	defer r.finish()
 	cause, canceled := c.localCause(r, last)
 	if canceled {
-		return c.fail(r, res, cause, true)
+		return c.fail(r, cause, true)
 	}
 	if out, src, hit, ok := c.localAnswer(r.localContext(), in); ok {
-		res.Value = out
 		c.localAnswered(r, src, hit)
 		c.end(r, nil, classify.Verdict{}, 0)
-		res.Summary = r.sum
-		return *res, nil
+		return Result[Out]{Value: out, Summary: r.sum}, nil
 	}
-	return c.fail(r, res, cause, false)
+	return c.fail(r, cause, false)
 }
 
 // localAnswer asks the cache, then the default.
@@ -351,13 +348,10 @@ func lookup[In, T any](ctx context.Context, cache Cache[In, T], def func(context
 }
 
 // fail ends the request with its *Error.
-func (c *Chain[In, Out]) fail(r *request, res *Result[Out], cause classify.Verdict, closed bool) (Result[Out], error) {
+func (c *Chain[In, Out]) fail(r *request, cause classify.Verdict, closed bool) (Result[Out], error) {
 	err := c.failure(r, cause, closed)
-	var zero Out
-	res.Value = zero
 	c.end(r, err, cause, 0)
-	res.Summary = r.sum
-	return *res, err
+	return Result[Out]{Summary: r.sum}, err
 }
 
 // asInvalidOutput makes sure a validator's err classifies as InvalidOutput:
