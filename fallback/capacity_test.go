@@ -561,6 +561,111 @@ func TestHedgeLosersReleaseTheirGuards(t *testing.T) {
 	})
 }
 
+// TestHedgeLosingProbeKeepsItsSlot: a half-open probe whose call loses a
+// hedged race and ignores its cancellation is still a probe in flight
+// until it returns: the next request may not start a second probe
+// (HalfOpenProbes holds), and once the loser returns the slot is free.
+func TestHedgeLosingProbeKeepsItsSlot(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var proCalls, flashCalls atomic.Int64
+		failing := atomic.Bool{}
+		failing.Store(true)
+		// pro ignores its context: a hedge's cancellation does not stop it.
+		pro := fallback.Tier("pro", func(context.Context, string) (string, error) {
+			proCalls.Add(1)
+			if failing.Load() {
+				return "", classErr(classify.Transient)
+			}
+			time.Sleep(2 * time.Second)
+			return "pro", nil
+		})
+		flash := slowTier("flash", &flashCalls, func() time.Duration { return 50 * time.Millisecond })
+		proBr := newBreaker(t, breaker.Config{Name: "pro", ConsecutiveFailures: 1, Cooldown: time.Second, HalfOpenProbes: 1})
+		c := newChain(t, fallback.Config[string, string]{Stages: []fallback.Stage[string, string]{
+			{Tier: pro, Breaker: proBr, Retry: retry.Policy{MaxAttempts: 1}, Hedge: fallback.Hedge{Delay: 100 * time.Millisecond, MaxExtra: 1}},
+			{Tier: flash},
+		}})
+		_, err := c.Do(context.Background(), "trip")
+		require.NoError(t, err)
+		require.Equal(t, breaker.Open, proBr.State())
+		failing.Store(false)
+		time.Sleep(1500 * time.Millisecond)
+		require.Equal(t, breaker.HalfOpen, proBr.State())
+
+		res, err := c.Do(context.Background(), "probe")
+		require.NoError(t, err)
+		assert.Equal(t, "flash", res.Tier, "the hedge won the probe's race")
+		require.Equal(t, int64(2), proCalls.Load())
+
+		res, err = c.Do(context.Background(), "while the loser runs")
+		require.NoError(t, err)
+		assert.Equal(t, "flash", res.Tier)
+		assert.Equal(t, fallback.SkipOpen, res.Attempts()[0].Skip, "the losing probe still holds the only probe slot")
+		assert.Equal(t, int64(2), proCalls.Load(), "no second probe while the first runs")
+
+		time.Sleep(3 * time.Second) // the loser returns
+		synctest.Wait()
+		_, err = c.Do(context.Background(), "after")
+		require.NoError(t, err)
+		assert.Equal(t, int64(3), proCalls.Load(), "the slot came back when the loser returned")
+		time.Sleep(3 * time.Second)
+		synctest.Wait()
+	})
+}
+
+// TestHedgeLosingProbeOnAPoolCountsTheTiersAnswer: when the race is lost
+// to another member of the same pool, the tier did answer: the probe left
+// running reports a success when it returns, and the breaker closes.
+func TestHedgeLosingProbeOnAPoolCountsTheTiersAnswer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var aCalls, bCalls atomic.Int64
+		failing := atomic.Bool{}
+		failing.Store(true)
+		a := fallback.Tier("a", func(context.Context, string) (string, error) {
+			aCalls.Add(1)
+			if failing.Load() {
+				return "", classErr(classify.Transient)
+			}
+			time.Sleep(2 * time.Second) // ignores its context
+			return "a", nil
+		})
+		b := fallback.Tier("b", func(context.Context, string) (string, error) {
+			bCalls.Add(1)
+			if failing.Load() {
+				return "", classErr(classify.Transient)
+			}
+			time.Sleep(50 * time.Millisecond)
+			return "b", nil
+		})
+		pool, err := fallback.NewPool(fallback.PoolConfig[string, string]{Name: "pro", Members: []fallback.Member[string, string]{{Key: "a", Tier: a}, {Key: "b", Tier: b}}})
+		require.NoError(t, err)
+		proBr := newBreaker(t, breaker.Config{Name: "pro", ConsecutiveFailures: 1, Cooldown: time.Second, HalfOpenProbes: 1})
+		c := newChain(t, fallback.Config[string, string]{Stages: []fallback.Stage[string, string]{
+			{Tier: pool, Breaker: proBr, Retry: retry.Policy{MaxAttempts: 1}, Hedge: fallback.Hedge{Delay: 100 * time.Millisecond, MaxExtra: 1}},
+		}, Default: func(context.Context, string) (string, bool) { return "default", true }})
+		_, _ = c.Do(context.Background(), "trip")
+		require.Equal(t, breaker.Open, proBr.State())
+		failing.Store(false)
+		time.Sleep(1500 * time.Millisecond)
+		require.Equal(t, breaker.HalfOpen, proBr.State())
+		before := aCalls.Load() + bCalls.Load()
+
+		res, err := c.Do(context.Background(), "probe")
+		require.NoError(t, err)
+		require.Equal(t, fallback.SourceTier, res.Source)
+		assert.Equal(t, 2, res.UpstreamCalls, "the first member's call and the hedge on the other")
+		assert.Equal(t, breaker.HalfOpen, proBr.State(), "the probe's call still runs")
+		res, err = c.Do(context.Background(), "while the loser runs")
+		require.NoError(t, err)
+		assert.Equal(t, fallback.SourceDefault, res.Source, "no second probe while the first runs")
+		assert.Equal(t, before+2, aCalls.Load()+bCalls.Load())
+
+		time.Sleep(3 * time.Second) // the loser returns, with the tier's success
+		synctest.Wait()
+		assert.Equal(t, breaker.Closed, proBr.State())
+	})
+}
+
 // TestHedgeEndsWithTheCaller: a caller that gives up ends both calls of a
 // hedged attempt; none is left behind.
 func TestHedgeEndsWithTheCaller(t *testing.T) {

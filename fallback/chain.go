@@ -111,7 +111,7 @@ func (c *Chain[In, Out]) Do(ctx context.Context, in In) (Result[Out], error) {
 // attempt makes one call and validates its answer.
 func (c *Chain[In, Out]) attempt(st *stage, b budget.Budget, base context.Context, per, remaining time.Duration, in In, tok breaker.Token, m int) (out Out, end attemptEnd) {
 	if st.hedge.enabled() {
-		return c.hedged(st, b, base, per, remaining, in, m)
+		return c.hedged(st, b, base, per, remaining, in, tok, m)
 	}
 	ctx, ctl := b.Context(base, per, remaining)
 	tier := c.tierOf(st, m)
@@ -182,9 +182,9 @@ const (
 // budget allows), a second one on another member of the pool or on the
 // next tier. The first valid answer wins and the other call's context is
 // cancelled; a loser still running releases its own guards when it
-// returns (the first call's bulkhead slot included), so none is held past
-// its call or released early.
-func (c *Chain[In, Out]) hedged(st *stage, b budget.Budget, base context.Context, per, remaining time.Duration, in In, m int) (Out, attemptEnd) {
+// returns (the first call's bulkhead slot and half-open probe included),
+// so none is held past its call or released early.
+func (c *Chain[In, Out]) hedged(st *stage, b budget.Budget, base context.Context, per, remaining time.Duration, in In, tok breaker.Token, m int) (Out, attemptEnd) {
 	st.hedges.attempted()
 	var deadline time.Time
 	if per != budget.Unlimited {
@@ -197,6 +197,11 @@ func (c *Chain[In, Out]) hedged(st *stage, b budget.Budget, base context.Context
 	ctx := budget.NewContext(base, deadline)
 	results := make(chan hedged[Out], 2)
 	var state atomic.Int32
+	// lostOutcome is what a probe left running reports when it returns: a
+	// race lost to the next tier says nothing of this tier's health; one
+	// lost to another member of this tier's pool means the tier answered.
+	var lostOutcome atomic.Uint32
+	lostOutcome.Store(uint32(breaker.Ignored))
 	tier := c.tierOf(st, m)
 	go func() {
 		t0 := time.Now()
@@ -205,10 +210,15 @@ func (c *Chain[In, Out]) hedged(st *stage, b budget.Budget, base context.Context
 			err = c.check(st, out)
 		}
 		res := hedged[Out]{out: out, err: err, timedOut: err != nil && ctx.Expired(), latency: time.Since(t0)}
-		if !state.CompareAndSwap(callRunning, callReturned) && st.bulkhead != nil {
-			// It lost the race and was left to finish: its slot is its own
-			// to give back.
-			st.bulkhead.Release()
+		if !state.CompareAndSwap(callRunning, callReturned) {
+			// It lost the race and was left to finish: its slot and its
+			// probe are its own to give back.
+			if st.bulkhead != nil {
+				st.bulkhead.Release()
+			}
+			if tok.IsProbe() {
+				tok.Done(breaker.Outcome(lostOutcome.Load()))
+			}
 		}
 		results <- res
 	}()
@@ -233,6 +243,9 @@ func (c *Chain[In, Out]) hedged(st *stage, b budget.Budget, base context.Context
 					end.hedge.won, end.hedge.latency = true, res.latency
 					if m >= 0 {
 						end.hedge.primaryMember = st.pool.members[m].id
+					}
+					if hc.end.stage == st {
+						lostOutcome.Store(uint32(breaker.Success))
 					}
 					end.slotLeft = state.CompareAndSwap(callRunning, callAbandoned)
 					ctx.Cancel()

@@ -205,8 +205,8 @@ func runStage[In, Out any, A attempter[In, Out]](e *engine, a A, r *request, st 
 		r.sum.UpstreamCalls++
 		if ae.slotLeft {
 			// The hedge won while the first call ran on: it gives its slot
-			// back when it returns.
-			r.slotHandedOff = h.slot
+			// and its probe back when it returns.
+			r.slotHandedOff, r.tokenHandedOff = h.slot, h.tok.IsProbe()
 		}
 		if ae.abandoned {
 			// The stuck call keeps the slot until it returns, and a probe
