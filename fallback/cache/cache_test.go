@@ -299,12 +299,17 @@ func TestMemoryIsBoundedInBytes(t *testing.T) {
 }
 
 func TestEmbeddingsCountTowardTheBound(t *testing.T) {
+	// The embedding waits for the entry's own size to be read: it is
+	// computed in the background and could otherwise be counted already.
+	measured := make(chan struct{})
 	emb := cache.EmbedderFunc(func(context.Context, string) (cache.Embedding, error) {
+		<-measured
 		return cache.Embedding{Vector: axis(0, 3072)}, nil
 	})
 	c := newCache(t, cache.Config[string, string]{Semantic: semantic(emb, 0)})
 	c.Put(bg, "q", "a")
 	before := c.Stats().Bytes
+	close(measured)
 	settle(t, c, 1)
 	assert.Equal(t, before+4*3072, c.Stats().Bytes)
 }

@@ -62,8 +62,13 @@ func TestTail(t *testing.T) {
 	if c := base.median("callsPerReq"); c != 1 {
 		t.Errorf("without hedging %v calls per request", c)
 	}
-	if c := hedged.median("callsPerReq"); !(c > 1 && c <= 1.15) {
-		t.Errorf("hedged: %v calls per request", c)
+	// Hedges are bounded by MaxExtra (10 %) of the attempts plus the
+	// twenty the budget banks: on a loaded machine a short run serves fewer
+	// requests, and the bank weighs more per request.
+	limit := 1 + 0.1 + 20/hedged.median("requests")
+	t.Logf("hedged: %v requests, %.3f calls per request (limit %.3f)", hedged.median("requests"), hedged.median("callsPerReq"), limit)
+	if c := hedged.median("callsPerReq"); !(c > 1 && c <= limit) {
+		t.Errorf("hedged: %v calls per request, want (1, %.3f]", c, limit)
 	}
 	if p := hedged.median("fromPro"); !(p < 1) {
 		t.Errorf("no answer came from the hedge")
