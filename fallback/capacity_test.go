@@ -666,6 +666,92 @@ func TestHedgeLosingProbeOnAPoolCountsTheTiersAnswer(t *testing.T) {
 	})
 }
 
+// TestHedgedCallPanicReachesTheCaller: a panic in either call of a hedged
+// attempt runs on a goroutine of the chain's; it is raised again on the
+// caller's goroutine as a *PanicError with the stack where it happened,
+// and every guard comes back (the first call's once it returns).
+func TestHedgedCallPanicReachesTheCaller(t *testing.T) {
+	for _, who := range []string{"first call", "hedge"} {
+		t.Run(who, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				proBh, flashBh := newBulkhead(t, "pro", 2), newBulkhead(t, "flash", 2)
+				proBr := newBreaker(t, breaker.Config{Name: "pro", ConsecutiveFailures: 1})
+				pro := fallback.Tier("pro", func(ctx context.Context, _ string) (string, error) {
+					if who == "first call" {
+						time.Sleep(200 * time.Millisecond)
+						panic("tier exploded")
+					}
+					time.Sleep(time.Second) // ignores its context
+					return "pro", nil
+				})
+				flash := fallback.Tier("flash", func(context.Context, string) (string, error) {
+					if who == "hedge" {
+						panic("tier exploded")
+					}
+					time.Sleep(time.Second)
+					return "flash", nil
+				})
+				c := newChain(t, fallback.Config[string, string]{Stages: []fallback.Stage[string, string]{
+					{Tier: pro, Bulkhead: proBh, Breaker: proBr, Hedge: fallback.Hedge{Delay: 100 * time.Millisecond, MaxExtra: 1}},
+					{Tier: flash, Bulkhead: flashBh},
+				}})
+				assertCarriedPanic(t, "tier exploded", func() { _, _ = c.Do(context.Background(), "q") })
+				time.Sleep(2 * time.Second)
+				synctest.Wait()
+				assert.Zero(t, proBh.Stats().InFlight)
+				assert.Zero(t, flashBh.Stats().InFlight)
+				assert.Equal(t, breaker.Closed, proBr.State(), "a panic decides nothing")
+			})
+		})
+	}
+}
+
+// TestHedgedAttemptAbandonsAStuckCall: with AbandonAfter, a hedged
+// attempt whose calls ignore their context ends AbandonAfter after its
+// window, as an unhedged one does; the stuck first call is counted and
+// keeps its slot until it returns, and the hedge gives back its own.
+func TestHedgedAttemptAbandonsAStuckCall(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		never := make(chan struct{})
+		stuck := func(name string) fallback.ModelTier[string, string] {
+			return fallback.Tier(name, func(context.Context, string) (string, error) {
+				<-never
+				return name, nil
+			})
+		}
+		proBh, flashBh := newBulkhead(t, "pro", 2), newBulkhead(t, "flash", 2)
+		c := newChain(t, fallback.Config[string, string]{
+			Stages: []fallback.Stage[string, string]{
+				{Tier: stuck("pro"), Bulkhead: proBh, Retry: retry.Policy{MaxAttempts: 1}, TryTimeout: 300 * time.Millisecond, Hedge: fallback.Hedge{Delay: 100 * time.Millisecond, MaxExtra: 1}},
+				{Tier: stuck("flash"), Bulkhead: flashBh, Retry: retry.Policy{MaxAttempts: 1}, TryTimeout: 200 * time.Millisecond},
+			},
+			Default:      func(context.Context, string) (string, bool) { return "default", true },
+			AbandonAfter: 50 * time.Millisecond,
+		})
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		start := time.Now()
+		res, err := c.Do(ctx, "q")
+		require.NoError(t, err)
+		assert.Equal(t, "default", res.Value)
+		assert.Equal(t, 600*time.Millisecond, time.Since(start), "each window, then AbandonAfter")
+		a := res.Attempts()
+		require.Len(t, a, 3)
+		assert.True(t, a[0].Hedge, "the hedge on flash, left behind with the first call")
+		assert.ErrorIs(t, a[0].Err, fallback.ErrAbandoned)
+		assert.Equal(t, "pro", a[1].Tier)
+		assert.ErrorIs(t, a[1].Err, fallback.ErrAbandoned)
+		assert.Equal(t, fallback.Stats{Abandoned: 2, Stuck: 2}, c.Stats(), "pro's first call and flash's own call")
+		assert.Equal(t, 1, proBh.Stats().InFlight, "the stuck call keeps its slot")
+		assert.Equal(t, 2, flashBh.Stats().InFlight, "the hedge and flash's own call")
+		close(never)
+		synctest.Wait()
+		assert.Equal(t, fallback.Stats{Abandoned: 2}, c.Stats())
+		assert.Zero(t, proBh.Stats().InFlight)
+		assert.Zero(t, flashBh.Stats().InFlight)
+	})
+}
+
 // TestHedgeEndsWithTheCaller: a caller that gives up ends both calls of a
 // hedged attempt; none is left behind.
 func TestHedgeEndsWithTheCaller(t *testing.T) {

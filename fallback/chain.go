@@ -10,6 +10,7 @@ import (
 	"github.com/tierguard/tierguard/breaker"
 	"github.com/tierguard/tierguard/classify"
 	"github.com/tierguard/tierguard/internal/budget"
+	"github.com/tierguard/tierguard/internal/detach"
 	"github.com/tierguard/tierguard/validate"
 )
 
@@ -161,20 +162,26 @@ func (c *Chain[In, Out]) stickyKey(st *stage, in In) string {
 	return ""
 }
 
-// hedged is one result of a hedged attempt's race.
+// hedged is one result of a hedged attempt's race; ended is set when the
+// call panicked or called runtime.Goexit.
 type hedged[Out any] struct {
 	out      Out
 	err      error
 	hedge    bool
 	timedOut bool
 	latency  time.Duration
+	ended    *detach.Outcome
 }
 
-// The states of a hedged attempt's first call.
+// The states of a hedged attempt's first call: running; returned (the
+// attempt takes its result); lost (the hedge won, or panicked, and the
+// call was left to finish); stuck (it ignored its context for
+// AbandonAfter). A call lost or stuck gives back its own guards.
 const (
 	callRunning int32 = iota
 	callReturned
-	callAbandoned
+	callLost
+	callStuck
 )
 
 // hedged runs a hedged attempt: the first call on its own goroutine, and,
@@ -183,7 +190,10 @@ const (
 // next tier. The first valid answer wins and the other call's context is
 // cancelled; a loser still running releases its own guards when it
 // returns (the first call's bulkhead slot and half-open probe included),
-// so none is held past its call or released early.
+// so none is held past its call or released early. With AbandonAfter, a
+// first call that ignores its context is abandoned as it would be
+// unhedged. A panic or Goexit in either call ends the attempt, to be
+// raised again on the caller's goroutine.
 func (c *Chain[In, Out]) hedged(st *stage, b budget.Budget, base context.Context, per, remaining time.Duration, in In, tok breaker.Token, m int) (Out, attemptEnd) {
 	st.hedges.attempted()
 	var deadline time.Time
@@ -198,29 +208,40 @@ func (c *Chain[In, Out]) hedged(st *stage, b budget.Budget, base context.Context
 	results := make(chan hedged[Out], 2)
 	var state atomic.Int32
 	// lostOutcome is what a probe left running reports when it returns: a
-	// race lost to the next tier says nothing of this tier's health; one
-	// lost to another member of this tier's pool means the tier answered.
+	// race lost to the next tier says nothing of this tier's health, one
+	// lost to another member of this tier's pool means the tier answered,
+	// and a call abandoned for ignoring its context failed.
 	var lostOutcome atomic.Uint32
 	lostOutcome.Store(uint32(breaker.Ignored))
 	tier := c.tierOf(st, m)
 	go func() {
-		t0 := time.Now()
-		out, err := tier.Call(ctx, in)
-		if err == nil {
-			err = c.check(st, out)
-		}
-		res := hedged[Out]{out: out, err: err, timedOut: err != nil && ctx.Expired(), latency: time.Since(t0)}
-		if !state.CompareAndSwap(callRunning, callReturned) {
-			// It lost the race and was left to finish: its slot and its
-			// probe are its own to give back.
-			if st.bulkhead != nil {
-				st.bulkhead.Release()
+		var res hedged[Out]
+		detach.Run(func() {
+			t0 := c.now()
+			out, err := tier.Call(ctx, in)
+			if err == nil {
+				err = c.check(st, out)
 			}
-			if tok.IsProbe() {
-				tok.Done(breaker.Outcome(lostOutcome.Load()))
+			res = hedged[Out]{out: out, err: err, timedOut: err != nil && ctx.Expired(), latency: c.now() - t0}
+		}, func(o detach.Outcome) {
+			if o.Ended() {
+				res = hedged[Out]{ended: &o}
 			}
-		}
-		results <- res
+			if !state.CompareAndSwap(callRunning, callReturned) {
+				// Left to finish: its slot and its probe are its own to
+				// give back.
+				if st.bulkhead != nil {
+					st.bulkhead.Release()
+				}
+				if tok.IsProbe() {
+					tok.Done(breaker.Outcome(lostOutcome.Load()))
+				}
+				if state.Load() == callStuck {
+					c.counters.Stuck.Add(-1)
+				}
+			}
+			results <- res
+		})
 	}()
 	var end attemptEnd
 	delay, hedging := st.latency.delay()
@@ -231,38 +252,92 @@ func (c *Chain[In, Out]) hedged(st *stage, b budget.Budget, base context.Context
 		defer t.Stop()
 		timer = t.C
 	}
+	// ctxDone arms the abandonment of a first call that outlives its
+	// context by AbandonAfter.
+	var ctxDone <-chan struct{}
+	var abandon <-chan time.Time
+	if c.abandonAfter > 0 {
+		ctxDone = ctx.Done()
+	}
 	var hc *hedgeCall
 	var first *hedged[Out]
 	pending, late := 1, false
+	hedgeReturned := false
+	cancelHedge := func() {
+		if hc != nil {
+			hc.ctx.Cancel()
+		}
+	}
+	// abandonHedge marks a hedge still running when the attempt gives up
+	// on its calls: it is left behind too, and gives back its own guards.
+	abandonHedge := func() {
+		if hc != nil && !hedgeReturned {
+			end.hedge.err = errAbandoned
+			hc.ctx.Cancel()
+		}
+	}
 	for {
 		select {
 		case res := <-results:
 			pending--
-			if res.err == nil {
-				if res.hedge {
-					end.hedge.won, end.hedge.latency = true, res.latency
-					if m >= 0 {
-						end.hedge.primaryMember = st.pool.members[m].id
-					}
-					if hc.end.stage == st {
-						lostOutcome.Store(uint32(breaker.Success))
-					}
-					end.slotLeft = state.CompareAndSwap(callRunning, callAbandoned)
-					ctx.Cancel()
-				} else if hc != nil {
-					hc.ctx.Cancel()
+			hedgeReturned = hedgeReturned || res.hedge
+			switch {
+			case res.ended != nil && res.hedge:
+				// The first call, if still running, is left to finish.
+				end.slotLeft = state.CompareAndSwap(callRunning, callLost)
+				ctx.Cancel()
+				end.ended = res.ended
+				var zero Out
+				return zero, end
+			case res.ended != nil:
+				cancelHedge()
+				ctx.Cancel()
+				return res.out, attemptEnd{ended: res.ended, hedge: end.hedge}
+			case res.err == nil && res.hedge:
+				end.hedge.won, end.hedge.latency = true, res.latency
+				if m >= 0 {
+					end.hedge.primaryMember = st.pool.members[m].id
 				}
+				if hc.end.stage == st {
+					lostOutcome.Store(uint32(breaker.Success))
+				}
+				end.slotLeft = state.CompareAndSwap(callRunning, callLost)
+				ctx.Cancel()
 				return res.out, end
-			}
-			if res.hedge {
+			case res.err == nil:
+				cancelHedge()
+				return res.out, end
+			case res.hedge:
 				end.hedge.err = res.err
-			} else {
+			default:
 				first = &res
 			}
 			if pending == 0 {
 				ctx.Cancel()
-				return first.out, attemptEnd{err: first.err, timedOut: first.timedOut, hedge: end.hedge, slotLeft: end.slotLeft}
+				return first.out, attemptEnd{err: first.err, timedOut: first.timedOut, hedge: end.hedge}
 			}
+		case <-ctxDone:
+			ctxDone = nil
+			a := time.NewTimer(c.abandonAfter)
+			defer a.Stop()
+			abandon = a.C
+		case <-abandon:
+			abandon = nil
+			if first != nil {
+				// Only a hedge is left, and it gives back its own guards.
+				abandonHedge()
+				return first.out, attemptEnd{err: first.err, timedOut: first.timedOut, hedge: end.hedge}
+			}
+			lostOutcome.Store(uint32(breaker.Failure))
+			if state.CompareAndSwap(callRunning, callStuck) {
+				c.counters.Stuck.Add(1)
+				c.counters.Abandoned.Add(1)
+				abandonHedge()
+				var zero Out
+				return zero, attemptEnd{err: errAbandoned, abandoned: true, hedge: end.hedge}
+			}
+			// It returned meanwhile: its result is on its way.
+			lostOutcome.Store(uint32(breaker.Ignored))
 		case <-timer:
 			timer = nil
 			hc, late = c.prepareHedge(b, st, base, m, c.hedgeModel(st, in), late), true
@@ -282,17 +357,31 @@ func (c *Chain[In, Out]) hedged(st *stage, b budget.Budget, base context.Context
 				hedgeTier = c.pools[st.index].tiers[c.pools[st.index].p.index(hc.end.member)]
 			}
 			go func(hc *hedgeCall) {
-				t0 := time.Now()
-				out, err := hedgeTier.Call(hc.ctx, in)
-				if err == nil {
-					err = c.check(hc.end.stage, out)
-				}
-				lost := err != nil && hc.ctx.Err() != nil && !hc.ctx.Expired() && base.Err() == nil
-				latency := time.Since(t0)
-				v, o := c.outcomeOf(hc.end.stage, err, lost)
-				hc.release(v, o, latency)
-				hc.ctx.Cancel()
-				results <- hedged[Out]{out: out, err: err, hedge: true, latency: latency}
+				var res hedged[Out]
+				released := false
+				detach.Run(func() {
+					t0 := c.now()
+					out, err := hedgeTier.Call(hc.ctx, in)
+					if err == nil {
+						err = c.check(hc.end.stage, out)
+					}
+					lost := err != nil && hc.ctx.Err() != nil && !hc.ctx.Expired() && base.Err() == nil
+					latency := c.now() - t0
+					v, o := c.outcomeOf(hc.end.stage, err, lost)
+					released = true
+					hc.release(v, o, latency)
+					res = hedged[Out]{out: out, err: err, hedge: true, latency: latency}
+				}, func(o detach.Outcome) {
+					if o.Ended() {
+						if !released {
+							// A panic decides nothing for the hedge's guards.
+							hc.release(classify.Verdict{Class: classify.Canceled}, breaker.Ignored, 0)
+						}
+						res = hedged[Out]{hedge: true, ended: &o}
+					}
+					hc.ctx.Cancel()
+					results <- res
+				})
 			}(hc)
 		}
 	}

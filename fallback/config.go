@@ -112,11 +112,15 @@ type Stage[In, Out any] struct {
 	// on another member of the tier's Pool, or else on the next tier —
 	// behind that tier's breaker, bulkhead and Limiter, none of them
 	// waiting (a hedge that cannot start at once is looked at again every
-	// quarter of the delay while the first call runs). The
-	// first valid answer wins and the other call is cancelled; each
-	// breaker counts the request once, and a call that lost the race
-	// counts for nothing. A hedged attempt's calls run on goroutines of
-	// their own (AbandonAfter does not apply to them). Unary chains only.
+	// quarter of the delay while the first call runs). The first valid
+	// answer wins and the other call is cancelled; each breaker counts the
+	// request once, and a call that lost the race counts for nothing (a
+	// half-open probe that lost to another member of its own pool counts
+	// the tier's answer). A loser keeps its bulkhead slot and probe until
+	// it returns. A hedged attempt's calls run on goroutines of their own:
+	// Config.AbandonAfter applies to them as to any call, and a panic or
+	// runtime.Goexit in either is raised again on the caller's goroutine
+	// (a panic as a *PanicError with its stack). Unary chains only.
 	Hedge Hedge
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/tierguard/tierguard/classify"
 	"github.com/tierguard/tierguard/fallback/ratelimit"
 	"github.com/tierguard/tierguard/internal/budget"
+	"github.com/tierguard/tierguard/internal/detach"
 )
 
 // attempter runs one attempt of a stage: for the unary chain a call and
@@ -51,6 +52,10 @@ type attemptEnd struct {
 	// slotLeft is set when a hedged attempt's first call lost the race
 	// and was left running: it releases the stage's bulkhead slot itself.
 	slotLeft bool
+	// ended is set when a hedged call panicked or called runtime.Goexit on
+	// its goroutine, for the stage to raise again once its guards are
+	// accounted for.
+	ended *detach.Outcome
 }
 
 // described is what an attempt's answer says about itself, for observers.
@@ -204,8 +209,9 @@ func runStage[In, Out any, A attempter[In, Out]](e *engine, a A, r *request, st 
 		res, ae := a.attempt(st, r.budget, base, per, remaining, in, h.tok, m)
 		r.sum.UpstreamCalls++
 		if ae.slotLeft {
-			// The hedge won while the first call ran on: it gives its slot
-			// and its probe back when it returns.
+			// A hedged attempt's first call was left running (the hedge
+			// won, or panicked): it gives its slot and its probe back when
+			// it returns.
 			r.slotHandedOff, r.tokenHandedOff = h.slot, h.tok.IsProbe()
 		}
 		if ae.abandoned {
@@ -214,6 +220,7 @@ func runStage[In, Out any, A attempter[In, Out]](e *engine, a A, r *request, st 
 			// breaker's MaxHalfOpenWait writes it off).
 			r.slotHandedOff, r.tokenHandedOff = h.slot, h.tok.IsProbe()
 		}
+		reraise(ae.ended)
 		var latency, ran time.Duration
 		switch {
 		case timing:
