@@ -101,9 +101,22 @@ func TestRunShort(t *testing.T) {
 			assert.True(t, opened, "pro's breaker opens during the outage: %v", sum.transitions)
 			assert.Contains(t, progress.String(), "pro outage", "the phase changes are announced")
 
+			// The ledger saw every unary request, priced what pro and flash
+			// answered, and counted the outage's fallbacks.
+			require.Len(t, sum.spend, len(tenants))
+			var spent int64
+			for _, r := range sum.spend {
+				spent += r.Requests
+				assert.Positive(t, r.Cost, r.tenant)
+				assert.Positive(t, r.Fallbacks, r.tenant)
+				assert.LessOrEqual(t, r.Valid, r.Answered, r.tenant)
+				assert.Zero(t, r.Unpriced, "every model that answers has a price")
+			}
+			assert.Equal(t, int64(sum.requests), spent, "one ledger record per unary request")
+
 			var out bytes.Buffer
 			sum.print(&out)
-			for _, s := range []string{"answers by source", "by phase", "streams:", "time to first chunk", "breaker transitions", "upstream calls", "per tier", "invariants hold"} {
+			for _, s := range []string{"answers by source", "by phase", "streams:", "time to first chunk", "breaker transitions", "upstream calls", "per tier", "spend by tenant", "invariants hold"} {
 				assert.Contains(t, out.String(), s)
 			}
 			if !catalog {
@@ -134,6 +147,7 @@ func checkMetrics(t *testing.T, sum *summary, printed string) {
 		"tierguard.requests ({request}) generate_content",
 		"tierguard.breaker.state ({state}) ",
 		"tierguard.breaker.transitions ({transition}) ",
+		"tierguard.cost ({USD}) ",
 	} {
 		assert.True(t, seen[want], "%s not collected: %v", want, seen)
 	}

@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
+	"github.com/tierguard/tierguard/fallback/spend"
 	"github.com/tierguard/tierguard/otelx"
 )
 
@@ -30,12 +31,14 @@ type meters struct {
 	reader *sdkmetric.ManualReader // nil without -metrics
 	mp     *sdkmetric.MeterProvider
 	inst   *otelx.Instrumentation
+	ledger *otelx.LedgerInstrumentation
 }
 
-// newMeters instruments chains with otelx, reading the metrics with a
-// ManualReader when manual is set and with extra when it is not nil.
-// Tracing is off (a no-op tracer provider): the demo exports metrics only.
-func newMeters(manual bool, extra sdkmetric.Reader, chains ...otelx.Chain) (*meters, error) {
+// newMeters instruments chains and the spend ledger with otelx, reading
+// the metrics with a ManualReader when manual is set and with extra when
+// it is not nil. Tracing is off (a no-op tracer provider): the demo
+// exports metrics only.
+func newMeters(manual bool, extra sdkmetric.Reader, ledger *spend.Ledger, chains ...otelx.Chain) (*meters, error) {
 	m := &meters{}
 	var opts []sdkmetric.Option
 	if manual {
@@ -54,6 +57,9 @@ func newMeters(manual bool, extra sdkmetric.Reader, chains ...otelx.Chain) (*met
 	for _, c := range chains {
 		inst.Attach(c)
 	}
+	if m.ledger, err = otelx.InstrumentLedger(ledger, otelx.Options{MeterProvider: m.mp}); err != nil {
+		return nil, err
+	}
 	return m, nil
 }
 
@@ -69,6 +75,7 @@ func (m *meters) collect(ctx context.Context) (*metricsReport, error) {
 // stop ends the instrumentation and the provider.
 func (m *meters) stop(ctx context.Context) {
 	_ = m.inst.Close()
+	_ = m.ledger.Close()
 	_ = m.mp.Shutdown(ctx)
 }
 

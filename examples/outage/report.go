@@ -205,6 +205,8 @@ type summary struct {
 	// records and streamRecords are the run's raw outcomes, for -report.
 	records       []record
 	streamRecords []streamRecord
+	// spend is the ledger's figures per tenant.
+	spend []spendRow
 }
 
 type phaseRow struct {
@@ -423,6 +425,8 @@ func (s *summary) print(w io.Writer) {
 		fmt.Fprintf(tw, "  %s\t%d\t%d\t%d\t%d\t%s\t%d\t\n", t.name, t.calls, t.retries, t.waited, t.rejects, skipText(t.skips), t.streamCalls)
 	}
 	tw.Flush()
+
+	printSpend(w, s.spend)
 
 	if s.metrics != nil {
 		s.metrics.print(w)

@@ -12,6 +12,7 @@ import (
 	"github.com/tierguard/tierguard/bulkhead"
 	"github.com/tierguard/tierguard/fallback"
 	"github.com/tierguard/tierguard/fallback/chaos"
+	"github.com/tierguard/tierguard/fallback/spend"
 	"github.com/tierguard/tierguard/internal/testbed/fakegemini"
 	"github.com/tierguard/tierguard/internal/testbed/gemrest"
 	"github.com/tierguard/tierguard/otelx"
@@ -105,13 +106,21 @@ func run(ctx context.Context, cfg config, progress io.Writer) (*summary, error) 
 			return nil, err
 		}
 	}
+	ledger, err := newLedger()
+	if err != nil {
+		return nil, err
+	}
+	defer ledger.Close()
+	if _, err := ledger.Attach(chain); err != nil {
+		return nil, err
+	}
 	var m *meters
 	if cfg.Metrics || cfg.reader != nil {
 		chains := []otelx.Chain{chain}
 		if streams != nil {
 			chains = append(chains, streams)
 		}
-		if m, err = newMeters(cfg.Metrics, cfg.reader, chains...); err != nil {
+		if m, err = newMeters(cfg.Metrics, cfg.reader, ledger, chains...); err != nil {
 			return nil, err
 		}
 	}
@@ -136,7 +145,7 @@ func run(ctx context.Context, cfg config, progress io.Writer) (*summary, error) 
 	stopProgress := con.run(rec, g)
 	var wg sync.WaitGroup
 	for i := range cfg.Clients {
-		wg.Go(func() { client(ctx, cfg, chain, rec, i) })
+		wg.Go(func() { client(ctx, cfg, chain, ledger, rec, i) })
 	}
 	for i := range cfg.StreamClients {
 		wg.Go(func() { streamClient(ctx, cfg, streams, rec, i) })
@@ -175,6 +184,7 @@ func run(ctx context.Context, cfg config, progress io.Writer) (*summary, error) 
 	sum.metrics = report
 	sum.stopMetrics = stopMetrics
 	sum.bulkheads = bulkheadStats(chain.Stages())
+	sum.spend = spendSummary(ledger)
 	return sum, nil
 }
 
@@ -190,7 +200,7 @@ func bulkheadStats(stages []fallback.StageInfo) map[string]bulkhead.Stats {
 }
 
 // client sends one request after another until the run's duration ends.
-func client(ctx context.Context, cfg config, chain *fallback.Chain[question, gemrest.Response], rec *recorder, id int) {
+func client(ctx context.Context, cfg config, chain *fallback.Chain[question, gemrest.Response], ledger *spend.Ledger, rec *recorder, id int) {
 	rng := rand.New(rand.NewPCG(cfg.Seed, uint64(id)+1))
 	var t tally
 	defer rec.merge(&t)
@@ -200,8 +210,8 @@ func client(ctx context.Context, cfg config, chain *fallback.Chain[question, gem
 		start := time.Now()
 		// The request's own context carries no deadline: the chain's Total
 		// is the deadline. ctx only stops the loop, so the last requests
-		// finish rather than fail.
-		res, err := chain.Do(context.Background(), in)
+		// finish rather than fail. The ledger's ticket is the context.
+		res, err := chain.Do(ticket(ledger, id), in)
 		rec.record(&t, start, time.Now(), &res, err)
 		if cfg.Think > 0 {
 			pause := time.Duration(rng.Int64N(int64(2 * cfg.Think)))
