@@ -561,6 +561,19 @@ func TestHedgeLosersReleaseTheirGuards(t *testing.T) {
 	})
 }
 
+// recoveringTier fails while failing is set, then answers after latency,
+// ignoring its context (a hedge's cancellation does not stop it).
+func recoveringTier(name string, calls *atomic.Int64, failing *atomic.Bool, latency time.Duration) fallback.ModelTier[string, string] {
+	return fallback.Tier(name, func(context.Context, string) (string, error) {
+		calls.Add(1)
+		if failing.Load() {
+			return "", classErr(classify.Transient)
+		}
+		time.Sleep(latency)
+		return name, nil
+	})
+}
+
 // TestHedgeLosingProbeKeepsItsSlot: a half-open probe whose call loses a
 // hedged race and ignores its cancellation is still a probe in flight
 // until it returns: the next request may not start a second probe
@@ -570,15 +583,7 @@ func TestHedgeLosingProbeKeepsItsSlot(t *testing.T) {
 		var proCalls, flashCalls atomic.Int64
 		failing := atomic.Bool{}
 		failing.Store(true)
-		// pro ignores its context: a hedge's cancellation does not stop it.
-		pro := fallback.Tier("pro", func(context.Context, string) (string, error) {
-			proCalls.Add(1)
-			if failing.Load() {
-				return "", classErr(classify.Transient)
-			}
-			time.Sleep(2 * time.Second)
-			return "pro", nil
-		})
+		pro := recoveringTier("pro", &proCalls, &failing, 2*time.Second)
 		flash := slowTier("flash", &flashCalls, func() time.Duration { return 50 * time.Millisecond })
 		proBr := newBreaker(t, breaker.Config{Name: "pro", ConsecutiveFailures: 1, Cooldown: time.Second, HalfOpenProbes: 1})
 		c := newChain(t, fallback.Config[string, string]{Stages: []fallback.Stage[string, string]{
@@ -621,22 +626,8 @@ func TestHedgeLosingProbeOnAPoolCountsTheTiersAnswer(t *testing.T) {
 		var aCalls, bCalls atomic.Int64
 		failing := atomic.Bool{}
 		failing.Store(true)
-		a := fallback.Tier("a", func(context.Context, string) (string, error) {
-			aCalls.Add(1)
-			if failing.Load() {
-				return "", classErr(classify.Transient)
-			}
-			time.Sleep(2 * time.Second) // ignores its context
-			return "a", nil
-		})
-		b := fallback.Tier("b", func(context.Context, string) (string, error) {
-			bCalls.Add(1)
-			if failing.Load() {
-				return "", classErr(classify.Transient)
-			}
-			time.Sleep(50 * time.Millisecond)
-			return "b", nil
-		})
+		a := recoveringTier("a", &aCalls, &failing, 2*time.Second)
+		b := recoveringTier("b", &bCalls, &failing, 50*time.Millisecond)
 		pool, err := fallback.NewPool(fallback.PoolConfig[string, string]{Name: "pro", Members: []fallback.Member[string, string]{{Key: "a", Tier: a}, {Key: "b", Tier: b}}})
 		require.NoError(t, err)
 		proBr := newBreaker(t, breaker.Config{Name: "pro", ConsecutiveFailures: 1, Cooldown: time.Second, HalfOpenProbes: 1})
