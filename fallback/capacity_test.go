@@ -743,6 +743,43 @@ func TestHedgedAttemptAbandonsAStuckCall(t *testing.T) {
 	})
 }
 
+// TestPoolMemberStaysHeldByAStuckCall: a pool member whose call ignores
+// its context and is abandoned stays in flight until the call returns,
+// and its breaker's probe stays taken; a member whose call panics is
+// released.
+func TestPoolMemberStaysHeldByAStuckCall(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		never := make(chan struct{})
+		var aCalls atomic.Int64
+		a := fallback.Tier("a", func(context.Context, string) (string, error) {
+			if aCalls.Add(1) == 1 {
+				panic("tier exploded")
+			}
+			<-never
+			return "a", nil
+		})
+		pool, err := fallback.NewPool(fallback.PoolConfig[string, string]{Name: "pro", Members: []fallback.Member[string, string]{{Key: "a", Tier: a}}})
+		require.NoError(t, err)
+		c := newChain(t, fallback.Config[string, string]{
+			Stages:       []fallback.Stage[string, string]{{Tier: pool, Retry: retry.Policy{MaxAttempts: 1}, TryTimeout: 100 * time.Millisecond}},
+			Default:      func(context.Context, string) (string, bool) { return "default", true },
+			AbandonAfter: 50 * time.Millisecond,
+		})
+		inFlight := func() int { return pool.Members()[0].InFlight }
+
+		assert.Panics(t, func() { _, _ = c.Do(context.Background(), "q") })
+		assert.Zero(t, inFlight(), "a panic releases the member")
+
+		res, err := c.Do(context.Background(), "q")
+		require.NoError(t, err)
+		assert.Equal(t, "default", res.Value)
+		assert.Equal(t, 1, inFlight(), "the stuck call still holds its member")
+		close(never)
+		synctest.Wait()
+		assert.Zero(t, inFlight(), "released when the call returned")
+	})
+}
+
 // TestHedgeEndsWithTheCaller: a caller that gives up ends both calls of a
 // hedged attempt; none is left behind.
 func TestHedgeEndsWithTheCaller(t *testing.T) {

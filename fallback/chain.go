@@ -110,15 +110,15 @@ func (c *Chain[In, Out]) Do(ctx context.Context, in In) (Result[Out], error) {
 }
 
 // attempt makes one call and validates its answer.
-func (c *Chain[In, Out]) attempt(st *stage, b budget.Budget, base context.Context, per, remaining time.Duration, in In, tok breaker.Token, m int) (out Out, end attemptEnd) {
+func (c *Chain[In, Out]) attempt(st *stage, b budget.Budget, base context.Context, per, remaining time.Duration, in In, g callGuards) (out Out, end attemptEnd) {
 	if st.hedge.enabled() {
-		return c.hedged(st, b, base, per, remaining, in, tok, m)
+		return c.hedged(st, b, base, per, remaining, in, g)
 	}
 	ctx, ctl := b.Context(base, per, remaining)
-	tier := c.tierOf(st, m)
+	tier := c.tierOf(st, g.m)
 	if c.abandonAfter > 0 {
 		// A call is a stream of one answer, read on its own goroutine.
-		src := read(c.engine, st, ctx, func(yield func(Out, error) bool) { yield(tier.Call(ctx, in)) }, tok)
+		src := read(c.engine, st, ctx, func(yield func(Out, error) bool) { yield(tier.Call(ctx, in)) }, g)
 		out, end.err, _ = src.next()
 		end.abandoned = src.stop()
 	} else {
@@ -194,7 +194,8 @@ const (
 // first call that ignores its context is abandoned as it would be
 // unhedged. A panic or Goexit in either call ends the attempt, to be
 // raised again on the caller's goroutine.
-func (c *Chain[In, Out]) hedged(st *stage, b budget.Budget, base context.Context, per, remaining time.Duration, in In, tok breaker.Token, m int) (Out, attemptEnd) {
+func (c *Chain[In, Out]) hedged(st *stage, b budget.Budget, base context.Context, per, remaining time.Duration, in In, g callGuards) (Out, attemptEnd) {
+	tok, m := g.tok, g.m
 	st.hedges.attempted()
 	var deadline time.Time
 	if per != budget.Unlimited {
@@ -238,6 +239,10 @@ func (c *Chain[In, Out]) hedged(st *stage, b budget.Budget, base context.Context
 				}
 				if state.Load() == callStuck {
 					c.counters.Stuck.Add(-1)
+					c.releaseMember(st, g, errAbandonedVerdict, breaker.Failure, 0)
+				} else {
+					// Losing a race says nothing of the member's health.
+					c.releaseMember(st, g, classify.Verdict{Class: classify.Canceled, Reason: "lost the race"}, breaker.Ignored, 0)
 				}
 			}
 			results <- res

@@ -15,7 +15,10 @@ import (
 // Config.AbandonAfter of its context ending.
 var ErrAbandoned = errors.New("tierguard: call abandoned: the tier ignored its context")
 
-var errAbandoned = classify.Wrap(ErrAbandoned, classify.Verdict{Class: classify.Transient, Reason: "call abandoned after its deadline"})
+// errAbandonedVerdict is the verdict of an abandoned call.
+var errAbandonedVerdict = classify.Verdict{Class: classify.Transient, Reason: "call abandoned after its deadline"}
+
+var errAbandoned = classify.Wrap(ErrAbandoned, errAbandonedVerdict)
 
 // reraise ends the caller's goroutine the way the work's goroutine ended:
 // its panic again, as a *PanicError with the stack where it happened, or
@@ -47,9 +50,10 @@ type source[Chunk any] interface {
 // with AbandonAfter, on a goroutine of its own, so that a tier that ignores
 // its context is abandoned AbandonAfter after ctx ended and keeps st's
 // bulkhead slot until it returns. A stuck half-open probe also keeps its
-// breaker token tok, so that it still counts against the probe limit, and
-// reports its failure when it returns.
-func read[T any](e *engine, st *stage, ctx context.Context, seq iter.Seq2[T, error], tok breaker.Token) source[T] {
+// breaker token, so that it still counts against the probe limit, and
+// reports its failure when it returns; so does a pool member it holds.
+func read[T any](e *engine, st *stage, ctx context.Context, seq iter.Seq2[T, error], g callGuards) source[T] {
+	tok := g.tok
 	if e.abandonAfter <= 0 {
 		next, stop := iter.Pull2(seq)
 		return pulled[T]{pull: next, end: stop}
@@ -61,6 +65,7 @@ func read[T any](e *engine, st *stage, ctx context.Context, seq iter.Seq2[T, err
 		if tok.IsProbe() {
 			tok.Done(breaker.Failure)
 		}
+		e.releaseMember(st, g, errAbandonedVerdict, breaker.Failure, 0)
 	}
 	return detached[T]{detach.Read(ctx, e.abandonAfter, &e.counters, seq, release)}
 }

@@ -17,10 +17,9 @@ import (
 // first chunk with content. Everything around the attempt is runStage's.
 type attempter[In, Out any] interface {
 	// attempt runs an attempt of window per (remaining was left when the
-	// window was computed) on a context built on base, on pool member m
-	// (-1 for a tier that is not a pool). tok is the stage's breaker
-	// token, which an abandoned call takes with it.
-	attempt(st *stage, b budget.Budget, base context.Context, per, remaining time.Duration, in In, tok breaker.Token, m int) (Out, attemptEnd)
+	// window was computed) on a context built on base, holding g: a call
+	// left running (abandoned, or a hedged race's loser) takes g with it.
+	attempt(st *stage, b budget.Budget, base context.Context, per, remaining time.Duration, in In, g callGuards) (Out, attemptEnd)
 	// describe reads the token usage and the response description of an
 	// attempt's answer (a success, or an answer the validator rejected).
 	describe(st *stage, out Out) (Usage, bool, ResponseInfo)
@@ -63,6 +62,22 @@ type described struct {
 	usage    Usage
 	hasUsage bool
 	resp     ResponseInfo
+}
+
+// callGuards are what a call holds besides its stage's bulkhead slot: the
+// stage's breaker token, and on a pool the member m (-1 for none) with its
+// breaker token.
+type callGuards struct {
+	tok  breaker.Token
+	m    int
+	mtok breaker.Token
+}
+
+// releaseMember ends g's hold on its pool member, if it has one.
+func (e *engine) releaseMember(st *stage, g callGuards, v classify.Verdict, o breaker.Outcome, latency time.Duration) {
+	if g.m >= 0 {
+		st.pool.done(g.m, g.mtok, v, o, latency, e.quotaPark, e.maxQuotaPark)
+	}
 }
 
 // stageEnd is how a stage ended for the request.
@@ -115,10 +130,15 @@ func runStage[In, Out any, A attempter[In, Out]](e *engine, a A, r *request, st 
 		return out, h, stageEnd{verdict: v, route: e.table.Action(v.Class).Route, err: err}
 	}
 	decided := false
+	// member is the pool member the current attempt holds, until it is
+	// released or handed to a call left running.
+	member := callGuards{m: -1}
 	defer func() {
 		if !decided {
-			// A panic: free the slot and the probe without deciding anything.
+			// A panic: free the slot, the probe and the member without
+			// deciding anything.
 			e.exit(r, st, &h, breaker.Ignored)
+			e.releaseMember(st, member, classify.Verdict{Class: classify.Canceled, Reason: "the call panicked"}, breaker.Ignored, 0)
 		}
 	}()
 	var lims [2]*ratelimit.Limiter
@@ -198,6 +218,7 @@ func runStage[In, Out any, A attempter[In, Out]](e *engine, a A, r *request, st 
 				unadmit(resv)
 				return stop(why, &SkipError{Tier: st.name, Model: model, Skip: why})
 			}
+			member = callGuards{m: m, mtok: mtok}
 			r.member = st.pool.members[m].id
 		}
 		base := e.attemptStarted(r, st, model, n)
@@ -206,7 +227,7 @@ func runStage[In, Out any, A attempter[In, Out]](e *engine, a A, r *request, st 
 		if timing {
 			t0 = e.now()
 		}
-		res, ae := a.attempt(st, r.budget, base, per, remaining, in, h.tok, m)
+		res, ae := a.attempt(st, r.budget, base, per, remaining, in, callGuards{tok: h.tok, m: m, mtok: mtok})
 		r.sum.UpstreamCalls++
 		if ae.slotLeft {
 			// A hedged attempt's first call was left running (the hedge
@@ -219,6 +240,10 @@ func runStage[In, Out any, A attempter[In, Out]](e *engine, a A, r *request, st 
 			// stays a probe: it reports its failure when it returns (or the
 			// breaker's MaxHalfOpenWait writes it off).
 			r.slotHandedOff, r.tokenHandedOff = h.slot, h.tok.IsProbe()
+		}
+		if ae.slotLeft || ae.abandoned {
+			// The call left running releases its pool member itself.
+			member.m = -1
 		}
 		reraise(ae.ended)
 		var latency, ran time.Duration
@@ -245,13 +270,12 @@ func runStage[In, Out any, A attempter[In, Out]](e *engine, a A, r *request, st 
 				st.latency.observe(latency)
 			}
 			decided = true
-			if m >= 0 {
-				if won {
-					st.pool.done(m, mtok, classify.Verdict{Class: classify.Canceled}, breaker.Ignored, 0, e.quotaPark, e.maxQuotaPark)
-				} else {
-					st.pool.done(m, mtok, classify.Verdict{}, breaker.Success, latency, e.quotaPark, e.maxQuotaPark)
-				}
+			if won {
+				e.releaseMember(st, member, classify.Verdict{Class: classify.Canceled}, breaker.Ignored, 0)
+			} else {
+				e.releaseMember(st, member, classify.Verdict{}, breaker.Success, latency)
 			}
+			member.m = -1
 			if lims[1] != nil {
 				lims[1].Passed()
 			}
@@ -289,7 +313,8 @@ func runStage[In, Out any, A attempter[In, Out]](e *engine, a A, r *request, st 
 			lims[1].Throttle(v.RetryAfter)
 		}
 		if m >= 0 {
-			st.pool.done(m, mtok, v, d.outcome, 0, e.quotaPark, e.maxQuotaPark)
+			e.releaseMember(st, member, v, d.outcome, 0)
+			member.m = -1
 			tried |= 1 << m
 			if rotates(v.Class) && !r.budget.Over() && r.ctx.Err() == nil && st.pool.another(tried) {
 				// This member's quota or credentials, not the tier's: the

@@ -372,7 +372,7 @@ type opened[Chunk any] struct {
 // within the first-chunk window per. Chunks before it are kept, to be
 // shown once the stream commits; a stream that fails before it fails like
 // a unary call.
-func (c *StreamChain[In, Chunk]) attempt(st *stage, b budget.Budget, base context.Context, per, remaining time.Duration, in In, tok breaker.Token, _ int) (*opened[Chunk], attemptEnd) {
+func (c *StreamChain[In, Chunk]) attempt(st *stage, b budget.Budget, base context.Context, per, remaining time.Duration, in In, g callGuards) (*opened[Chunk], attemptEnd) {
 	var deadline time.Time
 	if d, ok := b.Deadline(); ok {
 		deadline = d
@@ -386,7 +386,7 @@ func (c *StreamChain[In, Chunk]) attempt(st *stage, b budget.Budget, base contex
 			}
 		})
 	}
-	op.src = read(c.engine, st, op.ctx, c.tiers[st.index].Stream(op.ctx, in), tok)
+	op.src = read(c.engine, st, op.ctx, c.tiers[st.index].Stream(op.ctx, in), g)
 	tier := c.tiers[st.index]
 	for {
 		ch, err, ok := op.src.next()
