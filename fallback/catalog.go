@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/tierguard/tierguard/internal/detach"
 )
 
 // Catalog is the list of models an API currently serves, for preflight: a
@@ -129,6 +131,10 @@ func (c *Catalog) Start() {
 	c.timer = time.AfterFunc(0, c.tick)
 }
 
+// tick is a background refresh. It runs on the timer's goroutine, where
+// nobody could recover a panic of fetch: a refresh that panics (or calls
+// runtime.Goexit) is kept for Err as a *PanicError, the last good list
+// stays, and the next refresh is scheduled all the same.
 func (c *Catalog) tick() {
 	c.mu.Lock()
 	if !c.running {
@@ -141,14 +147,21 @@ func (c *Catalog) tick() {
 	defer c.wg.Done()
 
 	ctx, cancel := context.WithTimeout(stopCtx, c.timeout)
-	_ = c.Refresh(ctx)
-	cancel()
-
-	c.mu.Lock()
-	if c.running {
-		c.timer.Reset(c.ttl)
-	}
-	c.mu.Unlock()
+	defer cancel()
+	defer func() {
+		c.mu.Lock()
+		if c.running {
+			c.timer.Reset(c.ttl)
+		}
+		c.mu.Unlock()
+	}()
+	detach.Run(func() { _ = c.Refresh(ctx) }, func(o detach.Outcome) {
+		if o.Ended() {
+			c.mu.Lock()
+			c.lastErr = outcomeError(o)
+			c.mu.Unlock()
+		}
+	})
 }
 
 // Stop ends background refreshes, cancelling one in progress and waiting

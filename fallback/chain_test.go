@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -496,6 +497,49 @@ func TestCatalogStartStop(t *testing.T) {
 		cat.Stop()
 		time.Sleep(time.Hour)
 		assert.Equal(t, int64(2), fetches.Load())
+	})
+}
+
+// TestCatalogBackgroundRefreshSurvivesAPanic: a background refresh whose
+// fetch panics (or calls runtime.Goexit) runs on the timer's goroutine,
+// where no caller could recover it: Err reports it as a *PanicError with
+// the stack, the last good list stays, and refreshes go on.
+func TestCatalogBackgroundRefreshSurvivesAPanic(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var fetches atomic.Int64
+		cat, err := fallback.NewCatalog(func(context.Context) ([]string, error) {
+			switch fetches.Add(1) {
+			case 2:
+				panic("fetch exploded")
+			case 3:
+				runtime.Goexit()
+			}
+			return []string{"a"}, nil
+		}, fallback.CatalogOptions{TTL: time.Minute})
+		require.NoError(t, err)
+		cat.Start()
+		defer cat.Stop()
+		synctest.Wait()
+		require.NoError(t, cat.Err())
+
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		var pe *fallback.PanicError
+		require.ErrorAs(t, cat.Err(), &pe)
+		assert.Equal(t, "fetch exploded", pe.Value)
+		assert.Contains(t, string(pe.Stack), "chain_test.go", "the stack where fetch panicked")
+		assert.True(t, cat.Available("a"), "the last good list stays")
+		assert.False(t, cat.Available("b"))
+
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		require.ErrorAs(t, cat.Err(), &pe)
+		assert.Equal(t, "runtime.Goexit called", pe.Value)
+
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		assert.Equal(t, int64(4), fetches.Load(), "refreshes went on")
+		assert.NoError(t, cat.Err())
 	})
 }
 

@@ -36,6 +36,16 @@ func reraise(o *detach.Outcome) {
 	}
 }
 
+// outcomeError is how work that did not return (o.Ended) is reported
+// where it cannot be raised again: a *PanicError with the stack where it
+// happened (for runtime.Goexit, a value saying so).
+func outcomeError(o detach.Outcome) *PanicError {
+	if o.Goexit {
+		return &PanicError{Value: "runtime.Goexit called"}
+	}
+	return &PanicError{Value: o.Panic, Stack: o.Stack}
+}
+
 // source is a stream being read: the tier's sequence, pulled one chunk at a
 // time.
 type source[Chunk any] interface {

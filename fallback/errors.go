@@ -149,7 +149,8 @@ func (e *SkipError) Verdict() classify.Verdict {
 // Observers see one as the failure of any request a panic ended. A panic
 // of a tier called on the caller's own goroutine propagates as it is.
 type PanicError struct {
-	// Value is what the tier panicked with.
+	// Value is what the tier (or a catalog's fetch, or a cache's embedder)
+	// panicked with.
 	Value any
 	// Stack is the panicking goroutine's stack; nil when the panic was
 	// not carried across goroutines.
@@ -161,9 +162,9 @@ type PanicError struct {
 // must not export it.
 func (e *PanicError) Error() string {
 	if e.Stack == nil {
-		return fmt.Sprintf("tierguard: a tier panicked: %v", e.Value)
+		return fmt.Sprintf("tierguard: panic: %v", e.Value)
 	}
-	return fmt.Sprintf("tierguard: a tier panicked: %v\n\n%s", e.Value, e.Stack)
+	return fmt.Sprintf("tierguard: panic: %v\n\n%s", e.Value, e.Stack)
 }
 
 // Unwrap returns the panic value when it is an error.

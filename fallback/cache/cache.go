@@ -338,6 +338,9 @@ func (c *Cache[In, Out]) lookupSemantic(ctx context.Context, sc Scope, prompt st
 	q, err := c.emb.embed(ctx, prompt, true)
 	if err != nil {
 		c.countEmbedError(err)
+		if ended, ok := err.(*endedError); ok {
+			ended.raise()
+		}
 		return zero, fallback.CacheHitUnknown, false
 	}
 	c.stats.embedded.Add(1)

@@ -428,6 +428,40 @@ func TestEmbedderOutageFallsBackToExactAndTemplateWithinTheBudget(t *testing.T) 
 	})
 }
 
+// TestEmbedderPanic: the embedder runs on a goroutine of the cache's. A
+// panic while embedding a lookup is raised again on the caller's
+// goroutine as a *fallback.PanicError with the stack where it happened; a
+// panic while embedding a new entry in the background is counted as a
+// failed embedding, and the entry still serves exact matches.
+func TestEmbedderPanic(t *testing.T) {
+	emb := cache.EmbedderFunc(func(_ context.Context, text string) (cache.Embedding, error) {
+		if strings.HasPrefix(text, "boom") {
+			panic("embedder exploded")
+		}
+		return cache.Embedding{Vector: axis(0, 4)}, nil
+	})
+	c := newCache(t, cache.Config[string, string]{Semantic: semantic(emb, 0)})
+	c.Put(bg, "boom q", "a")
+	c.Put(bg, "q", "b")
+	settle(t, c, 2)
+	assert.Equal(t, uint64(1), c.Stats().EmbedFailures)
+	assert.Equal(t, uint64(1), c.Stats().Embedded)
+	out, hit, ok := c.Match(bg, "boom q")
+	require.True(t, ok)
+	assert.Equal(t, "a", out)
+	assert.Equal(t, fallback.CacheHitExact, hit)
+
+	defer func() {
+		pe, ok := recover().(*fallback.PanicError)
+		require.True(t, ok, "a *fallback.PanicError")
+		assert.Equal(t, "embedder exploded", pe.Value)
+		assert.Contains(t, string(pe.Stack), "cache_test.go", "the stack where the embedder panicked")
+		assert.Equal(t, uint64(2), c.Stats().EmbedFailures)
+	}()
+	c.Match(bg, "boom, another question")
+	t.Fatal("the lookup's panic did not reach the caller")
+}
+
 func TestAChainAnswersWithinItsDeadlineWhileTheEmbedderHangs(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		emb := newFixed(map[string][]float32{"q": axis(0, 4)})

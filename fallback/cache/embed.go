@@ -3,11 +3,13 @@ package cache
 import (
 	"context"
 	"errors"
+	"runtime"
 	"time"
 	"unicode/utf8"
 
 	"github.com/tierguard/tierguard/breaker"
 	"github.com/tierguard/tierguard/fallback"
+	"github.com/tierguard/tierguard/internal/detach"
 )
 
 // Embedder turns a text into an embedding. The adapters provide one for
@@ -80,6 +82,23 @@ type embedResult struct {
 	err error
 }
 
+// endedError carries an embedder's panic (or runtime.Goexit) out of the
+// goroutine it ran on. A lookup raises it again on the caller's goroutine,
+// a panic as a *fallback.PanicError with its stack, as the chain does for
+// tiers; the background worker, which has no caller, counts it as a
+// failed embedding.
+type endedError struct{ o detach.Outcome }
+
+func (e *endedError) Error() string { return "cache: the embedder panicked" }
+
+// raise ends the calling goroutine as the embedder's did.
+func (e *endedError) raise() {
+	if e.o.Goexit {
+		runtime.Goexit()
+	}
+	panic(&fallback.PanicError{Value: e.o.Panic, Stack: e.o.Stack})
+}
+
 // errEmbedBudget is the outcome of a lookup with too little time left.
 var errEmbedBudget = errors.New("cache: too little time left to embed")
 
@@ -101,14 +120,22 @@ func (m *embedder) embed(ctx context.Context, text string, lookup bool) ([]float
 	done := make(chan embedResult, 1)
 	uctx := context.WithoutCancel(ctx)
 	go func() {
-		emb, err := m.e.Embed(ectx, text)
-		if err == nil && m.usage != nil {
-			m.usage.RecordEmbedding(uctx, EmbeddingUsage{
-				Model: emb.Model, Usage: emb.Usage, HasUsage: emb.HasUsage,
-				Characters: utf8.RuneCountInString(text), Lookup: lookup,
-			})
-		}
-		done <- embedResult{vec: emb.Vector, err: err}
+		var r embedResult
+		detach.Run(func() {
+			emb, err := m.e.Embed(ectx, text)
+			if err == nil && m.usage != nil {
+				m.usage.RecordEmbedding(uctx, EmbeddingUsage{
+					Model: emb.Model, Usage: emb.Usage, HasUsage: emb.HasUsage,
+					Characters: utf8.RuneCountInString(text), Lookup: lookup,
+				})
+			}
+			r = embedResult{vec: emb.Vector, err: err}
+		}, func(o detach.Outcome) {
+			if o.Ended() {
+				r = embedResult{err: &endedError{o: o}}
+			}
+			done <- r
+		})
 	}()
 	var r embedResult
 	select {
@@ -116,7 +143,12 @@ func (m *embedder) embed(ctx context.Context, text string, lookup bool) ([]float
 	case <-ectx.Done():
 		r.err = ectx.Err()
 	}
+	var ended *endedError
 	switch {
+	case errors.As(r.err, &ended):
+		// A panic says nothing of the embedder's availability.
+		tok.Done(breaker.Ignored)
+		return nil, r.err
 	case r.err == nil:
 		tok.Done(breaker.Success)
 	case ctx.Err() != nil:
