@@ -543,8 +543,9 @@ func (b *Breaker) announce(tr Transition, publish bool) {
 }
 
 // Observe calls fn after every transition from now on, outside any lock,
-// in the goroutine that caused the transition, until the returned function
-// is called. Instrumentation such as otelx uses it to watch breakers it did
+// in the goroutine that caused the transition (for the end of a cooldown,
+// a timer's goroutine, where a panic of fn is not recovered), until the
+// returned function is called. Instrumentation such as otelx uses it to watch breakers it did
 // not create.
 func (b *Breaker) Observe(fn func(Transition)) (remove func()) {
 	l := &listener{fn: fn}
