@@ -780,6 +780,34 @@ func TestPoolMemberStaysHeldByAStuckCall(t *testing.T) {
 	})
 }
 
+// TestHedgeWonAfterTheFirstCallFailed: a first call that fails while its
+// hedge runs still counts that failure for its tier (breaker and trail),
+// though the hedge answers the request.
+func TestHedgeWonAfterTheFirstCallFailed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pro := fallback.Tier("pro", func(context.Context, string) (string, error) {
+			time.Sleep(150 * time.Millisecond)
+			return "", classErr(classify.Transient)
+		})
+		var flashCalls atomic.Int64
+		flash := slowTier("flash", &flashCalls, func() time.Duration { return 100 * time.Millisecond })
+		proBr := newBreaker(t, breaker.Config{Name: "pro", ConsecutiveFailures: 1, Cooldown: time.Minute})
+		c := newChain(t, fallback.Config[string, string]{Stages: []fallback.Stage[string, string]{
+			{Tier: pro, Breaker: proBr, Retry: retry.Policy{MaxAttempts: 1}, Hedge: fallback.Hedge{Delay: 100 * time.Millisecond, MaxExtra: 1}},
+			{Tier: flash},
+		}})
+		res, err := c.Do(context.Background(), "q")
+		require.NoError(t, err)
+		assert.Equal(t, "flash", res.Tier, "the hedge answered")
+		assert.Equal(t, int64(1), flashCalls.Load())
+		a := res.Attempts()
+		require.Len(t, a, 2)
+		assert.Equal(t, "pro", a[0].Tier)
+		assert.Equal(t, classify.Transient, a[0].Verdict.Class, "the first call's own failure, not a lost race")
+		assert.Equal(t, breaker.Open, proBr.State(), "pro's failure counted")
+	})
+}
+
 // TestHedgeEndsWithTheCaller: a caller that gives up ends both calls of a
 // hedged attempt; none is left behind.
 func TestHedgeEndsWithTheCaller(t *testing.T) {

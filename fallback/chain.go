@@ -87,8 +87,8 @@ func (c *Chain[In, Out]) Do(ctx context.Context, in In) (Result[Out], error) {
 			win, o := st, breaker.Success
 			if end.winner != nil {
 				// The next tier's hedge answered; this tier's call lost the
-				// race and counts for nothing.
-				win, o = end.winner, breaker.Ignored
+				// race, and counts only for a failure it had already met.
+				win, o = end.winner, end.loser
 			}
 			c.exit(&r, st, &h, o)
 			c.answeredBy(&r, win, win.index > 0)
@@ -302,6 +302,11 @@ func (c *Chain[In, Out]) hedged(st *stage, b budget.Budget, base context.Context
 				end.hedge.won, end.hedge.latency = true, res.latency
 				if m >= 0 {
 					end.hedge.primaryMember = st.pool.members[m].id
+				}
+				if first != nil {
+					// The first call had failed while the hedge ran: its
+					// failure still counts for its tier.
+					end.hedge.primaryErr = first.err
 				}
 				if hc.end.stage == st {
 					lostOutcome.Store(uint32(breaker.Success))

@@ -115,6 +115,7 @@ type Stage[In, Out any] struct {
 	// quarter of the delay while the first call runs). The first valid
 	// answer wins and the other call is cancelled; each breaker counts the
 	// request once, and a call that lost the race counts for nothing (a
+	// first call that had failed while its hedge ran counts its failure; a
 	// half-open probe that lost to another member of its own pool counts
 	// the tier's answer). A loser keeps its bulkhead slot and probe until
 	// it returns. A hedged attempt's calls run on goroutines of their own:

@@ -117,8 +117,10 @@ type hedgeEnd struct {
 	err     error
 	latency time.Duration
 	// primaryMember is the first call's member, for its trail entry when
-	// it lost.
+	// it lost; primaryErr its failure, when it had failed before the hedge
+	// answered (nil when it was still running).
 	primaryMember string
+	primaryErr    error
 }
 
 // hedgeEnded records the call that lost a hedged attempt's race (or the
@@ -131,6 +133,9 @@ func (e *engine) hedgeEnded(r *request, st *stage, model string, n int, he *hedg
 	if he.won {
 		a = Attempt{Tier: st.name, TierIndex: st.index, Model: model, N: n, Member: he.primaryMember,
 			Verdict: classify.Verdict{Class: classify.Canceled, Reason: "lost the race to the hedge"}}
+		if he.primaryErr != nil {
+			a.Verdict, a.Err = st.classifier.Classify(he.primaryErr), he.primaryErr
+		}
 	} else if he.err != nil {
 		a.Verdict = he.stage.classifier.Classify(he.err)
 	}

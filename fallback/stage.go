@@ -87,8 +87,10 @@ type stageEnd struct {
 	err     error
 	// n is the number of the attempt that succeeded.
 	n int
-	// winner is the stage whose hedge answered, when it is not this one.
+	// winner is the stage whose hedge answered, when it is not this one;
+	// loser is then what this stage's own call counts for its breaker.
 	winner *stage
+	loser  breaker.Outcome
 }
 
 // errPoolAuth is the failure of a pool whose every member is out for its
@@ -270,8 +272,14 @@ func runStage[In, Out any, A attempter[In, Out]](e *engine, a A, r *request, st 
 				st.latency.observe(latency)
 			}
 			decided = true
+			// lost is what the first call counts for when the hedge won:
+			// nothing, or the failure it had met before the hedge answered.
+			lostV, lost := classify.Verdict{Class: classify.Canceled}, breaker.Ignored
+			if won && ae.hedge.primaryErr != nil {
+				lostV, lost = e.outcomeOf(st, ae.hedge.primaryErr, false)
+			}
 			if won {
-				e.releaseMember(st, member, classify.Verdict{Class: classify.Canceled}, breaker.Ignored, 0)
+				e.releaseMember(st, member, lostV, lost, 0)
 			} else {
 				e.releaseMember(st, member, classify.Verdict{}, breaker.Success, latency)
 			}
@@ -300,7 +308,7 @@ func runStage[In, Out any, A attempter[In, Out]](e *engine, a A, r *request, st 
 				e.answered(r, ae.hedge.stage, ae.hedge.model, 1, ae.hedge.latency, &d)
 				end := stageEnd{n: n}
 				if ae.hedge.stage != st {
-					end.winner = ae.hedge.stage
+					end.winner, end.loser = ae.hedge.stage, lost
 				}
 				return res, h, end
 			}
