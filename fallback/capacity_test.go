@@ -808,6 +808,73 @@ func TestHedgeWonAfterTheFirstCallFailed(t *testing.T) {
 	})
 }
 
+// TestHedgeOutlivesTheFirstCallsWindowWithAbandonAfter: with
+// AbandonAfter, a hedge that runs past the end of the first call's window
+// is not cut short when that window ends: it has a window of its own.
+func TestHedgeOutlivesTheFirstCallsWindowWithAbandonAfter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var proCalls, flashCalls atomic.Int64
+		c := newChain(t, fallback.Config[string, string]{
+			Stages: []fallback.Stage[string, string]{
+				{Tier: slowTier("pro", &proCalls, func() time.Duration { return time.Hour }), Retry: retry.Policy{MaxAttempts: 1}, TryTimeout: 300 * time.Millisecond,
+					Hedge: fallback.Hedge{Delay: 100 * time.Millisecond, MaxExtra: 1}},
+				{Tier: slowTier("flash", &flashCalls, func() time.Duration { return 500 * time.Millisecond })},
+			},
+			AbandonAfter: 50 * time.Millisecond,
+		})
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		start := time.Now()
+		res, err := c.Do(ctx, "q")
+		require.NoError(t, err)
+		assert.Equal(t, "flash", res.Tier)
+		assert.Equal(t, 600*time.Millisecond, time.Since(start), "the hedge's own answer, after pro's window ended")
+		assert.Equal(t, int64(1), flashCalls.Load(), "answered by the hedge, not by flash's own stage")
+		assert.Equal(t, fallback.Stats{}, c.Stats(), "nothing abandoned")
+	})
+}
+
+// TestStuckHedgeIsAbandonedAfterTheFirstCallFailed: once the first call
+// has failed, a hedge that ignores its context is abandoned AbandonAfter
+// after its own window, and the first call's failure stands.
+func TestStuckHedgeIsAbandonedAfterTheFirstCallFailed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		never := make(chan struct{})
+		pro := fallback.Tier("pro", func(context.Context, string) (string, error) {
+			time.Sleep(150 * time.Millisecond)
+			return "", classErr(classify.Transient)
+		})
+		flashBh := newBulkhead(t, "flash", 2)
+		flash := fallback.Tier("flash", func(context.Context, string) (string, error) {
+			<-never
+			return "flash", nil
+		})
+		c := newChain(t, fallback.Config[string, string]{
+			Stages: []fallback.Stage[string, string]{
+				{Tier: pro, Retry: retry.Policy{MaxAttempts: 1}, Hedge: fallback.Hedge{Delay: 100 * time.Millisecond, MaxExtra: 1}},
+				{Tier: flash, Bulkhead: flashBh, Retry: retry.Policy{MaxAttempts: 1}, TryTimeout: 200 * time.Millisecond},
+			},
+			Default:      func(context.Context, string) (string, bool) { return "default", true },
+			AbandonAfter: 50 * time.Millisecond,
+		})
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		start := time.Now()
+		res, err := c.Do(ctx, "q")
+		require.NoError(t, err)
+		assert.Equal(t, "default", res.Value)
+		assert.Equal(t, 600*time.Millisecond, time.Since(start), "the hedge's window (100+200 ms) and AbandonAfter, then flash's own")
+		a := res.Attempts()
+		require.Len(t, a, 3)
+		assert.True(t, a[0].Hedge)
+		assert.ErrorIs(t, a[0].Err, fallback.ErrAbandoned)
+		assert.Equal(t, classify.Transient, a[1].Verdict.Class, "pro's own failure stands")
+		close(never)
+		synctest.Wait()
+		assert.Zero(t, flashBh.Stats().InFlight)
+	})
+}
+
 // TestHedgeEndsWithTheCaller: a caller that gives up ends both calls of a
 // hedged attempt; none is left behind.
 func TestHedgeEndsWithTheCaller(t *testing.T) {

@@ -257,8 +257,9 @@ func (c *Chain[In, Out]) hedged(st *stage, b budget.Budget, base context.Context
 		defer t.Stop()
 		timer = t.C
 	}
-	// ctxDone arms the abandonment of a first call that outlives its
-	// context by AbandonAfter.
+	// ctxDone arms the abandonment of a call that outlives its context by
+	// AbandonAfter: the first call's, then, once it has failed, the
+	// hedge's.
 	var ctxDone <-chan struct{}
 	var abandon <-chan time.Time
 	if c.abandonAfter > 0 {
@@ -321,6 +322,11 @@ func (c *Chain[In, Out]) hedged(st *stage, b budget.Budget, base context.Context
 				end.hedge.err = res.err
 			default:
 				first = &res
+				if pending > 0 && c.abandonAfter > 0 {
+					// The hedge runs on, in a window of its own: from now
+					// on the abandonment follows it.
+					ctxDone, abandon = hc.ctx.Done(), nil
+				}
 			}
 			if pending == 0 {
 				ctx.Cancel()
