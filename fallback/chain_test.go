@@ -543,6 +543,74 @@ func TestCatalogBackgroundRefreshSurvivesAPanic(t *testing.T) {
 	})
 }
 
+// TestJoinedRequestsAreObserved: a request that joins a shared execution
+// is a request of its own for observers — started when it joins, ended
+// with what it got, marked Shared, with no upstream call of its own — and
+// so is one that gives up waiting and is answered by the default.
+func TestJoinedRequestsAreObserved(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		pro := fallback.Tier("pro", func(context.Context, string) (string, error) {
+			<-release
+			return "answer", nil
+		})
+		var mu sync.Mutex
+		var started, ended []fallback.Event
+		obs := fallback.ObserverFunc(func(ctx context.Context, e fallback.Event) context.Context {
+			mu.Lock()
+			defer mu.Unlock()
+			switch e.Kind {
+			case fallback.RequestStarted:
+				started = append(started, e)
+			case fallback.RequestEnded:
+				ended = append(ended, e)
+			}
+			return ctx
+		})
+		c := newChain(t, fallback.Config[string, string]{
+			Stages:   stages(pro),
+			Key:      func(in string) string { return in },
+			Observer: obs,
+			Default:  func(context.Context, string) (string, bool) { return "default", true },
+		})
+		var wg sync.WaitGroup
+		wg.Go(func() { _, _ = c.Do(context.Background(), "q") })
+		synctest.Wait()
+		wg.Go(func() {
+			res, err := c.Do(context.Background(), "q")
+			assert.NoError(t, err)
+			assert.True(t, res.Shared)
+		})
+		impatient, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		wg.Go(func() {
+			res, err := c.Do(impatient, "q")
+			assert.NoError(t, err)
+			assert.Equal(t, "default", res.Value, "out of time while waiting")
+		})
+		synctest.Wait()
+		time.Sleep(2 * time.Second)
+		close(release)
+		wg.Wait()
+
+		require.Len(t, started, 3)
+		require.Len(t, ended, 3)
+		var shared int
+		for _, e := range ended {
+			if !e.Shared {
+				assert.Equal(t, 1, e.UpstreamCalls, "the execution")
+				continue
+			}
+			shared++
+			assert.Zero(t, e.UpstreamCalls, "no call of its own")
+			assert.True(t, e.Answered)
+		}
+		assert.Equal(t, 2, shared)
+		assert.Equal(t, fallback.SourceDefault, ended[0].Source, "the impatient caller ended first, with the default")
+		assert.True(t, ended[0].Shared)
+	})
+}
+
 func TestIdempotentRequestsShareOneExecution(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		release := make(chan struct{})

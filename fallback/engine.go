@@ -249,6 +249,8 @@ type request struct {
 	// local is a context with the budget's deadline, made on first use by
 	// the cache and the default.
 	local *budget.Context
+	// shared is set for a request that joined another's execution.
+	shared bool
 }
 
 // now is a monotonic instant, the time since the chain's epoch; latencies
@@ -259,6 +261,12 @@ func (e *engine) now() time.Duration { return time.Since(e.epoch) }
 
 // begin starts a request: its budget, its summary and its first event.
 func (e *engine) begin(ctx context.Context, r *request) {
+	e.beginAs(ctx, r, false)
+}
+
+// beginAs is begin for a request that joined another's execution too.
+func (e *engine) beginAs(ctx context.Context, r *request, shared bool) {
+	r.shared = shared
 	r.ctx = ctx
 	r.budget = budget.New(ctx, e.total)
 	r.sum.TierIndex = -1
@@ -272,7 +280,7 @@ func (e *engine) begin(ctx context.Context, r *request) {
 		r.start = e.now()
 	}
 	if o != nil {
-		r.ctx = o.Observe(ctx, Event{Kind: RequestStarted, Operation: e.op, TierIndex: -1, Model: e.stages[0].model, Provider: e.stages[0].provider, Stream: e.stream})
+		r.ctx = o.Observe(ctx, Event{Kind: RequestStarted, Operation: e.op, TierIndex: -1, Model: e.stages[0].model, Provider: e.stages[0].provider, Stream: e.stream, Shared: shared})
 	}
 }
 
@@ -737,7 +745,7 @@ func (e *engine) end(r *request, err error, v classify.Verdict, chunks int) {
 		Kind: RequestEnded, Operation: e.op, Stream: e.stream, TierIndex: r.sum.TierIndex, Tier: r.sum.Tier,
 		Verdict: v, Source: r.sum.Source, CacheHit: r.sum.CacheHit, Degraded: r.sum.Degraded, UpstreamCalls: r.sum.UpstreamCalls,
 		Answered: err == nil, Remaining: r.budget.Remaining(), Latency: e.now() - r.start, Err: err,
-		Chunks: chunks, Incomplete: errors.Is(err, ErrIncomplete),
+		Chunks: chunks, Incomplete: errors.Is(err, ErrIncomplete), Shared: r.shared,
 	})
 }
 

@@ -133,6 +133,12 @@ type Event struct {
 	Chunks     int
 	Incomplete bool
 
+	// Shared is set on the RequestStarted and RequestEnded of a request
+	// that joined another's execution (Config.Key): it made no upstream
+	// call of its own, and the execution's events went to the request
+	// that started it.
+	Shared bool
+
 	// Err is the failure (AttemptEnded, StageSkipped, RequestEnded).
 	Err error
 }

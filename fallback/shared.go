@@ -2,6 +2,7 @@ package fallback
 
 import (
 	"context"
+	"errors"
 
 	"github.com/tierguard/tierguard/classify"
 	"github.com/tierguard/tierguard/internal/detach"
@@ -50,6 +51,17 @@ func (c *Chain[In, Out]) shared(ctx context.Context, key string, in In) (Result[
 	f.waiters++
 	c.flightMu.Unlock()
 
+	// A caller who joined is a request of its own for observers (a cost
+	// ledger, request metrics): it starts when it joins and ends with what
+	// it got, with no attempt of its own. The execution's events go to
+	// the request that started it.
+	var r request
+	if joined {
+		c.beginAs(ctx, &r, true)
+		if r.obs != nil {
+			defer c.endOnPanic(&r)
+		}
+	}
 	select {
 	case <-f.done:
 		if f.end.Ended() {
@@ -57,6 +69,9 @@ func (c *Chain[In, Out]) shared(ctx context.Context, key string, in In) (Result[
 		}
 		res := f.res
 		res.Shared = joined
+		if joined {
+			c.endJoined(&r, res.Summary, f.err)
+		}
 		return res, f.err
 	case <-ctx.Done():
 		c.flightMu.Lock()
@@ -78,14 +93,37 @@ func (c *Chain[In, Out]) shared(ctx context.Context, key string, in In) (Result[
 			if out, src, hit, ok := c.localAnswer(ctx, in); ok {
 				res := Result[Out]{Value: out}
 				res.Source, res.TierIndex, res.Degraded, res.CacheHit = src, -1, true, hit
+				if joined {
+					c.endJoined(&r, res.Summary, nil)
+				}
 				return res, nil
 			}
 		}
 		var zero Result[Out]
 		zero.TierIndex = -1
 		// The key is the caller's data (often the prompt): not in the text.
-		return zero, &Error{FailedClosed: v.Class == classify.Canceled, Cause: v, Tiers: []TierFailure{{Tier: "shared", TierIndex: -1, Outcome: TierNotReached, Verdict: v, Err: ctx.Err()}}}
+		err := &Error{FailedClosed: v.Class == classify.Canceled, Cause: v, Tiers: []TierFailure{{Tier: "shared", TierIndex: -1, Outcome: TierNotReached, Verdict: v, Err: ctx.Err()}}}
+		if joined {
+			c.endJoined(&r, zero.Summary, err)
+		}
+		return zero, err
 	}
+}
+
+// endJoined reports the end of a request that joined another's execution:
+// what it got, and no upstream call of its own.
+func (c *Chain[In, Out]) endJoined(r *request, sum Summary, err error) {
+	if r.obs == nil {
+		return
+	}
+	sum.UpstreamCalls = 0
+	r.sum = sum
+	var v classify.Verdict
+	var fe *Error
+	if errors.As(err, &fe) {
+		v = fe.Cause
+	}
+	c.end(r, err, v, 0)
 }
 
 // landed publishes a shared execution's outcome to its waiters.

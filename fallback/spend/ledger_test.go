@@ -2,7 +2,10 @@ package spend_test
 
 import (
 	"context"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -239,3 +242,57 @@ func TestOpenBreakerSkipsKeepTheirCause(t *testing.T) {
 	assert.Equal(t, int64(5), tot.ByClass[classify.RateLimited].Fallbacks)
 	assert.Equal(t, int64(0), tot.ByClass[classify.Rejected].Fallbacks)
 }
+
+// TestJoinedRequestsAreRecorded: requests that join a shared execution
+// (Config.Key) are requests of their own for the ledger: answered, valid,
+// at no cost of their own; the one execution is billed once, to the
+// request that started it.
+func TestJoinedRequestsAreRecorded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := newLedger(t, spend.Config{Prices: testPrices(t)})
+		release := make(chan struct{})
+		var calls atomic.Int64
+		pro := fallback.Tier("pro", func(context.Context, string) (reply, error) {
+			calls.Add(1)
+			<-release
+			return answer(1000, 100).out, nil
+		})
+		c, err := fallback.New(fallback.Config[string, reply]{
+			Stages: []fallback.Stage[string, reply]{{Tier: usageOf{pro}, Model: "pro", Validate: validJSON}},
+			Key:    func(in string) string { return in },
+		})
+		require.NoError(t, err)
+		_, err = l.Attach(c)
+		require.NoError(t, err)
+
+		const n = 3
+		var wg sync.WaitGroup
+		for range n {
+			wg.Go(func() {
+				tk := l.Begin(context.Background(), spend.Request{Tenant: "acme"})
+				defer tk.End()
+				res, err := c.Do(tk, "q")
+				assert.NoError(t, err)
+				assert.Equal(t, "pro", res.Tier)
+			})
+			synctest.Wait() // the first starts the execution, the others join it
+		}
+		close(release)
+		wg.Wait()
+
+		tot := l.Totals("acme")
+		assert.Equal(t, int64(1), calls.Load(), "one execution")
+		assert.Equal(t, int64(n), tot.Requests)
+		assert.Equal(t, int64(n), tot.Valid, "every caller got a valid answer")
+		assert.Zero(t, tot.Failed)
+		assert.Equal(t, int64(1), tot.Calls, "billed once")
+		assert.Equal(t, perM(1000, proIn)+perM(100, proOut), tot.Cost)
+	})
+}
+
+// usageOf makes a tier report its replies' usage.
+type usageOf struct {
+	fallback.ModelTier[string, reply]
+}
+
+func (usageOf) Usage(r reply) (fallback.Usage, bool) { return r.Usage, r.Usage != fallback.Usage{} }
