@@ -249,8 +249,9 @@ type request struct {
 	// local is a context with the budget's deadline, made on first use by
 	// the cache and the default.
 	local *budget.Context
-	// shared is set for a request that joined another's execution.
-	shared bool
+	// shared is set for a request that joined another's execution; ended
+	// once its RequestEnded has been reported.
+	shared, ended bool
 }
 
 // now is a monotonic instant, the time since the chain's epoch; latencies
@@ -741,6 +742,7 @@ func (e *engine) end(r *request, err error, v classify.Verdict, chunks int) {
 	if r.obs == nil {
 		return
 	}
+	r.ended = true
 	r.obs.Observe(r.ctx, Event{
 		Kind: RequestEnded, Operation: e.op, Stream: e.stream, TierIndex: r.sum.TierIndex, Tier: r.sum.Tier,
 		Verdict: v, Source: r.sum.Source, CacheHit: r.sum.CacheHit, Degraded: r.sum.Degraded, UpstreamCalls: r.sum.UpstreamCalls,
@@ -749,18 +751,28 @@ func (e *engine) end(r *request, err error, v classify.Verdict, chunks int) {
 	})
 }
 
-// endOnPanic closes an observed request that a tier's panic is unwinding,
-// so its span ends and its gauges come back down; the panic goes on.
+// endOnPanic closes an observed request that a tier's panic, or its
+// runtime.Goexit, is unwinding, so its span ends and its gauges come back
+// down; the panic goes on.
 func (e *engine) endOnPanic(r *request) {
-	if p := recover(); p != nil {
-		r.finish()
-		if r.obs != nil {
+	p := recover()
+	if p == nil && (r.ended || r.obs == nil) {
+		return
+	}
+	r.finish()
+	if r.obs != nil && !r.ended {
+		if p == nil {
+			// Not a panic, and the request did not end: runtime.Goexit.
+			e.end(r, outcomeError(detach.Outcome{Goexit: true}), classify.Verdict{Class: classify.Unknown, Reason: "tier called runtime.Goexit"}, 0)
+		} else {
 			pe, _ := p.(*PanicError)
 			if pe == nil {
 				pe = &PanicError{Value: p}
 			}
 			e.end(r, pe, classify.Verdict{Class: classify.Unknown, Reason: "tier panicked"}, 0)
 		}
+	}
+	if p != nil {
 		panic(p)
 	}
 }

@@ -110,6 +110,52 @@ func TestGoexitInATierIsNotAnAnswer(t *testing.T) {
 	}
 }
 
+// TestGoexitEndsTheObservedRequest: a request that runtime.Goexit
+// unwinds still ends for its observers (a span closed, an in-flight gauge
+// back down), with the Goexit as its error — on a tier called on the
+// caller's goroutine, or on one of the chain's.
+func TestGoexitEndsTheObservedRequest(t *testing.T) {
+	for name, cfg := range map[string]fallback.Config[string, string]{
+		"direct":       {},
+		"AbandonAfter": {AbandonAfter: time.Second},
+		"Key":          {Key: func(in string) string { return in }},
+	} {
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var mu sync.Mutex
+				var ends []fallback.Event
+				cfg.Observer = fallback.ObserverFunc(func(ctx context.Context, e fallback.Event) context.Context {
+					if e.Kind == fallback.RequestEnded {
+						mu.Lock()
+						ends = append(ends, e)
+						mu.Unlock()
+					}
+					return ctx
+				})
+				cfg.Stages = stages(fallback.Tier("pro", func(context.Context, string) (string, error) {
+					runtime.Goexit()
+					return "never", nil
+				}))
+				c := newChain(t, cfg)
+				ended := make(chan struct{})
+				go func() {
+					defer close(ended)
+					_, _ = c.Do(context.Background(), "q")
+				}()
+				<-ended
+				synctest.Wait()
+				mu.Lock()
+				defer mu.Unlock()
+				require.Len(t, ends, 1)
+				var pe *fallback.PanicError
+				require.ErrorAs(t, ends[0].Err, &pe)
+				assert.Equal(t, "runtime.Goexit called", pe.Value)
+				assert.False(t, ends[0].Answered)
+			})
+		})
+	}
+}
+
 // TestQuickStartSuccessAllocatesOnce: the README's configuration — Total
 // and a TryTimeout per stage — costs one allocation on the success path:
 // the attempt's context, whose timer is armed only if the tier waits on it.
