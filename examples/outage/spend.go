@@ -64,7 +64,7 @@ func printSpend(w io.Writer, rows []spendRow) {
 	if len(rows) == 0 {
 		return
 	}
-	fmt.Fprintln(w, "\nspend by tenant (unary requests; example prices in USD, see spend.go)")
+	fmt.Fprintln(w, "\nspend by tenant (unary requests; example prices in USD from examples/outage/spend.go)")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "  tenant\trequests\tvalid\tcost\tper valid answer\tfallbacks\tfallback cost\tvs pro's price\tfallbacks by cause\t")
 	for _, r := range rows {
