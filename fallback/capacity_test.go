@@ -697,6 +697,17 @@ func TestHedgedCallPanicReachesTheCaller(t *testing.T) {
 	}
 }
 
+// doTimed runs c on "q" within a 10 s deadline and says how long it took.
+func doTimed(t *testing.T, c *fallback.Chain[string, string]) (fallback.Result[string], time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	start := time.Now()
+	res, err := c.Do(ctx, "q")
+	require.NoError(t, err)
+	return res, time.Since(start)
+}
+
 // TestHedgedAttemptAbandonsAStuckCall: with AbandonAfter, a hedged
 // attempt whose calls ignore their context ends AbandonAfter after its
 // window, as an unhedged one does; the stuck first call is counted and
@@ -719,13 +730,9 @@ func TestHedgedAttemptAbandonsAStuckCall(t *testing.T) {
 			Default:      func(context.Context, string) (string, bool) { return "default", true },
 			AbandonAfter: 50 * time.Millisecond,
 		})
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		start := time.Now()
-		res, err := c.Do(ctx, "q")
-		require.NoError(t, err)
+		res, took := doTimed(t, c)
 		assert.Equal(t, "default", res.Value)
-		assert.Equal(t, 600*time.Millisecond, time.Since(start), "each window, then AbandonAfter")
+		assert.Equal(t, 600*time.Millisecond, took, "each window, then AbandonAfter")
 		a := res.Attempts()
 		require.Len(t, a, 3)
 		assert.True(t, a[0].Hedge, "the hedge on flash, left behind with the first call")
@@ -822,13 +829,9 @@ func TestHedgeOutlivesTheFirstCallsWindowWithAbandonAfter(t *testing.T) {
 			},
 			AbandonAfter: 50 * time.Millisecond,
 		})
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		start := time.Now()
-		res, err := c.Do(ctx, "q")
-		require.NoError(t, err)
+		res, took := doTimed(t, c)
 		assert.Equal(t, "flash", res.Tier)
-		assert.Equal(t, 600*time.Millisecond, time.Since(start), "the hedge's own answer, after pro's window ended")
+		assert.Equal(t, 600*time.Millisecond, took, "the hedge's own answer, after pro's window ended")
 		assert.Equal(t, int64(1), flashCalls.Load(), "answered by the hedge, not by flash's own stage")
 		assert.Equal(t, fallback.Stats{}, c.Stats(), "nothing abandoned")
 	})
@@ -857,13 +860,9 @@ func TestStuckHedgeIsAbandonedAfterTheFirstCallFailed(t *testing.T) {
 			Default:      func(context.Context, string) (string, bool) { return "default", true },
 			AbandonAfter: 50 * time.Millisecond,
 		})
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		start := time.Now()
-		res, err := c.Do(ctx, "q")
-		require.NoError(t, err)
+		res, took := doTimed(t, c)
 		assert.Equal(t, "default", res.Value)
-		assert.Equal(t, 600*time.Millisecond, time.Since(start), "the hedge's window (100+200 ms) and AbandonAfter, then flash's own")
+		assert.Equal(t, 600*time.Millisecond, took, "the hedge's window (100+200 ms) and AbandonAfter, then flash's own")
 		a := res.Attempts()
 		require.Len(t, a, 3)
 		assert.True(t, a[0].Hedge)
