@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 	"github.com/tierguard/tierguard/classify"
 	"github.com/tierguard/tierguard/fallback/ratelimit"
 	"github.com/tierguard/tierguard/internal/keyed"
+	"github.com/tierguard/tierguard/internal/subscribers"
 )
 
 // maxPoolMembers bounds a pool, so that a request's tried members fit one
@@ -112,9 +112,7 @@ type pool struct {
 	epoch        time.Time
 	next         atomic.Uint64
 
-	obsMu     sync.Mutex
-	obsList   []*memberObserver
-	observers atomic.Pointer[[]func(MemberEvent)]
+	observers subscribers.List[func(MemberEvent)]
 }
 
 type poolMember struct {
@@ -128,8 +126,6 @@ type poolMember struct {
 	latency atomic.Int64
 	parking
 }
-
-type memberObserver struct{ fn func(MemberEvent) }
 
 // NewPool returns a pool tier, or an error naming every invalid field.
 func NewPool[In, Out any](cfg PoolConfig[In, Out]) (*Pool[In, Out], error) {
@@ -308,42 +304,12 @@ type MemberEvent struct {
 // returns the function that stops it. A member refused for its
 // credentials is a configuration error to fix: alert on MemberAuth.
 func (p *Pool[In, Out]) Observe(fn func(MemberEvent)) (remove func()) {
-	pp := p.p
-	e := &memberObserver{fn}
-	pp.obsMu.Lock()
-	defer pp.obsMu.Unlock()
-	pp.obsList = append(pp.obsList, e)
-	pp.publishLocked()
-	return func() {
-		pp.obsMu.Lock()
-		defer pp.obsMu.Unlock()
-		for i, x := range pp.obsList {
-			if x == e {
-				pp.obsList = append(pp.obsList[:i:i], pp.obsList[i+1:]...)
-				pp.publishLocked()
-				return
-			}
-		}
-	}
-}
-
-func (p *pool) publishLocked() {
-	if len(p.obsList) == 0 {
-		p.observers.Store(nil)
-		return
-	}
-	fns := make([]func(MemberEvent), len(p.obsList))
-	for i, e := range p.obsList {
-		fns[i] = e.fn
-	}
-	p.observers.Store(&fns)
+	return p.p.observers.Add(fn)
 }
 
 func (p *pool) tell(e MemberEvent) {
-	if fns := p.observers.Load(); fns != nil {
-		for _, fn := range *fns {
-			fn(e)
-		}
+	for _, fn := range p.observers.Load() {
+		fn(e)
 	}
 }
 

@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"math"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/tierguard/tierguard/classify"
+	"github.com/tierguard/tierguard/internal/subscribers"
 )
 
 // Defaults applied to zero fields of Config.
@@ -143,9 +143,7 @@ type Limiter struct {
 	// since epoch).
 	hold atomic.Int64
 
-	observers atomic.Pointer[[]func(Event)]
-	obsMu     sync.Mutex
-	obsList   []*observerEntry
+	observers subscribers.List[func(Event)]
 
 	_                                     [64]byte
 	admitted, delayed, refused, cancelled atomic.Uint64
@@ -585,46 +583,17 @@ type Event struct {
 	Slowdown float64
 }
 
-type observerEntry struct{ fn func(Event) }
-
 // Observe hands every refusal, throttle and recovery from now on to fn,
 // and returns the function that stops it. fn runs on the caller's
 // goroutine: keep it short and never block.
 func (l *Limiter) Observe(fn func(Event)) (remove func()) {
-	e := &observerEntry{fn}
-	l.obsMu.Lock()
-	defer l.obsMu.Unlock()
-	l.obsList = append(l.obsList, e)
-	l.publishLocked()
-	return func() {
-		l.obsMu.Lock()
-		defer l.obsMu.Unlock()
-		for i, x := range l.obsList {
-			if x == e {
-				l.obsList = append(l.obsList[:i:i], l.obsList[i+1:]...)
-				l.publishLocked()
-				return
-			}
-		}
-	}
-}
-
-func (l *Limiter) publishLocked() {
-	if len(l.obsList) == 0 {
-		l.observers.Store(nil)
-		return
-	}
-	fns := make([]func(Event), len(l.obsList))
-	for i, e := range l.obsList {
-		fns[i] = e.fn
-	}
-	l.observers.Store(&fns)
+	return l.observers.Add(fn)
 }
 
 func (l *Limiter) tell(e Event) {
 	if fns := l.observers.Load(); fns != nil {
 		e.Limiter = l.name
-		for _, fn := range *fns {
+		for _, fn := range fns {
 			fn(e)
 		}
 	}

@@ -101,7 +101,7 @@ func (l *Ledger) emit(c *crossings) {
 	if c.n == 0 {
 		return
 	}
-	fns := l.events.load()
+	fns := l.events.Load()
 	for i := range c.n {
 		for _, fn := range fns {
 			fn(c.ev[i])

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/tierguard/tierguard/internal/subscribers"
 )
 
 // Defaults applied to zero fields of Config.
@@ -103,8 +105,8 @@ type Ledger struct {
 	overflow *account
 	mu       sync.Mutex // creating accounts
 
-	records subscribers[func(*Record)]
-	events  subscribers[func(Event)]
+	records subscribers.List[func(*Record)]
+	events  subscribers.List[func(Event)]
 
 	untracked atomic.Int64
 	// tripped maps a model to the class of its last failed attempt, for
@@ -563,15 +565,15 @@ type Event struct {
 // Observe calls fn with every event, on the goroutine where it happened
 // (a request's, or the ledger's own for the Store): keep fn fast. The
 // returned function removes it.
-func (l *Ledger) Observe(fn func(Event)) (remove func()) { return l.events.add(fn) }
+func (l *Ledger) Observe(fn func(Event)) (remove func()) { return l.events.Add(fn) }
 
 // ObserveRecords calls fn with the Record of every request that ends, on
 // the request's goroutine: keep fn fast, and copy what you keep — the
 // Record is reused after fn returns. The returned function removes it.
-func (l *Ledger) ObserveRecords(fn func(*Record)) (remove func()) { return l.records.add(fn) }
+func (l *Ledger) ObserveRecords(fn func(*Record)) (remove func()) { return l.records.Add(fn) }
 
 func (l *Ledger) emitRefusal(req Request, err *LimitError) {
-	fns := l.events.load()
+	fns := l.events.Load()
 	if len(fns) == 0 {
 		return
 	}
@@ -582,52 +584,4 @@ func (l *Ledger) emitRefusal(req Request, err *LimitError) {
 	for _, fn := range fns {
 		fn(e)
 	}
-}
-
-// subscribers is a copy-on-write list of functions; the hot path reads it
-// with one atomic load.
-type subscribers[F any] struct {
-	p    atomic.Pointer[[]F]
-	mu   sync.Mutex
-	list []*entry[F]
-}
-
-type entry[F any] struct{ fn F }
-
-func (s *subscribers[F]) load() []F {
-	if p := s.p.Load(); p != nil {
-		return *p
-	}
-	return nil
-}
-
-func (s *subscribers[F]) add(fn F) (remove func()) {
-	e := &entry[F]{fn: fn}
-	s.mu.Lock()
-	s.list = append(s.list, e)
-	s.publishLocked()
-	s.mu.Unlock()
-	return func() {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		for i, x := range s.list {
-			if x == e {
-				s.list = append(s.list[:i:i], s.list[i+1:]...)
-				s.publishLocked()
-				return
-			}
-		}
-	}
-}
-
-func (s *subscribers[F]) publishLocked() {
-	if len(s.list) == 0 {
-		s.p.Store(nil)
-		return
-	}
-	fns := make([]F, len(s.list))
-	for i, e := range s.list {
-		fns[i] = e.fn
-	}
-	s.p.Store(&fns)
 }

@@ -197,7 +197,7 @@ func (s *syncer) ok() {
 	s.lastOK.Store(time.Now().UnixNano())
 	if s.failed.CompareAndSwap(true, false) {
 		e := Event{Kind: StoreRecovered}
-		for _, fn := range s.l.events.load() {
+		for _, fn := range s.l.events.Load() {
 			fn(e)
 		}
 	}
@@ -209,7 +209,7 @@ func (s *syncer) fail(err error) {
 		s.onError(err)
 	}
 	e := Event{Kind: StoreFailed, Err: err}
-	for _, fn := range s.l.events.load() {
+	for _, fn := range s.l.events.Load() {
 		fn(e)
 	}
 }

@@ -243,7 +243,7 @@ func (t *Ticket) finish() {
 	a.mu.Unlock()
 	t.state.Store(ticketDone)
 	l.emit(&cross)
-	if fns := l.records.load(); len(fns) > 0 {
+	if fns := l.records.Load(); len(fns) > 0 {
 		rec := *r
 		rec.attempts = t.attempts()
 		for _, fn := range fns {
