@@ -616,19 +616,7 @@ func (e *engine) park(st *stage, model string, v classify.Verdict, p classify.Pa
 
 // sleep waits d before a retry, or until the caller gives up. The wait was
 // decided to fit the budget, so it never outlasts the deadline.
-func (e *engine) sleep(r *request, d time.Duration) error {
-	if d <= 0 {
-		return r.ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-r.ctx.Done():
-		return r.ctx.Err()
-	}
-}
+func (e *engine) sleep(r *request, d time.Duration) error { return budget.Sleep(r.ctx, d) }
 
 // exhausted is the error of a budget that cannot fit an attempt.
 func exhausted(remaining time.Duration, cause error) error {

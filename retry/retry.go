@@ -305,7 +305,7 @@ func Do[T any](ctx context.Context, p Policy, fn func(context.Context) (T, error
 			}
 			return zero, &StoppedError{Attempts: n, Reason: a.Stop, Verdict: v, Last: err}
 		}
-		if serr := sleep(ctx, a.Wait); serr != nil {
+		if serr := budget.Sleep(ctx, a.Wait); serr != nil {
 			return zero, &StoppedError{Attempts: n, Reason: contextStop(serr), Verdict: v, Last: err, ctxErr: serr}
 		}
 	}
@@ -317,22 +317,6 @@ func contextStop(err error) StopReason {
 		return DeadlineExceeded
 	}
 	return ContextCanceled
-}
-
-// sleep waits for d or until ctx ends, whichever comes first, and returns
-// ctx's error if it ended first.
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // StoppedError reports that retrying stopped before success. errors.Is and

@@ -313,21 +313,5 @@ func (f Fault) err() error {
 // errNoFinish is what a unary NoFinishReason fault stands for.
 var errNoFinish = errors.New("answer has no finish reason")
 
-// sleep waits d or until ctx ends, and returns ctx's error if it ended
-// first.
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
 // ctxErr wraps the context's error of a call a fault held until its end.
 func ctxErr(f Fault, err error) error { return &InjectedError{Fault: f.String(), Err: err} }

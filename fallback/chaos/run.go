@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tierguard/tierguard/fallback"
+	"github.com/tierguard/tierguard/internal/budget"
 )
 
 // Target is the chain a drill runs against. *fallback.Chain[In, Out]
@@ -172,7 +173,7 @@ func send[In, Out any](ctx context.Context, chain Target[In, Out], cfg *RunConfi
 	l := cfg.Load
 	end := start.Add(l.Duration)
 	if l.RPS == 0 {
-		return sleep(ctx, time.Until(end))
+		return budget.Sleep(ctx, time.Until(end))
 	}
 	base := context.WithoutCancel(ctx)
 	slots := make(chan struct{}, l.Concurrency)
@@ -185,7 +186,7 @@ func send[In, Out any](ctx context.Context, chain Target[In, Out], cfg *RunConfi
 		if !due.Before(end) {
 			return nil
 		}
-		if err := sleep(ctx, time.Until(due)); err != nil {
+		if err := budget.Sleep(ctx, time.Until(due)); err != nil {
 			return err
 		}
 		if err := ctx.Err(); err != nil {

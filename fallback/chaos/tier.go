@@ -5,6 +5,7 @@ import (
 	"iter"
 
 	"github.com/tierguard/tierguard/fallback"
+	"github.com/tierguard/tierguard/internal/budget"
 )
 
 // Tier wraps t so that drills on sw inject faults into its calls. While sw
@@ -68,13 +69,13 @@ func (w *tier[In, Out]) inject(ctx context.Context, r *running, in In) (Out, err
 		return w.t.Call(ctx, in)
 	}
 	var zero Out
-	if err := sleep(ctx, f.delay(u)); err != nil {
+	if err := budget.Sleep(ctx, f.delay(u)); err != nil {
 		return zero, ctxErr(f, err)
 	}
 	switch f.kind {
 	case kindLatency:
 	case kindGap:
-		if err := sleep(ctx, f.gap); err != nil {
+		if err := budget.Sleep(ctx, f.gap); err != nil {
 			return zero, ctxErr(f, err)
 		}
 	case kindStall:
@@ -143,7 +144,7 @@ func (w *streamTier[In, Chunk]) Stream(ctx context.Context, in In) iter.Seq2[Chu
 	}
 	return func(yield func(Chunk, error) bool) {
 		var zero Chunk
-		if err := sleep(ctx, f.delay(u)); err != nil {
+		if err := budget.Sleep(ctx, f.delay(u)); err != nil {
 			yield(zero, ctxErr(f, err))
 			return
 		}
@@ -165,7 +166,7 @@ func (w *streamTier[In, Chunk]) Stream(ctx context.Context, in In) iter.Seq2[Chu
 			}
 		case kindGap:
 			if f.chunks == 0 {
-				if err := sleep(ctx, f.gap); err != nil {
+				if err := budget.Sleep(ctx, f.gap); err != nil {
 					yield(zero, ctxErr(f, err))
 					return
 				}
@@ -204,7 +205,7 @@ func (w *streamTier[In, Chunk]) pass(ctx context.Context, f Fault, in In, yield 
 			yield(zero, f.err())
 			return
 		case f.kind == kindGap && n == f.chunks:
-			if err := sleep(ctx, f.gap); err != nil {
+			if err := budget.Sleep(ctx, f.gap); err != nil {
 				yield(zero, ctxErr(f, err))
 				return
 			}

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/tierguard/tierguard/internal/budget"
 )
 
 // Transport wraps rt (nil: http.DefaultTransport) so that drills on sw
@@ -61,7 +63,7 @@ func (t *transport) inject(req *http.Request, r *running) (*http.Response, error
 			_ = req.Body.Close()
 		}
 	}
-	if err := sleep(ctx, f.delay(u)); err != nil {
+	if err := budget.Sleep(ctx, f.delay(u)); err != nil {
 		closeBody()
 		return nil, ctxErr(f, err)
 	}
@@ -80,7 +82,7 @@ func (t *transport) inject(req *http.Request, r *running) (*http.Response, error
 		}
 	case kindGap:
 		if f.chunks == 0 {
-			if err := sleep(ctx, f.gap); err != nil {
+			if err := budget.Sleep(ctx, f.gap); err != nil {
 				closeBody()
 				return nil, ctxErr(f, err)
 			}
@@ -157,7 +159,7 @@ func (b *sseBody) next() {
 		b.err = b.f.err()
 		return
 	case b.f.kind == kindGap && b.events == b.f.chunks && b.events > 0:
-		if err := sleep(b.ctx, b.f.gap); err != nil {
+		if err := budget.Sleep(b.ctx, b.f.gap); err != nil {
 			b.err = ctxErr(b.f, err)
 			return
 		}
@@ -255,7 +257,7 @@ type gapBody struct {
 func (b *gapBody) Read(p []byte) (int, error) {
 	if !b.waited {
 		b.waited = true
-		if err := sleep(b.ctx, b.f.gap); err != nil {
+		if err := budget.Sleep(b.ctx, b.f.gap); err != nil {
 			return 0, ctxErr(b.f, err)
 		}
 	}

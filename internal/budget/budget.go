@@ -140,3 +140,19 @@ func Add(a, b time.Duration) time.Duration {
 	}
 	return a + b
 }
+
+// Sleep waits d or until ctx ends, whichever comes first, and returns
+// ctx's error if it ended first (at once when d is not positive).
+func Sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
