@@ -1,7 +1,6 @@
 package gemini_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -54,28 +53,8 @@ func TestCorpusThroughGenai(t *testing.T) {
 // request with the case's status, headers and body. A 200 answer asked for
 // as a stream is sent as one server-sent event.
 func serveCase(t *testing.T, c corpus.Case) *httptest.Server {
-	body := c.ResponseBody()
-	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		for k, vs := range c.Header {
-			w.Header()[k] = vs
-		}
-		stream := strings.HasSuffix(r.URL.Path, ":streamGenerateContent")
-		switch {
-		case c.Stream():
-			w.Header().Set("Content-Type", "text/event-stream")
-		case c.Status == http.StatusOK && stream:
-			w.Header().Set("Content-Type", "text/event-stream")
-			var compact bytes.Buffer
-			if json.Compact(&compact, body) == nil {
-				body = append(append([]byte("data: "), compact.Bytes()...), "\n\n"...)
-			}
-		case bytes.HasPrefix(bytes.TrimSpace(body), []byte("<")):
-			w.Header().Set("Content-Type", "text/html; charset=UTF-8")
-		default:
-			w.Header().Set("Content-Type", "application/json; charset=UTF-8")
-		}
-		w.WriteHeader(c.Status)
-		_, _ = w.Write(body)
+	ts := httptest.NewServer(c.Handler("application/json; charset=UTF-8", func(r *http.Request) bool {
+		return strings.HasSuffix(r.URL.Path, ":streamGenerateContent")
 	}))
 	t.Cleanup(ts.Close)
 	return ts

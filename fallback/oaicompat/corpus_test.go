@@ -1,7 +1,6 @@
 package oaicompat_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"iter"
@@ -52,22 +51,7 @@ func TestCorpusThroughOpenAIGo(t *testing.T) {
 }
 
 func serveCase(t *testing.T, c corpus.Case) *httptest.Server {
-	body := c.ResponseBody()
-	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		for k, vs := range c.Header {
-			w.Header()[k] = vs
-		}
-		switch {
-		case c.Stream():
-			w.Header().Set("Content-Type", "text/event-stream")
-		case bytes.HasPrefix(bytes.TrimSpace(body), []byte("<")):
-			w.Header().Set("Content-Type", "text/html; charset=UTF-8")
-		default:
-			w.Header().Set("Content-Type", "application/json")
-		}
-		w.WriteHeader(c.Status)
-		_, _ = w.Write(body)
-	}))
+	ts := httptest.NewServer(c.Handler("application/json", nil))
 	t.Cleanup(ts.Close)
 	return ts
 }

@@ -210,3 +210,33 @@ func (c Case) ResponseBody() []byte {
 	}
 	return []byte(`{"error":{"code":` + strconv.Itoa(c.Status) + `,"message":` + string(msg) + `}}`)
 }
+
+// Handler serves the case as its server sent it: the quoted headers, the
+// status and ResponseBody, with the Content-Type of the body's form
+// (jsonType for JSON). When streamed reports that a request asked for a
+// stream (nil: never), a 200 answer quoted as JSON is served as one
+// server-sent event, as the streaming endpoint would send it.
+func (c Case) Handler(jsonType string, streamed func(*http.Request) bool) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body := c.ResponseBody()
+		for k, vs := range c.Header {
+			w.Header()[k] = vs
+		}
+		switch {
+		case c.Stream():
+			w.Header().Set("Content-Type", "text/event-stream")
+		case c.Status == http.StatusOK && streamed != nil && streamed(r):
+			w.Header().Set("Content-Type", "text/event-stream")
+			var compact bytes.Buffer
+			if json.Compact(&compact, body) == nil {
+				body = append(append([]byte("data: "), compact.Bytes()...), "\n\n"...)
+			}
+		case bytes.HasPrefix(bytes.TrimSpace(body), []byte("<")):
+			w.Header().Set("Content-Type", "text/html; charset=UTF-8")
+		default:
+			w.Header().Set("Content-Type", jsonType)
+		}
+		w.WriteHeader(c.Status)
+		_, _ = w.Write(body)
+	})
+}
