@@ -22,8 +22,6 @@ type Chain[In, Out any] struct {
 	base[In]
 	tiers      []ModelTier[In, Out]
 	validators []validate.Validator[Out]
-	usages     []UsageReporter[Out]
-	responses  []ResponseReporter[Out]
 	pools      []*Pool[In, Out]
 	cache      Cache[In, Out]
 	writer     CacheWriter[In, Out]
@@ -43,15 +41,12 @@ func New[In, Out any](cfg Config[In, Out]) (*Chain[In, Out], error) {
 	}
 	c := &Chain[In, Out]{
 		base: newBase[In](e, len(cfg.Stages)), tiers: make([]ModelTier[In, Out], len(cfg.Stages)), validators: make([]validate.Validator[Out], len(cfg.Stages)),
-		usages: make([]UsageReporter[Out], len(cfg.Stages)), responses: make([]ResponseReporter[Out], len(cfg.Stages)),
 		pools: make([]*Pool[In, Out], len(cfg.Stages)),
 		cache: cfg.Cache, def: cfg.Default, key: cfg.Key, flights: make(map[string]*flight[Out]),
 	}
 	for i, s := range cfg.Stages {
 		c.tiers[i], c.validators[i] = s.Tier, s.Validate
-		c.usages[i], _ = s.Tier.(UsageReporter[Out])
-		c.responses[i], _ = s.Tier.(ResponseReporter[Out])
-		c.selectors[i], _ = s.Tier.(ModelSelector[In])
+		c.modelFors[i] = s.ModelFor
 		c.pools[i], _ = s.Tier.(*Pool[In, Out])
 		c.tenants[i], c.tokens[i], c.reprompts[i] = s.TenantLimiter, s.Tokens, s.Reprompt
 	}
@@ -372,12 +367,19 @@ func (c *Chain[In, Out]) hedged(st *stage, b budget.Budget, base context.Context
 			if hc.end.stage == st {
 				hedgeTier = c.pools[st.index].tiers[c.pools[st.index].p.index(hc.end.member)]
 			}
+			var hctx context.Context = hc.ctx
+			if first, ok := base.(*call); ok {
+				// The hedge's replies are its own call's.
+				hc.end.rec = &call{Context: hc.ctx, e: c.engine, reqCtx: first.reqCtx, obs: first.obs, st: hc.end.stage,
+					model: hc.end.model, n: first.n, member: hc.end.member, hedge: true}
+				hctx = hc.end.rec
+			}
 			go func(hc *hedgeCall) {
 				var res hedged[Out]
 				released := false
 				detach.Run(func() {
 					t0 := c.now()
-					out, err := hedgeTier.Call(hc.ctx, in)
+					out, err := hedgeTier.Call(hctx, in)
 					if err == nil {
 						err = c.check(hc.end.stage, out)
 					}
@@ -409,17 +411,6 @@ func (c *Chain[In, Out]) hedgeModel(st *stage, in In) string {
 		return st.model
 	}
 	return c.modelFor(st.index+1, in)
-}
-
-// describe reads the token usage and the description of an answer.
-func (c *Chain[In, Out]) describe(st *stage, out Out) (u Usage, hasUsage bool, resp ResponseInfo) {
-	if r := c.usages[st.index]; r != nil {
-		u, hasUsage = r.Usage(out)
-	}
-	if r := c.responses[st.index]; r != nil {
-		resp, _ = r.Response(out)
-	}
-	return u, hasUsage, resp
 }
 
 // committed is false: a call's success is its end.

@@ -33,9 +33,14 @@ type Stage[In, Out any] struct {
 	Tier ModelTier[In, Out]
 	// Model is the tier's model id ("gemini-2.5-pro"), used for preflight
 	// against Config.Catalog, for retirement after a 404, and reported to
-	// observers as gen_ai.request.model. A tier that implements
-	// ModelSelector names the model per input instead. Optional.
+	// observers as gen_ai.request.model. Optional.
 	Model string
+	// ModelFor, when set, names the model a call for in will use ("" for
+	// Model) — a batch job that names its model, a tier over several
+	// model versions — so that a 404 marks that model retired, not the
+	// whole tier, and a later input for the same model is skipped without
+	// an upstream call while other models on the tier are still called.
+	ModelFor func(in In) string
 	// Provider names the API for observers ("gcp.gemini", "openai"),
 	// reported as gen_ai.provider.name. Empty means the tier's, when it
 	// implements EndpointReporter (the SDK adapters' tiers do).
@@ -88,7 +93,7 @@ type Stage[In, Out any] struct {
 	TenantLimiter func(ctx context.Context, in In) *ratelimit.Limiter
 	// Tokens estimates the tokens a call for in will use (prompt and
 	// answer), for the limiters' token limits; once the answer reports its
-	// usage (UsageReporter) the limiters are corrected with it. nil counts
+	// usage (Report) the limiters are corrected with it. nil counts
 	// no tokens.
 	Tokens func(in In) int64
 	// LimitWait is the longest an attempt waits for its limiters' turn.
@@ -235,7 +240,6 @@ type stageSpec struct {
 	name, model, provider string
 	address               string
 	port                  int
-	reportsUsage          bool
 	bulkhead              *bulkhead.Bulkhead
 	breaker               *breaker.Breaker
 	retry                 retry.Policy
@@ -271,7 +275,6 @@ func (cfg *Config[In, Out]) specs() []stageSpec {
 		if s.Tier != nil {
 			specs[i].name = s.Tier.Name()
 			specs[i].endpoint(s.Tier)
-			_, specs[i].reportsUsage = s.Tier.(UsageReporter[Out])
 			if p, ok := s.Tier.(interface{ core() *pool }); ok {
 				specs[i].pool = p.core()
 			}

@@ -19,17 +19,16 @@ import (
 type describedTier struct{ name string }
 
 func (t describedTier) Name() string { return t.name }
-func (t describedTier) Call(_ context.Context, in string) (string, error) {
+func (t describedTier) Call(ctx context.Context, in string) (string, error) {
+	fallback.Report(ctx, fallback.Reply{
+		Usage:    fallback.Usage{InputTokens: 10, OutputTokens: int64(len(in)), CacheReadInputTokens: 4, ReasoningOutputTokens: 1},
+		HasUsage: true,
+		Response: fallback.ResponseInfo{ID: "resp-" + in, Model: "gemini-2.5-pro-001", FinishReason: "STOP"},
+	})
 	return in, nil
 }
 func (t describedTier) Endpoint() fallback.Endpoint {
 	return fallback.Endpoint{Provider: "gcp.gemini", Address: "generativelanguage.googleapis.com", Port: 443}
-}
-func (t describedTier) Usage(out string) (fallback.Usage, bool) {
-	return fallback.Usage{InputTokens: 10, OutputTokens: int64(len(out)), CacheReadInputTokens: 4, ReasoningOutputTokens: 1}, true
-}
-func (t describedTier) Response(out string) (fallback.ResponseInfo, bool) {
-	return fallback.ResponseInfo{ID: "resp-" + out, Model: "gemini-2.5-pro-001", FinishReason: "STOP"}, true
 }
 
 // events records what a chain tells its observers.
@@ -74,13 +73,11 @@ func TestEndpointNamesTheProvider(t *testing.T) {
 	assert.Equal(t, "gcp.gemini", info[0].Provider)
 	assert.Equal(t, "generativelanguage.googleapis.com", info[0].Address)
 	assert.Equal(t, 443, info[0].Port)
-	assert.True(t, info[0].ReportsUsage)
 	assert.False(t, info[0].Stream)
 	assert.Equal(t, "gcp.gen_ai", info[1].Provider)
 	assert.Equal(t, "generativelanguage.googleapis.com", info[1].Address, "the server still comes from the tier")
 	assert.Empty(t, info[2].Provider)
 	assert.Empty(t, info[2].Address)
-	assert.False(t, info[2].ReportsUsage)
 
 	_, err := c.Do(context.Background(), "q")
 	require.NoError(t, err)
@@ -98,12 +95,12 @@ func TestEndpointNamesTheProvider(t *testing.T) {
 }
 
 func TestMapTierKeepsTheEndpoint(t *testing.T) {
-	mapped := fallback.MapTier[string, string, int](describedTier{name: "pro"}, func(s string) int { return len(s) }, nil)
+	mapped := fallback.MapTier[string, string, int](describedTier{name: "pro"}, func(s string) int { return len(s) })
 	r, ok := mapped.(fallback.EndpointReporter)
 	require.True(t, ok)
 	assert.Equal(t, "gcp.gemini", r.Endpoint().Provider)
 
-	plain := fallback.MapTier(fallback.Tier("p", func(context.Context, string) (string, error) { return "", nil }), func(s string) int { return 0 }, nil)
+	plain := fallback.MapTier(fallback.Tier("p", func(context.Context, string) (string, error) { return "", nil }), func(s string) int { return 0 })
 	assert.Equal(t, fallback.Endpoint{}, plain.(fallback.EndpointReporter).Endpoint(), "nothing to report is the zero Endpoint")
 	c, err := fallback.New(fallback.Config[string, int]{Stages: []fallback.Stage[string, int]{{Tier: mapped}}})
 	require.NoError(t, err)
@@ -139,8 +136,10 @@ type streamTier struct {
 }
 
 func (t streamTier) Name() string { return "pro" }
-func (t streamTier) Stream(context.Context, string) iter.Seq2[fallback.ChunkInfo, error] {
+func (t streamTier) Stream(ctx context.Context, _ string) iter.Seq2[fallback.ChunkInfo, error] {
 	return func(yield func(fallback.ChunkInfo, error) bool) {
+		// A stream reports its response once, as it ends.
+		defer fallback.Report(ctx, fallback.Reply{Response: fallback.ResponseInfo{ID: "chatcmpl-1", Model: "gpt-x-2025"}})
 		for _, c := range t.chunks {
 			if !yield(c, nil) {
 				return
@@ -150,12 +149,6 @@ func (t streamTier) Stream(context.Context, string) iter.Seq2[fallback.ChunkInfo
 }
 func (t streamTier) Inspect(c fallback.ChunkInfo) fallback.ChunkInfo { return c }
 func (t streamTier) Endpoint() fallback.Endpoint                     { return fallback.Endpoint{Provider: "openai"} }
-func (t streamTier) ChunkResponse(c fallback.ChunkInfo) (fallback.ResponseInfo, bool) {
-	if c.Text == "b" {
-		return fallback.ResponseInfo{}, false
-	}
-	return fallback.ResponseInfo{ID: "chatcmpl-1", Model: "gpt-x-2025"}, true
-}
 
 func TestStreamEventsAreMarked(t *testing.T) {
 	var obs events
@@ -169,7 +162,6 @@ func TestStreamEventsAreMarked(t *testing.T) {
 	info := sc.Stages()
 	assert.True(t, info[0].Stream)
 	assert.Equal(t, "openai", info[0].Provider)
-	assert.False(t, info[0].ReportsUsage)
 	for range sc.Stream(context.Background(), "q").Chunks() {
 	}
 	obs.mu.Lock()
@@ -180,7 +172,7 @@ func TestStreamEventsAreMarked(t *testing.T) {
 	ended := obs.of(fallback.AttemptEnded)
 	require.Len(t, ended, 1)
 	assert.Equal(t, fallback.ResponseInfo{ID: "chatcmpl-1", Model: "gpt-x-2025", FinishReason: "stop"}, ended[0].Response,
-		"the chunks' description, with the stream's finish reason")
+		"the stream's report, with its finish reason")
 	assert.Len(t, obs.of(fallback.FirstChunkReceived), 1)
 	chunks := obs.of(fallback.ChunkReceived)
 	assert.Len(t, chunks, 2, "one event per chunk after the first")

@@ -43,7 +43,6 @@ type stage struct {
 	name, model, provider string
 	address               string
 	port                  int
-	reportsUsage          bool
 	index                 int
 	bulkhead              *bulkhead.Bulkhead
 	breaker               *breaker.Breaker
@@ -92,7 +91,7 @@ func newEngine(kind string, sh shared, specs []stageSpec) (*engine, error) {
 	for i, s := range specs {
 		st := &e.stages[i]
 		*st = stage{
-			name: s.name, model: s.model, provider: s.provider, address: s.address, port: s.port, reportsUsage: s.reportsUsage,
+			name: s.name, model: s.model, provider: s.provider, address: s.address, port: s.port,
 			index: i, bulkhead: s.bulkhead, breaker: s.breaker,
 			policy: s.retry.WithDefaults(), classifier: s.classifier, reserve: s.reserve,
 			try:     budget.Try{Cap: s.cap, MinUseful: cmpOr(s.minAttempt, minAttempt)},
@@ -125,14 +124,14 @@ func cmpOr[T comparable](v, def T) T {
 // base is what both chains add to the engine for their input type.
 type base[In any] struct {
 	*engine
-	selectors []ModelSelector[In]
+	modelFors []func(In) string
 	tenants   []func(context.Context, In) *ratelimit.Limiter
 	tokens    []func(In) int64
 	reprompts []func(In, error) In
 }
 
 func newBase[In any](e *engine, n int) base[In] {
-	return base[In]{engine: e, selectors: make([]ModelSelector[In], n), tenants: make([]func(context.Context, In) *ratelimit.Limiter, n),
+	return base[In]{engine: e, modelFors: make([]func(In) string, n), tenants: make([]func(context.Context, In) *ratelimit.Limiter, n),
 		tokens: make([]func(In) int64, n), reprompts: make([]func(In, error) In, n)}
 }
 
@@ -176,8 +175,8 @@ func (b base[In]) Stats() Stats {
 
 // modelFor is the model a call of stage i will use for in.
 func (b base[In]) modelFor(i int, in In) string {
-	if s := b.selectors[i]; s != nil {
-		if m := s.ModelFor(in); m != "" {
+	if f := b.modelFors[i]; f != nil {
+		if m := f(in); m != "" {
 			return m
 		}
 	}
@@ -199,9 +198,6 @@ type StageInfo struct {
 	Port    int
 	// Stream is set for a stage of a StreamChain.
 	Stream bool
-	// ReportsUsage is set when the tier reports token usage
-	// (UsageReporter, ChunkUsageReporter).
-	ReportsUsage bool
 	// Breaker and Bulkhead are the stage's guards; nil when absent.
 	Breaker  *breaker.Breaker
 	Bulkhead *bulkhead.Bulkhead
@@ -212,7 +208,7 @@ func (e *engine) stageInfo() []StageInfo {
 	for i := range e.stages {
 		st := &e.stages[i]
 		out[i] = StageInfo{Tier: st.name, TierIndex: i, Model: st.model, Provider: st.provider, Address: st.address, Port: st.port,
-			Stream: e.stream, ReportsUsage: st.reportsUsage, Breaker: st.breaker, Bulkhead: st.bulkhead}
+			Stream: e.stream, Breaker: st.breaker, Bulkhead: st.bulkhead}
 	}
 	return out
 }
@@ -668,7 +664,7 @@ func (e *engine) skip(r *request, st *stage, model string, why Skip, err error) 
 }
 
 // answered records a successful attempt.
-func (e *engine) answered(r *request, st *stage, model string, n int, latency time.Duration, d *described) {
+func (e *engine) answered(r *request, st *stage, model string, n int, latency time.Duration, d *Reply) {
 	succeeded(st)
 	if st.policy.OnAttempt != nil {
 		st.policy.OnAttempt(retry.Attempt{N: n})
@@ -676,19 +672,19 @@ func (e *engine) answered(r *request, st *stage, model string, n int, latency ti
 	r.sum.record(Attempt{Tier: st.name, TierIndex: st.index, Model: model, N: n, Latency: latency, Member: r.member})
 	if r.obs != nil {
 		ev := e.event(r, AttemptEnded, st, model, n)
-		ev.Latency, ev.Usage, ev.HasUsage, ev.Response = latency, d.usage, d.hasUsage, d.resp
+		ev.Latency, ev.Usage, ev.HasUsage, ev.Response = latency, d.Usage, d.HasUsage, d.Response
 		r.obs.Observe(r.ctx, ev)
 	}
 }
 
 // attemptFailed records a failed attempt and its decision.
-func (e *engine) attemptFailed(r *request, st *stage, model string, n int, latency time.Duration, v classify.Verdict, d decision, err error, desc *described) {
+func (e *engine) attemptFailed(r *request, st *stage, model string, n int, latency time.Duration, v classify.Verdict, d decision, err error, desc *Reply) {
 	r.sum.record(Attempt{Tier: st.name, TierIndex: st.index, Model: model, N: n, Verdict: v, Latency: latency, Wait: d.wait, Err: err, Member: r.member})
 	if r.obs != nil {
 		ev := e.event(r, AttemptEnded, st, model, n)
 		ev.Verdict, ev.Latency, ev.Err = v, latency, err
 		ev.Retry, ev.Wait, ev.Stop, ev.Route = d.retry, d.wait, d.stop, d.route
-		ev.Usage, ev.HasUsage, ev.Response = desc.usage, desc.hasUsage, desc.resp
+		ev.Usage, ev.HasUsage, ev.Response = desc.Usage, desc.HasUsage, desc.Response
 		r.obs.Observe(r.ctx, ev)
 	}
 }

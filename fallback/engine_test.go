@@ -200,7 +200,7 @@ func (m *modelTier) Call(_ context.Context, in string) (string, error) {
 func TestRetirementIsPerModel(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		tier := &modelTier{calls: map[string]int{}, retired: map[string]bool{"gemini-1.0-pro": true, "gemini-1.5-pro-001": true}}
-		c := newChain(t, fallback.Config[string, string]{Stages: []fallback.Stage[string, string]{{Tier: tier, Model: "gemini-2.5-flash"}}})
+		c := newChain(t, fallback.Config[string, string]{Stages: []fallback.Stage[string, string]{{Tier: tier, Model: "gemini-2.5-flash", ModelFor: tier.ModelFor}}})
 		models := []string{"gemini-2.5-flash", "gemini-2.5-pro", "gemini-1.0-pro", "gemini-2.5-flash-lite", "gemini-1.5-pro-001"}
 		answered, skipped := 0, 0
 		for i := range 200 {

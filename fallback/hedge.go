@@ -121,12 +121,16 @@ type hedgeEnd struct {
 	// answered (nil when it was still running).
 	primaryMember string
 	primaryErr    error
+	// rec is the hedge's call record, when the request listens.
+	rec *call
 }
 
 // hedgeEnded records the call that lost a hedged attempt's race (or the
 // hedge that failed): an upstream call in the trail, flagged Hedge when it
-// was the hedge.
-func (e *engine) hedgeEnded(r *request, st *stage, model string, n int, he *hedgeEnd) {
+// was the hedge. loser is that call's record: what it reported so far
+// rides its event, and a reply after this is late.
+func (e *engine) hedgeEnded(r *request, st *stage, model string, n int, he *hedgeEnd, loser *call) {
+	reply, _ := loser.close()
 	r.sum.UpstreamCalls++
 	a := Attempt{Tier: he.stage.name, TierIndex: he.stage.index, Model: he.model, N: n, Member: he.member, Hedge: true, Latency: he.latency, Err: he.err}
 	a.Verdict = classify.Verdict{Class: classify.Canceled, Reason: "lost the race to the first call"}
@@ -144,6 +148,7 @@ func (e *engine) hedgeEnded(r *request, st *stage, model string, n int, he *hedg
 		ev := e.event(r, AttemptEnded, he.stage, a.Model, n)
 		ev.Tier, ev.TierIndex, ev.Member, ev.Hedge = a.Tier, a.TierIndex, a.Member, a.Hedge
 		ev.Verdict, ev.Latency, ev.Err = a.Verdict, a.Latency, a.Err
+		ev.Usage, ev.HasUsage, ev.Response = reply.Usage, reply.HasUsage, reply.Response
 		r.obs.Observe(r.ctx, ev)
 	}
 }

@@ -4,16 +4,12 @@ import "context"
 
 // MapTier adapts a tier's answer to another type, so that tiers over
 // different SDKs can serve one chain (a genai answer and a chat completion
-// both becoming your reply type). usage, if not nil, reads the token usage
-// of a mapped answer, making the result a UsageReporter; keep the usage in
-// your reply type to report it. The result reports the wrapped tier's
-// Endpoint when it has one.
-func MapTier[In, A, B any](t ModelTier[In, A], mapAnswer func(A) B, usage func(B) (Usage, bool)) ModelTier[In, B] {
-	m := mappedTier[In, A, B]{t: t, f: mapAnswer}
-	if usage != nil {
-		return mappedUsageTier[In, A, B]{mappedTier: m, usage: usage}
-	}
-	return m
+// both becoming your reply type). What the wrapped tier's responses report
+// (Report) reaches the chain as before: it travels in the context, not in
+// the answer. The result reports the wrapped tier's Endpoint when it has
+// one.
+func MapTier[In, A, B any](t ModelTier[In, A], mapAnswer func(A) B) ModelTier[In, B] {
+	return mappedTier[In, A, B]{t: t, f: mapAnswer}
 }
 
 type mappedTier[In, A, B any] struct {
@@ -39,10 +35,3 @@ func (m mappedTier[In, A, B]) Call(ctx context.Context, in In) (B, error) {
 	}
 	return m.f(a), nil
 }
-
-type mappedUsageTier[In, A, B any] struct {
-	mappedTier[In, A, B]
-	usage func(B) (Usage, bool)
-}
-
-func (m mappedUsageTier[In, A, B]) Usage(out B) (Usage, bool) { return m.usage(out) }

@@ -19,29 +19,33 @@ type reply struct {
 }
 
 func TestMapTier(t *testing.T) {
-	inner := fallback.Tier("pro", func(_ context.Context, q string) (int, error) {
+	inner := fallback.Tier("pro", func(ctx context.Context, q string) (int, error) {
 		if q == "fail" {
 			return 0, classErr(classify.Transient)
 		}
+		fallback.Report(ctx, fallback.Reply{Usage: fallback.Usage{OutputTokens: int64(len(q))}, HasUsage: true})
 		return len(q), nil
 	})
-	plain := fallback.MapTier(inner, func(n int) reply { return reply{text: "len", tokens: int64(n)} }, nil)
-	assert.Equal(t, "pro", plain.Name())
-	_, reports := plain.(fallback.UsageReporter[reply])
-	assert.False(t, reports)
-
-	mapped := fallback.MapTier(inner, func(n int) reply { return reply{text: "len", tokens: int64(n)} },
-		func(r reply) (fallback.Usage, bool) { return fallback.Usage{OutputTokens: r.tokens}, true })
+	mapped := fallback.MapTier(inner, func(n int) reply { return reply{text: "len", tokens: int64(n)} })
+	assert.Equal(t, "pro", mapped.Name())
 	out, err := mapped.Call(context.Background(), "abcd")
 	require.NoError(t, err)
 	assert.Equal(t, reply{text: "len", tokens: 4}, out)
-	u, ok := mapped.(fallback.UsageReporter[reply]).Usage(out)
-	require.True(t, ok)
-	assert.Equal(t, int64(4), u.OutputTokens)
 
 	_, err = mapped.Call(context.Background(), "fail")
 	assert.Equal(t, classify.Transient, classify.Classify(err).Class)
 	assert.False(t, errors.Is(err, context.Canceled))
+
+	// The wrapped tier's report reaches the chain through the mapping.
+	var obs events
+	c, err := fallback.New(fallback.Config[string, reply]{Stages: []fallback.Stage[string, reply]{{Tier: mapped}}, Observer: &obs})
+	require.NoError(t, err)
+	_, err = c.Do(context.Background(), "abcdef")
+	require.NoError(t, err)
+	ended := obs.of(fallback.AttemptEnded)
+	require.Len(t, ended, 1)
+	assert.True(t, ended[0].HasUsage)
+	assert.Equal(t, int64(6), ended[0].Usage.OutputTokens)
 }
 
 // A stage's own classifier classifies its tier's errors.

@@ -38,12 +38,21 @@ const (
 	// the first (Latency is the time since the previous chunk arrived), for
 	// per-chunk timing. Observers that do not time chunks ignore it.
 	ChunkReceived
+	// LateReply reports a billed upstream response that arrived after the
+	// chain stopped waiting for its call: a call abandoned for ignoring its
+	// context (Config.AbandonAfter), the loser of a hedged race. It carries
+	// the call's Tier, TierIndex, Model, Attempt, Member, Hedge, Usage and
+	// Response. It may come from any goroutine, after the request's
+	// RequestEnded; the request's context is the one passed. A reply that
+	// arrives in time rides its AttemptEnded instead, so that a ledger
+	// counting both counts every response once.
+	LateReply
 )
 
 var eventNames = [...]string{
 	RequestStarted: "request_started", AttemptStarted: "attempt_started", AttemptEnded: "attempt_ended",
 	StageSkipped: "tier_skipped", LocalAnswered: "local_answered", RequestEnded: "request_ended",
-	FirstChunkReceived: "first_chunk_received", ChunkReceived: "chunk_received",
+	FirstChunkReceived: "first_chunk_received", ChunkReceived: "chunk_received", LateReply: "late_reply",
 }
 
 // String names the kind.
@@ -96,14 +105,14 @@ type Event struct {
 	// (RequestEnded), the time to the first chunk (FirstChunkReceived) or
 	// since the previous chunk (ChunkReceived).
 	Latency time.Duration
-	// Usage is the attempt's token usage, when the tier reports it
-	// (AttemptEnded): a success's, and a failed attempt's when the tier
-	// returned an answer with its error (a validator rejected it, or the
-	// tier returns partial answers) — tokens billed all the same.
+	// Usage is the token usage the attempt's upstream responses reported
+	// (see Report) while the chain waited for them (AttemptEnded), or that
+	// a late response reported (LateReply): a success's, a rejected
+	// answer's, a partial stream's — tokens billed all the same.
 	Usage    Usage
 	HasUsage bool
-	// Response describes the attempt's response when the tier reports it
-	// (ResponseReporter, ChunkResponseReporter; AttemptEnded).
+	// Response describes the attempt's response, as reported (AttemptEnded,
+	// LateReply).
 	Response ResponseInfo
 	// Skip says why a tier was passed over (StageSkipped).
 	Skip Skip
@@ -144,7 +153,9 @@ type Event struct {
 }
 
 // Observer receives every decision of a chain. It runs on the request's
-// goroutine: keep it fast and non-blocking. otelx provides one.
+// goroutine (LateReply excepted: on the goroutine of the call that
+// replied late), and for many requests at once: keep it fast,
+// non-blocking and safe for concurrent use. otelx provides one.
 type Observer interface {
 	// Observe reports e. For RequestStarted and AttemptStarted the returned
 	// context replaces ctx; for other kinds it is ignored. Return ctx when

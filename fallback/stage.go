@@ -20,9 +20,6 @@ type attempter[In, Out any] interface {
 	// window was computed) on a context built on base, holding g: a call
 	// left running (abandoned, or a hedged race's loser) takes g with it.
 	attempt(st *stage, b budget.Budget, base context.Context, per, remaining time.Duration, in In, g callGuards) (Out, attemptEnd)
-	// describe reads the token usage and the response description of an
-	// attempt's answer (a success, or an answer the validator rejected).
-	describe(st *stage, out Out) (Usage, bool, ResponseInfo)
 	// committed is set for attempts whose success is only a beginning (a
 	// stream's first chunk): their end is reported when it comes.
 	committed() bool
@@ -55,13 +52,6 @@ type attemptEnd struct {
 	// its goroutine, for the stage to raise again once its guards are
 	// accounted for.
 	ended *detach.Outcome
-}
-
-// described is what an attempt's answer says about itself, for observers.
-type described struct {
-	usage    Usage
-	hasUsage bool
-	resp     ResponseInfo
 }
 
 // callGuards are what a call holds besides its stage's bulkhead slot: the
@@ -224,6 +214,13 @@ func runStage[In, Out any, A attempter[In, Out]](e *engine, a A, r *request, st 
 			r.member = st.pool.members[m].id
 		}
 		base := e.attemptStarted(r, st, model, n)
+		// rec carries what the call's responses report (Report) through
+		// whatever the tier wraps.
+		var rec *call
+		if r.listens(st) {
+			rec = e.newCall(r, st, base, model, n, r.member, false)
+			base = rec
+		}
 		var t0 time.Duration
 		timing := r.timing || st.hedge.enabled() || st.pool != nil && st.pool.latencyAware
 		if timing {
@@ -258,8 +255,15 @@ func runStage[In, Out any, A attempter[In, Out]](e *engine, a A, r *request, st 
 			// gives how long it ran.
 			ran = remaining - r.budget.Remaining()
 		}
+		// mine is the record of the call whose result the attempt takes:
+		// the hedge's when it won.
+		mine := rec
 		if ae.hedge != nil {
-			e.hedgeEnded(r, st, model, n, ae.hedge)
+			loser := ae.hedge.rec
+			if ae.hedge.won {
+				mine, loser = ae.hedge.rec, rec
+			}
+			e.hedgeEnded(r, st, model, n, ae.hedge, loser)
 		}
 		if ae.err == nil {
 			if st.index > 0 && r.budget.Limited() {
@@ -291,16 +295,9 @@ func runStage[In, Out any, A attempter[In, Out]](e *engine, a A, r *request, st 
 				succeeded(st)
 				return res, h, stageEnd{n: n}
 			}
-			var d described
-			if r.obs != nil || st.limited {
-				by := st
-				if won {
-					by = ae.hedge.stage
-				}
-				d.usage, d.hasUsage, d.resp = a.describe(by, res)
-				if d.hasUsage && st.limited {
-					corrected(lims, m, st, cost, d.usage)
-				}
+			d, _ := mine.close()
+			if d.HasUsage && st.limited {
+				corrected(lims, m, st, cost, d.Usage)
 			}
 			if won {
 				// The hedge answered: the first call lost the race.
@@ -348,12 +345,9 @@ func runStage[In, Out any, A attempter[In, Out]](e *engine, a A, r *request, st 
 			// it needed more than it was given.
 			st.need.Cut(ran)
 		}
-		var desc described
-		if r.obs != nil {
-			// A rejected answer (or a partial one a tier returns with its
-			// error) was billed: observers that count cost need it.
-			desc.usage, desc.hasUsage, desc.resp = a.describe(st, res)
-		}
+		// A rejected answer (or a partial one a tier returns with its
+		// error) was billed: observers that count cost need it.
+		desc, _ := mine.close()
 		e.attemptFailed(r, st, model, n, latency, v, d, ae.err, &desc)
 		r.member = ""
 		end, last = stageEnd{verdict: v, route: d.route, err: ae.err}, d

@@ -79,8 +79,9 @@ func (e *IncompleteError) Verdict() classify.Verdict { return e.V }
 type StreamStage[In, Chunk any] struct {
 	// Tier answers the request. Required.
 	Tier StreamTier[In, Chunk]
-	// Model and Provider are as in Stage.
+	// Model, ModelFor and Provider are as in Stage.
 	Model    string
+	ModelFor func(in In) string
 	Provider string
 	// Bulkhead, Breaker, Retry and Classifier are as in Stage. Retries
 	// happen only before the first chunk with content.
@@ -180,7 +181,6 @@ func (cfg *StreamConfig[In, Chunk]) specs() []stageSpec {
 		if s.Tier != nil {
 			specs[i].name = s.Tier.Name()
 			specs[i].endpoint(s.Tier)
-			_, specs[i].reportsUsage = s.Tier.(ChunkUsageReporter[Chunk])
 		}
 		specs[i].idle = s.IdleTimeout
 		specs[i].limiter, specs[i].limitWait, specs[i].tenants = s.Limiter, s.LimitWait, s.TenantLimiter != nil
@@ -195,8 +195,6 @@ type StreamChain[In, Chunk any] struct {
 	base[In]
 	tiers      []StreamTier[In, Chunk]
 	validators []validate.Validator[string]
-	usages     []ChunkUsageReporter[Chunk]
-	responses  []ChunkResponseReporter[Chunk]
 	idle       []time.Duration
 	cache      Cache[In, Chunk]
 	writer     CacheWriter[In, string]
@@ -214,15 +212,13 @@ func NewStream[In, Chunk any](cfg StreamConfig[In, Chunk]) (*StreamChain[In, Chu
 	n := len(cfg.Stages)
 	c := &StreamChain[In, Chunk]{
 		base: newBase[In](e, n), tiers: make([]StreamTier[In, Chunk], n), validators: make([]validate.Validator[string], n),
-		usages: make([]ChunkUsageReporter[Chunk], n), responses: make([]ChunkResponseReporter[Chunk], n), idle: make([]time.Duration, n),
+		idle:  make([]time.Duration, n),
 		cache: cfg.Cache, def: cfg.Default, cont: cfg.Continue,
 	}
 	for i, s := range cfg.Stages {
 		c.tiers[i], c.validators[i], c.idle[i] = s.Tier, s.Validate, s.IdleTimeout
 		c.tenants[i], c.tokens[i] = s.TenantLimiter, s.Tokens
-		c.usages[i], _ = s.Tier.(ChunkUsageReporter[Chunk])
-		c.responses[i], _ = s.Tier.(ChunkResponseReporter[Chunk])
-		c.selectors[i], _ = s.Tier.(ModelSelector[In])
+		c.modelFors[i] = s.ModelFor
 	}
 	c.writer, _ = cfg.Cache.(CacheWriter[In, string])
 	return c, nil
@@ -366,6 +362,22 @@ type opened[Chunk any] struct {
 	src     source[Chunk]
 	pending []Chunk
 	start   time.Duration // c.now() when the attempt began
+	// rec is the call's record, when the request listens; the stream's
+	// end closes it.
+	rec *call
+	// abandoned is set once stopping the source found the tier stuck.
+	abandoned, stopped bool
+}
+
+// stop cancels the stream and stops reading it, once: the tier's sequence
+// returns (and reports its usage) before the attempt's end is recorded.
+func (op *opened[Chunk]) stop() bool {
+	if !op.stopped {
+		op.stopped = true
+		op.ctx.Cancel()
+		op.abandoned = op.src.stop()
+	}
+	return op.abandoned
 }
 
 // attempt starts a stream and reads it up to its first chunk with content,
@@ -378,6 +390,7 @@ func (c *StreamChain[In, Chunk]) attempt(st *stage, b budget.Budget, base contex
 		deadline = d
 	}
 	op := &opened[Chunk]{ctx: budget.NewContext(base, deadline), start: c.now()}
+	op.rec, _ = base.(*call)
 	var timer *time.Timer
 	if per != budget.Unlimited && (st.try.Cap > 0 || per < remaining) {
 		timer = time.AfterFunc(per, func() {
@@ -420,12 +433,6 @@ func (c *StreamChain[In, Chunk]) attempt(st *stage, b budget.Budget, base contex
 	}
 }
 
-// describe reads nothing at the commit point: a stream reports its usage
-// and response when it ends.
-func (c *StreamChain[In, Chunk]) describe(*stage, *opened[Chunk]) (Usage, bool, ResponseInfo) {
-	return Usage{}, false, ResponseInfo{}
-}
-
 // committed is true: a stream's first chunk is its commit point, and its
 // end comes later.
 func (c *StreamChain[In, Chunk]) committed() bool { return true }
@@ -458,8 +465,7 @@ func (p *pump[In, Chunk]) run(in In) (ie *IncompleteError, done bool) {
 	defer func() {
 		// Cancel first, so the tier sees its context end as its sequence is
 		// stopped. An abandoned reader keeps the slot and the token.
-		op.ctx.Cancel()
-		if op.src.stop() {
+		if op.stop() {
 			r.slotHandedOff, r.tokenHandedOff = p.h.slot, p.h.tok.IsProbe()
 			outcome = breaker.Failure
 		}
@@ -478,13 +484,14 @@ func (p *pump[In, Chunk]) run(in In) (ie *IncompleteError, done bool) {
 		r.obs.Observe(r.ctx, ev)
 	}
 	tier := c.tiers[st.index]
-	validator, usages, responses := c.validators[st.index], c.usages[st.index], c.responses[st.index]
+	validator := c.validators[st.index]
 	keepText := p.partial != nil || validator != nil || c.writer != nil
 	var text strings.Builder
 	chunks, bytes := 0, 0
 	var finish string
-	// d is what the chunks said about the response, for observers.
-	var d described
+	// d is what the chunks said about the response, for observers; the
+	// usage comes from the tier's Report.
+	var d Reply
 	idleFor := c.idle[st.index]
 	var idle *time.Timer
 	if idleFor > 0 {
@@ -527,16 +534,6 @@ func (p *pump[In, Chunk]) run(in In) (ie *IncompleteError, done bool) {
 		res.Chunks++
 		res.Bytes += len(info.Text)
 		bytes += len(info.Text)
-		if usages != nil {
-			if cu, ok := usages.ChunkUsage(ch); ok {
-				d.usage, d.hasUsage = cu, true
-			}
-		}
-		if responses != nil {
-			if ri, ok := responses.ChunkResponse(ch); ok {
-				d.resp = mergeResponse(d.resp, ri)
-			}
-		}
 		if info.FinishReason != "" {
 			finish = info.FinishReason
 		}
@@ -557,9 +554,7 @@ func (p *pump[In, Chunk]) run(in In) (ie *IncompleteError, done bool) {
 	}
 	op.pending = nil
 	res.FinishReason = finish
-	if d.resp.FinishReason == "" {
-		d.resp.FinishReason = finish
-	}
+	d.Response.FinishReason = finish
 	var cause error
 	var v classify.Verdict
 	switch {
@@ -608,18 +603,26 @@ func (p *pump[In, Chunk]) run(in In) (ie *IncompleteError, done bool) {
 }
 
 // ended reports a committed stream's end.
-func (p *pump[In, Chunk]) ended(chunks int, v classify.Verdict, err error, incomplete bool, d *described) {
+func (p *pump[In, Chunk]) ended(chunks int, v classify.Verdict, err error, incomplete bool, d *Reply) {
 	r := p.r
 	latency := p.c.now() - p.op.start
-	if d.hasUsage && p.st.limited {
+	// The tier reports its usage as its sequence returns: stop it first.
+	p.op.stop()
+	reported, _ := p.op.rec.close()
+	finish := d.Response.FinishReason
+	*d = reported
+	if finish != "" {
+		d.Response.FinishReason = finish
+	}
+	if d.HasUsage && p.st.limited {
 		tenant, _ := p.c.limits(p.st, r.ctx, p.in)
-		corrected([2]*ratelimit.Limiter{tenant, p.st.limiter}, -1, p.st, p.h.cost, d.usage)
+		corrected([2]*ratelimit.Limiter{tenant, p.st.limiter}, -1, p.st, p.h.cost, d.Usage)
 	}
 	r.sum.record(Attempt{Tier: p.st.name, TierIndex: p.st.index, Model: p.model, N: p.n, Verdict: v, Latency: latency, Err: err})
 	if r.obs != nil {
 		ev := p.c.event(r, AttemptEnded, p.st, p.model, p.n)
 		ev.Verdict, ev.Latency, ev.Err, ev.Chunks, ev.Incomplete = v, latency, err, chunks, incomplete
-		ev.Usage, ev.HasUsage, ev.Response = d.usage, d.hasUsage, d.resp
+		ev.Usage, ev.HasUsage, ev.Response = d.Usage, d.HasUsage, d.Response
 		r.obs.Observe(r.ctx, ev)
 	}
 }

@@ -438,15 +438,21 @@ func TestStreamFirstChunkAtTheTimeoutFallsBack(t *testing.T) {
 	})
 }
 
+// usageTier reports its stream's usage as the stream ends, as the SDK
+// adapters do with the usage of the last chunk.
 type usageTier struct {
 	fallback.StreamTier[string, chunk]
 }
 
-func (usageTier) ChunkUsage(c chunk) (fallback.Usage, bool) {
-	if c.finish == "" {
-		return fallback.Usage{}, false
+func (u usageTier) Stream(ctx context.Context, in string) iter.Seq2[chunk, error] {
+	return func(yield func(chunk, error) bool) {
+		defer fallback.Report(ctx, fallback.Reply{Usage: fallback.Usage{InputTokens: 7, OutputTokens: 3}, HasUsage: true})
+		for c, err := range u.StreamTier.Stream(ctx, in) {
+			if !yield(c, err) {
+				return
+			}
+		}
 	}
-	return fallback.Usage{InputTokens: 7, OutputTokens: 3}, true
 }
 
 func TestStreamReportsUsageAndDeadline(t *testing.T) {

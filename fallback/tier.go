@@ -33,19 +33,8 @@ func (t funcTier[In, Out]) Name() string { return t.name }
 
 func (t funcTier[In, Out]) Call(ctx context.Context, in In) (Out, error) { return t.call(ctx, in) }
 
-// ModelSelector is implemented by tiers that choose their model per input
-// — a batch job that names its model, a tier over several model versions.
-// The chain asks it for the model a call will use, so that a 404 marks
-// that model retired (not the whole tier), and a later input for the same
-// model is skipped without an upstream call while other models on the tier
-// are still called.
-type ModelSelector[In any] interface {
-	// ModelFor returns the model id a call for in will use; "" means the
-	// stage's Model.
-	ModelFor(in In) string
-}
-
-// Usage is the token usage an answer reports.
+// Usage is the token usage an upstream response reports; a tier hands it
+// to the chain with Report.
 type Usage struct {
 	// InputTokens counts the prompt's tokens, cached ones included.
 	InputTokens int64
@@ -83,39 +72,11 @@ type EndpointReporter interface {
 // ResponseInfo describes a response for observers, without any of its
 // content: the provider's response id, the model that answered (which may
 // be a version of the model asked for) and the finish reason. Empty fields
-// are unknown.
+// are unknown. A tier reports it with Report.
 type ResponseInfo struct {
 	ID           string
 	Model        string
 	FinishReason string
-}
-
-// ResponseReporter is implemented by tiers that can describe their answers
-// (the SDK adapters do). The chain passes the description to observers
-// with the attempt's end.
-type ResponseReporter[Out any] interface {
-	// Response describes out; false when it has nothing to say.
-	Response(out Out) (ResponseInfo, bool)
-}
-
-// ChunkResponseReporter is the streaming form of ResponseReporter: the
-// chain reports the last description a stream's chunks carried, with the
-// finish reason the chunks had.
-type ChunkResponseReporter[Chunk any] interface {
-	// ChunkResponse describes the response c is part of; false when c
-	// says nothing.
-	ChunkResponse(c Chunk) (ResponseInfo, bool)
-}
-
-// UsageReporter is implemented by tiers that can read the token usage of
-// their answers (the SDK adapters do). The chain passes it to observers,
-// which export the gen_ai.client.inference.usage.* metrics. A failed
-// attempt reports usage too when the tier returned an answer with its
-// error: an answer a validator rejected, or a partial answer whose tokens
-// were billed.
-type UsageReporter[Out any] interface {
-	// Usage returns out's token usage, and false when it carries none.
-	Usage(out Out) (Usage, bool)
 }
 
 // Cache answers a request locally after every tier has failed. It must be
@@ -177,13 +138,3 @@ func (t funcStreamTier[In, Chunk]) Stream(ctx context.Context, in In) iter.Seq2[
 	return t.stream(ctx, in)
 }
 func (t funcStreamTier[In, Chunk]) Inspect(c Chunk) ChunkInfo { return t.inspect(c) }
-
-// ChunkUsageReporter is implemented by stream tiers whose chunks carry token
-// usage (Gemini sends it on the last chunk). The chain reports the last
-// usage a stream carried to observers, which export
-// the gen_ai.client.inference.usage.* metrics.
-type ChunkUsageReporter[Chunk any] interface {
-	// ChunkUsage returns the usage c carries, and false when it carries
-	// none.
-	ChunkUsage(c Chunk) (Usage, bool)
-}

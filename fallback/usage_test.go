@@ -29,10 +29,11 @@ type billedTier struct {
 
 func (t billedTier) Name() string { return t.name }
 
-func (t billedTier) Call(context.Context, string) (billed, error) { return t.out, t.err }
-
-func (t billedTier) Usage(b billed) (fallback.Usage, bool) {
-	return b.usage, b.usage != fallback.Usage{}
+func (t billedTier) Call(ctx context.Context, _ string) (billed, error) {
+	if t.out.usage != (fallback.Usage{}) {
+		fallback.Report(ctx, fallback.Reply{Usage: t.out.usage, HasUsage: true})
+	}
+	return t.out, t.err
 }
 
 // A failed attempt that consumed tokens reports them: an answer the
@@ -75,19 +76,16 @@ func TestFailedAttemptsReportUsage(t *testing.T) {
 	}, got)
 }
 
-// Without an observer nothing reads usage: a reporter that panics is
-// never called.
-func TestUsageUnreadWithoutObserver(t *testing.T) {
+// Without an observer or a limiter nothing listens: the tier's context
+// carries no record, and Report costs a context lookup.
+func TestReportWithoutListenersDoesNothing(t *testing.T) {
 	chain, err := fallback.New(fallback.Config[string, billed]{Stages: []fallback.Stage[string, billed]{
-		{Tier: panickyUsage{billedTier{name: "pro", err: errors.New("boom")}}},
-		{Tier: panickyUsage{billedTier{name: "flash", out: billed{text: "a"}}}},
+		{Tier: billedTier{name: "pro", out: billed{usage: fallback.Usage{InputTokens: 1}}, err: errors.New("boom")}},
+		{Tier: billedTier{name: "flash", out: billed{text: "a", usage: fallback.Usage{InputTokens: 2}}}},
 	}})
 	require.NoError(t, err)
 	res, err := chain.Do(context.Background(), "q")
 	require.NoError(t, err)
 	assert.Equal(t, "flash", res.Tier)
+	fallback.Report(context.Background(), fallback.Reply{HasUsage: true}) // outside a chain
 }
-
-type panickyUsage struct{ billedTier }
-
-func (panickyUsage) Usage(billed) (fallback.Usage, bool) { panic("usage read without an observer") }

@@ -63,11 +63,10 @@ type endpointKey struct {
 }
 
 // endpoint is what a chain's StageInfo tells of a stage and its events do
-// not: the server its tier calls and whether the tier reports usage.
+// not: the server its tier calls.
 type endpoint struct {
 	address string
 	port    int
-	usage   bool
 }
 
 // opKey identifies a chain as RequestStarted describes it.
@@ -88,9 +87,6 @@ type stageState struct {
 	// waits is set when the stage's bulkhead may queue, so that the time
 	// before its first attempt is reported as queue wait.
 	waits atomic.Bool
-	// usage is set when the stage's tier reports token usage: its
-	// attempts then record the usage metrics, failures included.
-	usage bool
 
 	spanName  string
 	spanStart []trace.SpanStartOption
@@ -134,7 +130,7 @@ type respKey struct {
 }
 
 func newStage(k stageKey, ep endpoint, prev bool) *stageState {
-	st := &stageState{key: k, spanName: spanName(k.op, k.model), usage: ep.usage}
+	st := &stageState{key: k, spanName: spanName(k.op, k.model)}
 	op := attrOperation.String(k.op)
 	tier := attrTier.String(k.tier)
 

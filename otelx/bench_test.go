@@ -20,16 +20,17 @@ import (
 // tiers report: an endpoint, usage and a response.
 type describedBenchTier struct{}
 
-func (describedBenchTier) Name() string                                 { return "pro" }
-func (describedBenchTier) Call(context.Context, string) (string, error) { return "ok", nil }
+func (describedBenchTier) Name() string { return "pro" }
+func (describedBenchTier) Call(ctx context.Context, _ string) (string, error) {
+	fallback.Report(ctx, fallback.Reply{
+		Usage:    fallback.Usage{InputTokens: 100, OutputTokens: 20, CacheReadInputTokens: 64, ReasoningOutputTokens: 4},
+		HasUsage: true,
+		Response: fallback.ResponseInfo{ID: "resp-1", Model: "gemini-2.5-pro-001", FinishReason: "STOP"},
+	})
+	return "ok", nil
+}
 func (describedBenchTier) Endpoint() fallback.Endpoint {
 	return fallback.Endpoint{Provider: "gcp.gemini", Address: "generativelanguage.googleapis.com", Port: 443}
-}
-func (describedBenchTier) Usage(string) (fallback.Usage, bool) {
-	return fallback.Usage{InputTokens: 100, OutputTokens: 20, CacheReadInputTokens: 64, ReasoningOutputTokens: 4}, true
-}
-func (describedBenchTier) Response(string) (fallback.ResponseInfo, bool) {
-	return fallback.ResponseInfo{ID: "resp-1", Model: "gemini-2.5-pro-001", FinishReason: "STOP"}, true
 }
 
 // benchChain is fallback's benchmark chain: one tier behind a bulkhead and a

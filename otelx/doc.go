@@ -72,12 +72,13 @@
 // to 67108864 tokens), and so do tierguard's duration histograms but the
 // queue wait (1 ms to 10 s).
 //
-// The usage metrics are recorded for every attempt of a tier that reports
-// usage (fallback.UsageReporter, fallback.ChunkUsageReporter), failures
-// included, as the conventions ask: an answer a validator rejected counts
-// its tokens, an attempt that got no usage back counts 0. Tiers report
-// totals, so gen_ai.token.modality is "unknown". A tier that reports no
-// usage records none.
+// The usage metrics are recorded for every upstream response whose tier
+// reported its usage (fallback.Report), failures included: an answer a
+// validator rejected counts its tokens, and so does a response that came
+// after the chain stopped waiting for it (fallback.LateReply: an abandoned
+// call, the loser of a hedged race), so that the counters match what the
+// provider billed. Tiers report totals, so gen_ai.token.modality is
+// "unknown". An attempt that reported no usage records none.
 //
 // Values: tierguard.class and error.type are classify.Class names ("ok",
 // "transient", "rate_limited", ...), tierguard.source is "tier", "cache",

@@ -236,19 +236,16 @@ func (f *tier) Call(ctx context.Context, _ string) (string, error) {
 	if s.take > 0 {
 		time.Sleep(s.take)
 	}
+	out, err := s.out, s.err
 	if s.fn != nil {
-		return s.fn(ctx)
+		out, err = s.fn(ctx)
 	}
-	return s.out, s.err
-}
-
-// Usage reports token counts derived from the answer, like an SDK adapter:
-// none for the zero answer a failed call returns.
-func (f *tier) Usage(out string) (fallback.Usage, bool) {
-	if out == "" {
-		return fallback.Usage{}, false
+	if out != "" {
+		// Token counts derived from the answer, as an SDK adapter reports
+		// them; none for a failed call without an answer.
+		fallback.Report(ctx, fallback.Reply{Usage: fallback.Usage{InputTokens: 10, OutputTokens: int64(len(out))}, HasUsage: true})
 	}
-	return fallback.Usage{InputTokens: 10, OutputTokens: int64(len(out))}, true
+	return out, err
 }
 
 func ok(out string) step { return step{out: out} }

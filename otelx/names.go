@@ -31,8 +31,8 @@ const (
 	// the first, the time since the previous one.
 	metricTimePerOutputChunk = "gen_ai.client.inference.time_per_output_chunk"
 	// metricUsageInput and the other usage counters count tokens over
-	// time, by gen_ai.token.modality; recorded for every attempt of a tier
-	// that reports usage, failures included (0 when none was received).
+	// time, by gen_ai.token.modality; recorded for every upstream response
+	// that reported usage, failures and late replies included.
 	metricUsageInput      = "gen_ai.client.inference.usage.input_tokens"
 	metricUsageOutput     = "gen_ai.client.inference.usage.output_tokens"
 	metricUsageCacheRead  = "gen_ai.client.inference.usage.cache_read.input_tokens"

@@ -112,6 +112,8 @@ func (i *Instrumentation) Observe(ctx context.Context, e fallback.Event) context
 		i.firstChunk(ctx, r, &e)
 	case fallback.ChunkReceived:
 		i.chunkReceived(ctx, r, &e)
+	case fallback.LateReply:
+		i.lateReply(ctx, r, &e)
 	}
 	return ctx
 }
@@ -251,6 +253,29 @@ func (i *Instrumentation) attemptStarted(ctx context.Context, r *reqState, e *fa
 	return ctx
 }
 
+// usage adds a billed response's tokens to the usage counters.
+func (i *Instrumentation) usage(ctx context.Context, r *reqState, st *stageState, e *fallback.Event) {
+	u := e.Usage
+	ua := r.add(st.usageAttrs(e.Response.Model))
+	i.m.usageIn.Add(ctx, u.InputTokens, ua...)
+	i.m.usageOut.Add(ctx, u.OutputTokens, ua...)
+	i.m.cacheRead.Add(ctx, u.CacheReadInputTokens, ua...)
+	i.m.cacheWrite.Add(ctx, u.CacheWriteInputTokens, ua...)
+	i.m.reasoning.Add(ctx, u.ReasoningOutputTokens, ua...)
+}
+
+// lateReply counts the tokens of a response that came after the chain
+// stopped waiting for it (an abandoned call, a hedge that lost): billed
+// all the same. It may run on another goroutine than the request's, so it
+// reads none of the request's moving state.
+func (i *Instrumentation) lateReply(ctx context.Context, r *reqState, e *fallback.Event) {
+	if !e.HasUsage {
+		return
+	}
+	st := i.stage(stageKey{op: e.Operation, tier: e.Tier, model: e.Model, provider: e.Provider, index: e.TierIndex, stream: e.Stream})
+	i.usage(ctx, r, st, e)
+}
+
 // validation returns the rule and reason of a rejected answer; a
 // *validate.Error's fields name no part of the answer.
 func validation(e *fallback.Event) (rule, reason string) {
@@ -279,19 +304,13 @@ func (i *Instrumentation) attemptEnded(ctx context.Context, r *reqState, e *fall
 	committed := e.Chunks > 0
 	dur := st.dur(cls, e.Response.Model)
 	i.m.duration.Record(ctx, e.Latency.Seconds(), r.rec(dur)...)
-	if st.usage || e.HasUsage {
-		// A tier that reports usage records it for every attempt, failures
-		// included: 0 when no usage came back.
-		u := e.Usage
-		ua := r.add(st.usageAttrs(e.Response.Model))
-		i.m.usageIn.Add(ctx, u.InputTokens, ua...)
-		i.m.usageOut.Add(ctx, u.OutputTokens, ua...)
-		i.m.cacheRead.Add(ctx, u.CacheReadInputTokens, ua...)
-		i.m.cacheWrite.Add(ctx, u.CacheWriteInputTokens, ua...)
-		i.m.reasoning.Add(ctx, u.ReasoningOutputTokens, ua...)
+	if e.HasUsage {
+		// Every billed response counts, failures included: a rejected
+		// answer, a partial stream.
+		i.usage(ctx, r, st, e)
 		dr := r.rec(dur)
-		i.m.opIn.Record(ctx, u.InputTokens, dr...)
-		i.m.opOut.Record(ctx, u.OutputTokens, dr...)
+		i.m.opIn.Record(ctx, e.Usage.InputTokens, dr...)
+		i.m.opOut.Record(ctx, e.Usage.OutputTokens, dr...)
 	}
 	if p := st.prev; p != nil {
 		if ok {

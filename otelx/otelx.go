@@ -213,7 +213,7 @@ func (i *Instrumentation) Watch(c Chain) {
 		o.waits.Store(true)
 	}
 	for _, s := range stages {
-		reg.endpoints[endpointKey{op: op, tier: s.Tier, index: s.TierIndex, stream: s.Stream}] = endpoint{address: s.Address, port: s.Port, usage: s.ReportsUsage}
+		reg.endpoints[endpointKey{op: op, tier: s.Tier, index: s.TierIndex, stream: s.Stream}] = endpoint{address: s.Address, port: s.Port}
 		st := reg.stageLocked(stageKey{op: op, tier: s.Tier, model: s.Model, provider: s.Provider, index: s.TierIndex, stream: s.Stream})
 		if s.Bulkhead != nil && s.Bulkhead.Config().MaxWait > 0 {
 			st.waits.Store(true)

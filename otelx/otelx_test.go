@@ -90,21 +90,20 @@ func TestPrimaryDownFallsBack(t *testing.T) {
 		assert.Equal(t, uint64(1), d[flashOK].Count)
 		assert.InDelta(t, 0.2, d[flashOK].Sum, 1e-9)
 
-		// The usage counters, from the tiers' UsageReporter: every attempt,
-		// the failed ones with 0 (no usage came back), by modality unknown.
+		// The usage counters, from what the tiers reported (fallback.Report):
+		// the failed attempts got no response, so they report none; by
+		// modality unknown.
 		unknown := otelx.AttrTokenModality.String("unknown")
 		assert.Equal(t, map[string]int64{
-			kv(opAttr, gemini, proModel, proTier, unknown):     0,
 			kv(opAttr, gemini, flashModel, flashTier, unknown): 10,
 		}, ints(t, findMetric(t, rm, otelx.MetricUsageInput)))
 		assert.Equal(t, map[string]int64{
-			kv(opAttr, gemini, proModel, proTier, unknown):     0,
 			kv(opAttr, gemini, flashModel, flashTier, unknown): int64(len("answer")),
 		}, ints(t, findMetric(t, rm, otelx.MetricUsageOutput)))
 		for _, name := range []string{otelx.MetricUsageCacheRead, otelx.MetricUsageCacheWrite, otelx.MetricUsageReasoning} {
 			m := findMetric(t, rm, name)
 			assert.Equal(t, "{token}", m.Unit)
-			assert.Len(t, ints(t, m), 2, name)
+			assert.Len(t, ints(t, m), 1, name)
 		}
 		// The per-operation histograms, with error.type on the failures.
 		m = findMetric(t, rm, otelx.MetricOperationInput)
@@ -116,7 +115,7 @@ func TestPrimaryDownFallsBack(t *testing.T) {
 			got[key(p.Attributes)] = [2]int64{int64(p.Count), p.Sum}
 			assert.Equal(t, wantTokenBuckets, p.Bounds)
 		}
-		assert.Equal(t, map[string][2]int64{proFailed: {2, 0}, flashOK: {1, 10}}, got)
+		assert.Equal(t, map[string][2]int64{flashOK: {1, 10}}, got)
 		_, found := lookupMetric(rm, otelx.MetricPrevDuration)
 		assert.False(t, found, "the previous names only with Options.PreviousNames")
 		_, found = lookupMetric(rm, otelx.MetricPrevTokenUsage)

@@ -83,12 +83,14 @@ func (describedTier) Endpoint() fallback.Endpoint {
 	return fallback.Endpoint{Provider: "gcp.gemini", Address: "generativelanguage.googleapis.com", Port: 443}
 }
 
-func (describedTier) Usage(string) (fallback.Usage, bool) {
-	return fallback.Usage{InputTokens: 120, OutputTokens: 30, CacheReadInputTokens: 64, CacheWriteInputTokens: 8, ReasoningOutputTokens: 12}, true
-}
-
-func (describedTier) Response(string) (fallback.ResponseInfo, bool) {
-	return fallback.ResponseInfo{ID: "resp-7f3a", Model: "gemini-2.5-flash-001", FinishReason: "STOP"}, true
+func (t describedTier) Call(ctx context.Context, in string) (string, error) {
+	out, err := t.ModelTier.Call(ctx, in)
+	fallback.Report(ctx, fallback.Reply{
+		Usage:    fallback.Usage{InputTokens: 120, OutputTokens: 30, CacheReadInputTokens: 64, CacheWriteInputTokens: 8, ReasoningOutputTokens: 12},
+		HasUsage: true,
+		Response: fallback.ResponseInfo{ID: "resp-7f3a", Model: "gemini-2.5-flash-001", FinishReason: "STOP"},
+	})
+	return out, err
 }
 
 // secretStream streams an answer made of secrets, then breaks.

@@ -105,12 +105,14 @@ func (specTier) Endpoint() fallback.Endpoint {
 	return fallback.Endpoint{Provider: "gcp.gemini", Address: "generativelanguage.googleapis.com", Port: 443}
 }
 
-func (specTier) Usage(out string) (fallback.Usage, bool) {
-	return fallback.Usage{InputTokens: 100, OutputTokens: int64(len(out)), CacheReadInputTokens: 40, CacheWriteInputTokens: 5, ReasoningOutputTokens: 2}, true
-}
-
-func (specTier) Response(string) (fallback.ResponseInfo, bool) {
-	return fallback.ResponseInfo{ID: "resp-1", Model: "gemini-2.5-flash-001", FinishReason: "STOP"}, true
+func (t specTier) Call(ctx context.Context, in string) (string, error) {
+	out, err := t.tier.Call(context.Background(), in)
+	fallback.Report(ctx, fallback.Reply{
+		Usage:    fallback.Usage{InputTokens: 100, OutputTokens: int64(len(out)), CacheReadInputTokens: 40, CacheWriteInputTokens: 5, ReasoningOutputTokens: 2},
+		HasUsage: true,
+		Response: fallback.ResponseInfo{ID: "resp-1", Model: "gemini-2.5-flash-001", FinishReason: "STOP"},
+	})
+	return out, err
 }
 
 // specRun drives every path that emits a GenAI signal: a failure that is

@@ -30,12 +30,12 @@ type billedTier struct {
 }
 
 func (t *billedTier) Name() string { return t.name }
-func (t *billedTier) Call(context.Context, string) (billedOut, error) {
+func (t *billedTier) Call(ctx context.Context, _ string) (billedOut, error) {
 	t.calls++
+	if t.out.usage != (fallback.Usage{}) {
+		fallback.Report(ctx, fallback.Reply{Usage: t.out.usage, HasUsage: true})
+	}
 	return t.out, t.err
-}
-func (t *billedTier) Usage(b billedOut) (fallback.Usage, bool) {
-	return b.usage, b.usage != fallback.Usage{}
 }
 
 // spendRig is a ledger with a tenant limit of 1000 tokens a day, and a

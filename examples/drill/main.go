@@ -151,7 +151,7 @@ func buildChain(srv *fakegemini.Server, drills *chaos.Switch, total time.Duratio
 			return nil, err
 		}
 		t := gemrest.NewTier(client, func(q string) gemrest.Request { return gemrest.Request{Prompt: q} })
-		return fallback.MapTier(t, func(r gemrest.Response) string { return r.Text }, nil), nil
+		return fallback.MapTier(t, func(r gemrest.Response) string { return r.Text }), nil
 	}
 	pro, err := tier("pro", "gemini-2.5-pro")
 	if err != nil {

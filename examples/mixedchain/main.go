@@ -96,10 +96,6 @@ type reply struct {
 	HasUsage bool
 }
 
-// replyUsage keeps token usage flowing to observers once answers are
-// replies (fallback.MapTier makes the mapped tier a UsageReporter).
-func replyUsage(r reply) (fallback.Usage, bool) { return r.Usage, r.HasUsage }
-
 // newChain builds gemini → openai-compatible → default.
 func newChain(ctx context.Context, cfg config) (*fallback.Chain[string, reply], error) {
 	// Tier 1: Gemini, through the genai SDK.
@@ -149,7 +145,7 @@ func newChain(ctx context.Context, cfg config) (*fallback.Chain[string, reply], 
 		{
 			Tier: fallback.MapTier(gem, func(a gemini.Answer) reply {
 				return reply{Text: a.Text, Provider: "gemini", Usage: a.Usage, HasUsage: a.HasUsage}
-			}, replyUsage),
+			}),
 			Model: gem.Model(), Provider: gem.Stage().Provider,
 			Breaker: gemBreaker, TryTimeout: 6 * time.Second, Validate: nonEmpty,
 			Retry: retry.Policy{MaxAttempts: 2, BaseDelay: 100 * time.Millisecond},
@@ -157,7 +153,7 @@ func newChain(ctx context.Context, cfg config) (*fallback.Chain[string, reply], 
 		{
 			Tier: fallback.MapTier(gpt, func(a oaicompat.Answer) reply {
 				return reply{Text: a.Text, Provider: "openai-compatible", Usage: a.Usage, HasUsage: a.HasUsage}
-			}, replyUsage),
+			}),
 			Model: gpt.Model(), Provider: gpt.Stage().Provider,
 			TryTimeout: 6 * time.Second, Validate: nonEmpty,
 			Retry: retry.Policy{MaxAttempts: 2, BaseDelay: 100 * time.Millisecond},

@@ -287,35 +287,31 @@ func TestStreamFaultsThroughAChain(t *testing.T) {
 	}
 }
 
-// The wrappers keep what the wrapped tier reports: its name, usage and
-// model selection.
-func TestWrappersKeepTheTiersInterfaces(t *testing.T) {
+// The wrappers keep the wrapped tier's name, and what its responses
+// report (fallback.Report) reaches the chain through them, on and off.
+func TestWrappersPassReportsOn(t *testing.T) {
 	var sw chaos.Switch
-	type out struct{ n int64 }
-	base := fallback.MapTier(fallback.Tier("pro", func(context.Context, string) (string, error) { return "x", nil }),
-		func(string) out { return out{7} }, func(o out) (fallback.Usage, bool) { return fallback.Usage{OutputTokens: o.n}, true })
+	base := fallback.Tier("pro", func(ctx context.Context, _ string) (string, error) {
+		fallback.Report(ctx, fallback.Reply{Usage: fallback.Usage{OutputTokens: 7}, HasUsage: true})
+		return "x", nil
+	})
 	w := chaos.Tier(base, &sw)
 	assert.Equal(t, "pro", w.Name())
-	u, ok := w.(fallback.UsageReporter[out]).Usage(out{7})
-	assert.True(t, ok)
-	assert.Equal(t, int64(7), u.OutputTokens)
-	assert.Equal(t, "", w.(fallback.ModelSelector[string]).ModelFor("q"), "none: the stage's model")
-
-	sel := chaos.Tier[string, string](selector{}, &sw)
-	assert.Equal(t, "model-for-q", sel.(fallback.ModelSelector[string]).ModelFor("q"))
-	_, ok = sel.(fallback.UsageReporter[string]).Usage("x")
-	assert.False(t, ok)
+	var got []fallback.Usage
+	c, err := fallback.New(fallback.Config[string, string]{Stages: []fallback.Stage[string, string]{{Tier: w}},
+		Observer: fallback.ObserverFunc(func(ctx context.Context, e fallback.Event) context.Context {
+			if e.Kind == fallback.AttemptEnded && e.HasUsage {
+				got = append(got, e.Usage)
+			}
+			return ctx
+		})})
+	require.NoError(t, err)
+	_, err = c.Do(context.Background(), "q")
+	require.NoError(t, err)
+	assert.Equal(t, []fallback.Usage{{OutputTokens: 7}}, got)
 
 	st := chaos.StreamTier[string, chunk](&streamer{name: "s"}, &sw)
 	assert.Equal(t, "s", st.Name())
-	_, ok = st.(fallback.ChunkUsageReporter[chunk]).ChunkUsage(chunk{})
-	assert.False(t, ok)
-	assert.Panics(t, func() { chaos.Tier[string, string](selector{}, nil) })
+	assert.Panics(t, func() { chaos.Tier[string, string](base, nil) })
 	assert.Panics(t, func() { chaos.StreamTier[string, chunk](&streamer{}, nil) })
 }
-
-type selector struct{}
-
-func (selector) Name() string                                 { return "sel" }
-func (selector) Call(context.Context, string) (string, error) { return "", nil }
-func (selector) ModelFor(in string) string                    { return "model-for-" + in }

@@ -10,8 +10,9 @@ import (
 
 // Tier wraps t so that drills on sw inject faults into its calls. While sw
 // is off, a call costs one atomic load more than t's and allocates
-// nothing. The wrapper keeps t's name, and the usage and model selection t
-// reports (fallback.UsageReporter, fallback.ModelSelector).
+// nothing. The wrapper keeps t's name; what t's responses report
+// (fallback.Report) reaches the chain through the context, as without the
+// wrapper.
 //
 // Answer faults (MalformedJSON, EmptyText, Answer) apply when Out is
 // string; for other answer types use TierWithAnswers.
@@ -38,8 +39,6 @@ func newTier[In, Out any](t fallback.ModelTier[In, Out], sw *Switch, answer func
 	if answer != nil {
 		w.at |= atTierAnswers
 	}
-	w.usage, _ = t.(fallback.UsageReporter[Out])
-	w.sel, _ = t.(fallback.ModelSelector[In])
 	return w
 }
 
@@ -49,8 +48,6 @@ type tier[In, Out any] struct {
 	name   string
 	answer func(string) Out
 	at     where
-	usage  fallback.UsageReporter[Out]
-	sel    fallback.ModelSelector[In]
 }
 
 func (w *tier[In, Out]) Name() string { return w.name }
@@ -89,44 +86,24 @@ func (w *tier[In, Out]) inject(ctx context.Context, r *running, in In) (Out, err
 	return w.t.Call(ctx, in)
 }
 
-// Usage reports the wrapped tier's usage, if it reports any.
-func (w *tier[In, Out]) Usage(out Out) (fallback.Usage, bool) {
-	if w.usage == nil {
-		return fallback.Usage{}, false
-	}
-	return w.usage.Usage(out)
-}
-
-// ModelFor reports the wrapped tier's model for in, if it selects one.
-func (w *tier[In, Out]) ModelFor(in In) string {
-	if w.sel == nil {
-		return ""
-	}
-	return w.sel.ModelFor(in)
-}
-
 // StreamTier wraps t so that drills on sw inject faults into its streams:
 // latency before the first chunk, stalls, error responses before the
 // stream starts, cuts and idle gaps after some chunks, a missing or bad
 // finish reason, an empty stream. While sw is off, a stream costs one
 // atomic load more than t's and allocates nothing more. The wrapper keeps
-// t's name, Inspect, chunk usage and model selection.
+// t's name and Inspect; what t reports (fallback.Report) reaches the chain
+// through the context.
 func StreamTier[In, Chunk any](t fallback.StreamTier[In, Chunk], sw *Switch) fallback.StreamTier[In, Chunk] {
 	if sw == nil {
 		panic("chaos: StreamTier with a nil *Switch")
 	}
-	w := &streamTier[In, Chunk]{t: t, sw: sw, name: t.Name()}
-	w.usage, _ = t.(fallback.ChunkUsageReporter[Chunk])
-	w.sel, _ = t.(fallback.ModelSelector[In])
-	return w
+	return &streamTier[In, Chunk]{t: t, sw: sw, name: t.Name()}
 }
 
 type streamTier[In, Chunk any] struct {
-	t     fallback.StreamTier[In, Chunk]
-	sw    *Switch
-	name  string
-	usage fallback.ChunkUsageReporter[Chunk]
-	sel   fallback.ModelSelector[In]
+	t    fallback.StreamTier[In, Chunk]
+	sw   *Switch
+	name string
 }
 
 func (w *streamTier[In, Chunk]) Name() string { return w.name }
@@ -211,20 +188,4 @@ func (w *streamTier[In, Chunk]) pass(ctx context.Context, f Fault, in In, yield 
 			}
 		}
 	}
-}
-
-// ChunkUsage reports the wrapped tier's chunk usage, if it reports any.
-func (w *streamTier[In, Chunk]) ChunkUsage(c Chunk) (fallback.Usage, bool) {
-	if w.usage == nil {
-		return fallback.Usage{}, false
-	}
-	return w.usage.ChunkUsage(c)
-}
-
-// ModelFor reports the wrapped tier's model for in, if it selects one.
-func (w *streamTier[In, Chunk]) ModelFor(in In) string {
-	if w.sel == nil {
-		return ""
-	}
-	return w.sel.ModelFor(in)
 }

@@ -8,7 +8,8 @@
 //
 //   - Tier: a fallback.ModelTier over client.Models.GenerateContent for one
 //     model id. Each tier builds its own request from the chain's input
-//     (PromptFunc), and reports token usage (fallback.UsageReporter).
+//     (PromptFunc), and reports each response's token usage to the chain
+//     (fallback.Report).
 //   - Rule and Classifier: the classify extension for genai.APIError, a
 //     value type that errors.As finds with a genai.APIError target. It reads
 //     the status code (falling back to the status string when the body had

@@ -115,3 +115,23 @@ func always(k fakegemini.Kind, p fakegemini.Params) fakegemini.Script {
 
 // jsonText checks that an answer's text is well-formed JSON.
 var jsonText = validate.Field(func(a gemini.Answer) string { return a.Text }, validate.JSON())
+
+// reported calls tier once inside a chain and returns its answer and what
+// its response reported to the chain (fallback.Report).
+func reported[In any](t *testing.T, tier fallback.ModelTier[In, gemini.Answer], in In) (gemini.Answer, fallback.Reply) {
+	t.Helper()
+	var rep fallback.Reply
+	c, err := fallback.New(fallback.Config[In, gemini.Answer]{
+		Stages: []fallback.Stage[In, gemini.Answer]{{Tier: tier, Retry: retry.Policy{MaxAttempts: 1}}},
+		Observer: fallback.ObserverFunc(func(ctx context.Context, e fallback.Event) context.Context {
+			if e.Kind == fallback.AttemptEnded {
+				rep = fallback.Reply{Usage: e.Usage, HasUsage: e.HasUsage, Response: e.Response}
+			}
+			return ctx
+		}),
+	})
+	require.NoError(t, err)
+	res, err := c.Do(context.Background(), in)
+	require.NoError(t, err)
+	return res.Value, rep
+}

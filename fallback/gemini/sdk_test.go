@@ -213,14 +213,13 @@ func TestAnswerAndUsage(t *testing.T) {
 	e := newEnv(t, genai.ClientConfig{})
 	e.srv.SetScript(proModel, fakegemini.Script{Reply: fakegemini.Text("Rayleigh scattering.")})
 	tier := e.tier(t, "pro", proModel)
-	a, err := tier.Call(context.Background(), question{Text: "why is the sky blue?"})
-	require.NoError(t, err)
+	a, rep := reported(t, tier, question{Text: "why is the sky blue?"})
 	assert.Equal(t, "Rayleigh scattering.", a.Text)
 	assert.Equal(t, genai.FinishReasonStop, a.FinishReason)
 	assert.Equal(t, proModel, a.ModelVersion)
 	require.NotNil(t, a.Response)
-	u, ok := tier.Usage(a)
-	require.True(t, ok)
+	require.True(t, rep.HasUsage)
+	u := rep.Usage
 	assert.EqualValues(t, a.Response.UsageMetadata.PromptTokenCount, u.InputTokens)
 	assert.EqualValues(t, a.Response.UsageMetadata.CandidatesTokenCount, u.OutputTokens)
 	assert.Positive(t, u.InputTokens)
@@ -278,14 +277,10 @@ func TestUsageDetailsAndResponse(t *testing.T) {
 	tier, err := gemini.NewTier(gemini.TierConfig[question]{Name: "pro", Model: proModel, Client: client, Prompt: prompt("")})
 	require.NoError(t, err)
 
-	a, err := tier.Call(context.Background(), question{Text: "why is the sky blue?"})
-	require.NoError(t, err)
-	u, ok := tier.Usage(a)
-	require.True(t, ok)
-	assert.Equal(t, fallback.Usage{InputTokens: 1200, OutputTokens: 290, CacheReadInputTokens: 1024, ReasoningOutputTokens: 250}, u)
-	info, ok := tier.Response(a)
-	require.True(t, ok)
-	assert.Equal(t, fallback.ResponseInfo{ID: "mEZpaOa3NKWf1dkP4bnQ0Qs", Model: "gemini-2.5-pro-preview-06-05", FinishReason: "STOP"}, info)
+	_, rep := reported(t, tier, question{Text: "why is the sky blue?"})
+	require.True(t, rep.HasUsage)
+	assert.Equal(t, fallback.Usage{InputTokens: 1200, OutputTokens: 290, CacheReadInputTokens: 1024, ReasoningOutputTokens: 250}, rep.Usage)
+	assert.Equal(t, fallback.ResponseInfo{ID: "mEZpaOa3NKWf1dkP4bnQ0Qs", Model: "gemini-2.5-pro-preview-06-05", FinishReason: "STOP"}, rep.Response)
 
 	host, port, err := net.SplitHostPort(strings.TrimPrefix(srv.URL, "http://"))
 	require.NoError(t, err)
@@ -298,7 +293,6 @@ func TestUsageDetailsAndResponse(t *testing.T) {
 	c, err := fallback.New(fallback.Config[question, gemini.Answer]{Stages: []fallback.Stage[question, gemini.Answer]{{Tier: tier, Model: proModel}}})
 	require.NoError(t, err)
 	assert.Equal(t, "gcp.gemini", c.Stages()[0].Provider)
-	assert.True(t, c.Stages()[0].ReportsUsage)
 }
 
 // With the SDK's default base URL the tier reports the Gemini API's host.

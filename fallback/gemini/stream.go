@@ -56,10 +56,6 @@ func (t *Tier[In]) Inspect(a Answer) fallback.ChunkInfo {
 	return info
 }
 
-// ChunkUsage returns the token usage a streamed chunk carries (Gemini sends
-// it with the last chunk), making the tier a fallback.ChunkUsageReporter.
-func (t *Tier[In]) ChunkUsage(a Answer) (fallback.Usage, bool) { return a.Usage, a.HasUsage }
-
 // Stream makes one GenerateContentStream request for in (one HTTP request,
 // with the SDK's retries and, unless TierConfig.Continuation is set, its
 // automatic continuation off) when the sequence is ranged over. It makes
@@ -98,11 +94,21 @@ func (t *Tier[In]) Stream(ctx context.Context, in In) iter.Seq2[Answer, error] {
 		contents, cfg := t.request(in)
 		ctx, capture := WithCapture(ctx)
 		started, content := false, false
+		// What the chunks said of the response, reported once as the
+		// stream ends: a cut stream was billed for what it sent.
+		var rep fallback.Reply
+		got := false
+		defer func() {
+			if got {
+				fallback.Report(ctx, rep)
+			}
+		}()
 		for resp, err := range t.client.Models.GenerateContentStream(ctx, t.model, contents, cfg) {
 			if err != nil {
 				yield(Answer{}, t.streamError(capture, err))
 				return
 			}
+			rep, got = streamed(rep, reply(resp)), true
 			a, show, err := t.chunk(resp, &content)
 			if show || (started && err == nil) {
 				started = true

@@ -377,6 +377,3 @@ func TestStreamOddBodies(t *testing.T) {
 		})
 	}
 }
-
-// The stream tier reports the usage its chunks carry.
-var _ fallback.ChunkUsageReporter[gemini.Answer] = (*gemini.Tier[string])(nil)

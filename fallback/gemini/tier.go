@@ -93,11 +93,12 @@ type TierConfig[In any] struct {
 // A successful empty answer never comes back.
 //
 // Error responses come back as a *ResponseError around the genai.APIError,
-// carrying the Retry-After headers a Transport captured. Tier implements
-// fallback.UsageReporter, fallback.ResponseReporter and
-// fallback.EndpointReporter, so observers see the token usage (cached and
-// thinking tokens included), the response id and model version, the
-// provider and the server.
+// carrying the Retry-After headers a Transport captured. Every response
+// the API returned (a rejected or blocked one too) is reported to the
+// chain with fallback.Report, so observers and a spend ledger see its
+// token usage (cached and thinking tokens included), response id and model
+// version; Tier implements fallback.EndpointReporter for the provider and
+// the server.
 type Tier[In any] struct {
 	name         string
 	model        string
@@ -168,20 +169,6 @@ func server(baseURL string) (string, int) {
 // names its provider.
 func (t *Tier[In]) Endpoint() fallback.Endpoint { return t.endpoint }
 
-// Response describes an answer for observers (fallback.ResponseReporter):
-// the response id, the model version that answered and the finish reason.
-func (t *Tier[In]) Response(a Answer) (fallback.ResponseInfo, bool) {
-	info := fallback.ResponseInfo{Model: a.ModelVersion, FinishReason: string(a.FinishReason)}
-	if a.Response != nil {
-		info.ID = a.Response.ResponseID
-	}
-	return info, info != fallback.ResponseInfo{}
-}
-
-// ChunkResponse describes the response a streamed chunk is part of
-// (fallback.ChunkResponseReporter).
-func (t *Tier[In]) ChunkResponse(a Answer) (fallback.ResponseInfo, bool) { return t.Response(a) }
-
 // Name returns the tier's name.
 func (t *Tier[In]) Name() string { return t.name }
 
@@ -195,9 +182,6 @@ func (t *Tier[In]) Stage() fallback.Stage[In, Answer] {
 	return fallback.Stage[In, Answer]{Tier: t, Model: t.model, Provider: t.provider}
 }
 
-// Usage reports the answer's token usage (fallback.UsageReporter).
-func (t *Tier[In]) Usage(a Answer) (fallback.Usage, bool) { return a.Usage, a.HasUsage }
-
 var one int32 = 1
 
 // Call makes one GenerateContent request and checks the answer.
@@ -208,7 +192,42 @@ func (t *Tier[In]) Call(ctx context.Context, in In) (Answer, error) {
 	if err != nil {
 		return Answer{}, capture.Wrap(err)
 	}
+	// The response was billed, whatever the checks below make of it.
+	fallback.Report(ctx, reply(resp))
 	return t.answer(resp)
+}
+
+// reply is what a response says about itself, for fallback.Report: its
+// usage, id, model version and finish reason.
+func reply(resp *genai.GenerateContentResponse) fallback.Reply {
+	var r fallback.Reply
+	if resp == nil {
+		return r
+	}
+	r.Usage, r.HasUsage = usage(resp)
+	r.Response = fallback.ResponseInfo{ID: resp.ResponseID, Model: resp.ModelVersion}
+	if len(resp.Candidates) > 0 && resp.Candidates[0] != nil {
+		r.Response.FinishReason = string(resp.Candidates[0].FinishReason)
+	}
+	return r
+}
+
+// streamed adds one chunk's reply to what a stream said so far: Gemini
+// sends the usage so far with each chunk that has it, the last one whole.
+func streamed(so fallback.Reply, chunk fallback.Reply) fallback.Reply {
+	if chunk.HasUsage {
+		so.Usage, so.HasUsage = chunk.Usage, true
+	}
+	if chunk.Response.ID != "" {
+		so.Response.ID = chunk.Response.ID
+	}
+	if chunk.Response.Model != "" {
+		so.Response.Model = chunk.Response.Model
+	}
+	if chunk.Response.FinishReason != "" {
+		so.Response.FinishReason = chunk.Response.FinishReason
+	}
+	return so
 }
 
 // request builds the request for in: the prompt's contents, and a copy of

@@ -16,7 +16,8 @@
 //
 //   - Tier: a fallback.ModelTier over the chat completions endpoint for one
 //     model id; each tier builds its own request from the chain's input
-//     (PromptFunc) and reports token usage (fallback.UsageReporter).
+//     (PromptFunc) and reports each completion's token usage to the chain
+//     (fallback.Report).
 //   - Rule and Classifier: the classify extension for *openai.Error:
 //     StatusCode, the Retry-After and retry-after-ms headers of
 //     Error.Response, and OpenAI's error codes — insufficient_quota is

@@ -1,6 +1,7 @@
 package oaicompat_test
 
 import (
+	"context"
 	"net/http"
 	"sync/atomic"
 	"testing"
@@ -112,3 +113,23 @@ func always(k fakegemini.Kind, p fakegemini.Params) fakegemini.Script {
 }
 
 var jsonText = validate.Field(func(a oaicompat.Answer) string { return a.Text }, validate.JSON())
+
+// reported calls tier once inside a chain and returns its answer and what
+// its response reported to the chain (fallback.Report).
+func reported[In any](t *testing.T, tier fallback.ModelTier[In, oaicompat.Answer], in In) (oaicompat.Answer, fallback.Reply) {
+	t.Helper()
+	var rep fallback.Reply
+	c, err := fallback.New(fallback.Config[In, oaicompat.Answer]{
+		Stages: []fallback.Stage[In, oaicompat.Answer]{{Tier: tier, Retry: retry.Policy{MaxAttempts: 1}}},
+		Observer: fallback.ObserverFunc(func(ctx context.Context, e fallback.Event) context.Context {
+			if e.Kind == fallback.AttemptEnded {
+				rep = fallback.Reply{Usage: e.Usage, HasUsage: e.HasUsage, Response: e.Response}
+			}
+			return ctx
+		}),
+	})
+	require.NoError(t, err)
+	res, err := c.Do(context.Background(), in)
+	require.NoError(t, err)
+	return res.Value, rep
+}

@@ -31,11 +31,6 @@ func (t *Tier[In]) Inspect(a Answer) fallback.ChunkInfo {
 	return info
 }
 
-// ChunkUsage returns the usage a chunk carries (with
-// stream_options.include_usage, the last one), making the tier a
-// fallback.ChunkUsageReporter.
-func (t *Tier[In]) ChunkUsage(a Answer) (fallback.Usage, bool) { return a.Usage, a.HasUsage }
-
 // Stream makes one streaming chat completion request for in (one HTTP
 // request: the SDK's retries off) when the sequence is ranged over, making
 // Tier a fallback.StreamTier[In, Answer]. Each chunk is an Answer whose
@@ -58,11 +53,34 @@ func (t *Tier[In]) Stream(ctx context.Context, in In) iter.Seq2[Answer, error] {
 		s := t.client.Chat.Completions.NewStreaming(ctx, params, option.WithMaxRetries(0),
 			option.WithResponseInto(&httpResp), option.WithMiddleware(limitErrorBody))
 		defer s.Close()
+		// What the chunks said of the completion (the usage comes with the
+		// last one, with stream_options.include_usage), reported once as
+		// the stream ends.
+		var rep fallback.Reply
+		got := false
+		defer func() {
+			if got {
+				fallback.Report(ctx, rep)
+			}
+		}()
 		content := false
 		for s.Next() {
 			ch := s.Current()
 			a := Answer{Model: ch.Model, ID: ch.ID}
 			a.Usage, a.HasUsage = usage(ch.Usage)
+			got = true
+			if a.HasUsage {
+				rep.Usage, rep.HasUsage = a.Usage, true
+			}
+			if a.ID != "" {
+				rep.Response.ID = a.ID
+			}
+			if a.Model != "" {
+				rep.Response.Model = a.Model
+			}
+			if len(ch.Choices) > 0 && ch.Choices[0].FinishReason != "" {
+				rep.Response.FinishReason = ch.Choices[0].FinishReason
+			}
 			if len(ch.Choices) > 0 {
 				c := ch.Choices[0]
 				a.Text = c.Delta.Content

@@ -80,8 +80,9 @@ type TierConfig[In any] struct {
 //     (ErrEmptyAnswer; "length" with nothing in it looks like this).
 //
 // Error responses come back as a *ResponseError around the SDK's error.
-// Tier implements fallback.UsageReporter, fallback.ResponseReporter and
-// fallback.EndpointReporter.
+// Every completion the server returned (a refused or rejected one too) is
+// reported to the chain with fallback.Report — its usage, id, model and
+// finish reason; Tier implements fallback.EndpointReporter.
 type Tier[In any] struct {
 	name     string
 	model    string
@@ -134,9 +135,6 @@ func (t *Tier[In]) Stage() fallback.Stage[In, Answer] {
 	return fallback.Stage[In, Answer]{Tier: t, Model: t.model, Provider: t.provider}
 }
 
-// Usage reports the answer's token usage (fallback.UsageReporter).
-func (t *Tier[In]) Usage(a Answer) (fallback.Usage, bool) { return a.Usage, a.HasUsage }
-
 // usage reads a response's usage, with the cached and reasoning tokens the
 // API details (both are parts of the prompt and completion counts).
 func usage(u oai.CompletionUsage) (fallback.Usage, bool) {
@@ -157,17 +155,6 @@ func usage(u oai.CompletionUsage) (fallback.Usage, bool) {
 // reported: the client's options do not tell it.
 func (t *Tier[In]) Endpoint() fallback.Endpoint { return fallback.Endpoint{Provider: t.provider} }
 
-// Response describes an answer for observers (fallback.ResponseReporter):
-// the completion id, the model that answered and the finish reason.
-func (t *Tier[In]) Response(a Answer) (fallback.ResponseInfo, bool) {
-	info := fallback.ResponseInfo{ID: a.ID, Model: a.Model, FinishReason: a.FinishReason}
-	return info, info != fallback.ResponseInfo{}
-}
-
-// ChunkResponse describes the completion a streamed chunk is part of
-// (fallback.ChunkResponseReporter).
-func (t *Tier[In]) ChunkResponse(a Answer) (fallback.ResponseInfo, bool) { return t.Response(a) }
-
 // Call makes one chat completion request and checks the answer.
 func (t *Tier[In]) Call(ctx context.Context, in In) (Answer, error) {
 	params := t.prompt(in)
@@ -176,6 +163,15 @@ func (t *Tier[In]) Call(ctx context.Context, in In) (Answer, error) {
 	resp, err := t.client.Chat.Completions.New(ctx, params, option.WithMaxRetries(0), option.WithResponseInto(&httpResp), option.WithMiddleware(limitErrorBody))
 	if err != nil {
 		return Answer{}, responseError(err, httpResp)
+	}
+	if resp != nil {
+		// Billed, whatever the checks below make of it.
+		rep := fallback.Reply{Response: fallback.ResponseInfo{ID: resp.ID, Model: resp.Model}}
+		rep.Usage, rep.HasUsage = usage(resp.Usage)
+		if len(resp.Choices) > 0 {
+			rep.Response.FinishReason = resp.Choices[0].FinishReason
+		}
+		fallback.Report(ctx, rep)
 	}
 	return answer(resp)
 }

@@ -405,25 +405,11 @@ func WritesAllowed(ctx context.Context) bool {
 }
 
 // readOnly wraps a fallback tier so that its calls see WritesAllowed
-// false. It keeps the tier's usage and model selection.
+// false; what the tier reports (fallback.Report) passes through.
 type readOnly[In, Out any] struct{ inner fallback.ModelTier[In, Out] }
 
 func (t readOnly[In, Out]) Name() string { return t.inner.Name() }
 
 func (t readOnly[In, Out]) Call(ctx context.Context, in In) (Out, error) {
 	return t.inner.Call(readOnlyCtx{ctx}, in)
-}
-
-func (t readOnly[In, Out]) Usage(out Out) (fallback.Usage, bool) {
-	if u, ok := t.inner.(fallback.UsageReporter[Out]); ok {
-		return u.Usage(out)
-	}
-	return fallback.Usage{}, false
-}
-
-func (t readOnly[In, Out]) ModelFor(in In) string {
-	if s, ok := t.inner.(fallback.ModelSelector[In]); ok {
-		return s.ModelFor(in)
-	}
-	return ""
 }

@@ -22,9 +22,11 @@ func benchChain(b *testing.B) *fallback.Chain[string, reply] {
 // chain and the ledger.
 type fastTier struct{ out reply }
 
-func (fastTier) Name() string                                  { return "pro" }
-func (f fastTier) Call(context.Context, string) (reply, error) { return f.out, nil }
-func (fastTier) Usage(r reply) (fallback.Usage, bool)          { return r.Usage, true }
+func (fastTier) Name() string { return "pro" }
+func (f fastTier) Call(ctx context.Context, _ string) (reply, error) {
+	fallback.Report(ctx, fallback.Reply{Usage: f.out.Usage, HasUsage: true})
+	return f.out, nil
+}
 
 func benchLedger(b *testing.B) *spend.Ledger {
 	l, err := spend.New(spend.Config{Prices: testPrices(b), Tenants: map[string]spend.Allowance{

@@ -63,7 +63,13 @@ type usageTier struct {
 	fallback.ModelTier[string, reply]
 }
 
-func (usageTier) Usage(r reply) (fallback.Usage, bool) { return r.Usage, r.Usage != fallback.Usage{} }
+func (u usageTier) Call(ctx context.Context, in string) (reply, error) {
+	r, err := u.ModelTier.Call(ctx, in)
+	if r.Usage != (fallback.Usage{}) {
+		fallback.Report(ctx, fallback.Reply{Usage: r.Usage, HasUsage: true})
+	}
+	return r, err
+}
 
 // Prices with a cost group and a long-context rate.
 func ExampleParsePrices() {

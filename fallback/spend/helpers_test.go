@@ -39,7 +39,7 @@ type tier struct {
 
 func (f *tier) Name() string { return f.name }
 
-func (f *tier) Call(context.Context, string) (reply, error) {
+func (f *tier) Call(ctx context.Context, _ string) (reply, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls++
@@ -47,10 +47,11 @@ func (f *tier) Call(context.Context, string) (reply, error) {
 	if len(f.steps) > 0 {
 		s, f.steps = f.steps[0], f.steps[1:]
 	}
+	if s.out.Usage != (fallback.Usage{}) {
+		fallback.Report(ctx, fallback.Reply{Usage: s.out.Usage, HasUsage: true})
+	}
 	return s.out, s.err
 }
-
-func (f *tier) Usage(r reply) (fallback.Usage, bool) { return r.Usage, r.Usage != fallback.Usage{} }
 
 func (f *tier) Calls() int {
 	f.mu.Lock()
@@ -120,10 +121,9 @@ func (b *blockingTier) Name() string { return "slow" }
 func (b *blockingTier) Call(ctx context.Context, _ string) (reply, error) {
 	close(b.started)
 	<-b.release
+	fallback.Report(ctx, fallback.Reply{Usage: b.out.Usage, HasUsage: true})
 	return b.out, nil
 }
-
-func (b *blockingTier) Usage(r reply) (fallback.Usage, bool) { return r.Usage, true }
 
 func newSlowChain(t testing.TB, l *spend.Ledger, b *blockingTier) *fallback.Chain[string, reply] {
 	t.Helper()

@@ -295,4 +295,10 @@ type usageOf struct {
 	fallback.ModelTier[string, reply]
 }
 
-func (usageOf) Usage(r reply) (fallback.Usage, bool) { return r.Usage, r.Usage != fallback.Usage{} }
+func (u usageOf) Call(ctx context.Context, in string) (reply, error) {
+	r, err := u.ModelTier.Call(ctx, in)
+	if r.Usage != (fallback.Usage{}) {
+		fallback.Report(ctx, fallback.Reply{Usage: r.Usage, HasUsage: true})
+	}
+	return r, err
+}

@@ -63,11 +63,20 @@ type priceSlot struct {
 // Observe records e into the request's Ticket.
 func (b *binding) Observe(ctx context.Context, e fallback.Event) context.Context {
 	switch e.Kind {
-	case fallback.AttemptEnded, fallback.StageSkipped, fallback.RequestEnded:
+	case fallback.AttemptEnded, fallback.StageSkipped, fallback.RequestEnded, fallback.LateReply:
 	default:
 		return ctx
 	}
 	t, _ := ctx.Value(ticketKey{}).(*Ticket)
+	if e.Kind == fallback.LateReply {
+		// A response nobody waited for any more (an abandoned call, a
+		// hedge that lost) was billed all the same. It may come from
+		// another goroutine, at any time: it goes to the account.
+		if t != nil && t.l == b.l {
+			t.late(b, &e)
+		}
+		return ctx
+	}
 	if t == nil || t.l != b.l {
 		if e.Kind == fallback.RequestEnded {
 			b.l.untracked.Add(1)

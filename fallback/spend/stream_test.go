@@ -22,9 +22,15 @@ type chunk struct {
 type streamTier struct{ chunks []chunk }
 
 func (streamTier) Name() string { return "pro" }
-func (s streamTier) Stream(context.Context, string) iter.Seq2[chunk, error] {
+func (s streamTier) Stream(ctx context.Context, _ string) iter.Seq2[chunk, error] {
 	return func(yield func(chunk, error) bool) {
+		// The usage of the last chunk, reported once as the stream ends.
+		var rep fallback.Reply
+		defer func() { fallback.Report(ctx, rep) }()
 		for _, c := range s.chunks {
+			if c.usage != (fallback.Usage{}) {
+				rep.Usage, rep.HasUsage = c.usage, true
+			}
 			if !yield(c, nil) {
 				return
 			}
@@ -33,9 +39,6 @@ func (s streamTier) Stream(context.Context, string) iter.Seq2[chunk, error] {
 }
 func (streamTier) Inspect(c chunk) fallback.ChunkInfo {
 	return fallback.ChunkInfo{Text: c.text, FinishReason: c.finish}
-}
-func (streamTier) ChunkUsage(c chunk) (fallback.Usage, bool) {
-	return c.usage, c.usage != fallback.Usage{}
 }
 
 // A streaming chain reports to the ledger like a unary one: the usage of

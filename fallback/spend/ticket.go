@@ -252,12 +252,15 @@ func (t *Ticket) finish() {
 	}
 }
 
-// late records an attempt that arrived after End closed the ticket (a
-// shared execution that outlived the request that started it): its
-// tokens and cost still count, against the tenant's limits and in its
-// totals.
+// late records usage that reached the ledger outside the request's own
+// run: an attempt that ended after End closed the ticket (a shared
+// execution that outlived the request that started it), or a response
+// that came after the chain stopped waiting for its call
+// (fallback.LateReply). Its tokens and cost still count, against the
+// tenant's limits and in its totals; the request's Record does not hold
+// them. It touches only the account, under its lock.
 func (t *Ticket) late(b *binding, e *fallback.Event) {
-	if e.Kind != fallback.AttemptEnded || !e.HasUsage {
+	if e.Kind != fallback.AttemptEnded && e.Kind != fallback.LateReply || !e.HasUsage {
 		return
 	}
 	l, a := t.l, t.acct
@@ -279,7 +282,10 @@ func (t *Ticket) late(b *binding, e *fallback.Event) {
 	}
 	a.dirty = true
 	s := &a.totals
-	s.Calls++
+	if e.Kind == fallback.AttemptEnded {
+		// A late reply's call was counted when its attempt ended.
+		s.Calls++
+	}
 	addUsage(&s.Usage, e.Usage)
 	s.Cost = addSat(s.Cost, cost)
 	if idx < 0 {

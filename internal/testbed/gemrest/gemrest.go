@@ -125,10 +125,10 @@ var blockReasons = map[string]string{
 }
 
 // Client calls one Gemini model over REST. It is a
-// fallback.ModelTier[Request, Response] and a
-// fallback.UsageReporter[Response] (Call), and a
-// fallback.StreamTier[Request, Chunk] (Stream). It is safe for concurrent
-// use.
+// fallback.ModelTier[Request, Response] (Call) and a
+// fallback.StreamTier[Request, Chunk] (Stream), and reports each
+// response's usage to the chain with fallback.Report. It is safe for
+// concurrent use.
 type Client struct {
 	name     string
 	model    string
@@ -144,10 +144,7 @@ type Client struct {
 	streamOp string
 }
 
-var (
-	_ fallback.ModelTier[Request, Response] = (*Client)(nil)
-	_ fallback.UsageReporter[Response]      = (*Client)(nil)
-)
+var _ fallback.ModelTier[Request, Response] = (*Client)(nil)
 
 // New returns a client for cfg, or an error naming every invalid field.
 func New(cfg Config) (*Client, error) {
@@ -214,10 +211,6 @@ func (c *Client) Name() string { return c.name }
 // wants for catalog preflight.
 func (c *Client) Model() string { return c.model }
 
-// Usage returns the answer's token usage, and false when the answer carried
-// none. It makes the client a fallback.UsageReporter[Response].
-func (c *Client) Usage(r Response) (fallback.Usage, bool) { return r.Usage, r.HasUsage }
-
 // Call makes exactly one generateContent request for req, under ctx. See
 // the package documentation for how its errors classify.
 func (c *Client) Call(ctx context.Context, req Request) (Response, error) {
@@ -251,7 +244,7 @@ func (c *Client) Call(ctx context.Context, req Request) (Response, error) {
 	if err != nil {
 		return Response{}, err
 	}
-	return c.parse(raw)
+	return c.parse(ctx, raw)
 }
 
 func (c *Client) auth(r *http.Request) {
@@ -305,11 +298,13 @@ func (c *Client) readBody(body io.Reader) ([]byte, error) {
 
 // parse turns a success body into a Response, or into the Safety,
 // InvalidOutput or Transient error it stands for.
-func (c *Client) parse(raw []byte) (Response, error) {
+func (c *Client) parse(ctx context.Context, raw []byte) (Response, error) {
 	var w wireResponse
 	if err := json.Unmarshal(raw, &w); err != nil {
 		return Response{}, malformed(c.op, err)
 	}
+	// The response was billed, whatever is wrong with it below.
+	fallback.Report(ctx, w.reply())
 	if err := c.promptBlocked(&w); err != nil {
 		return Response{}, err
 	}
@@ -384,6 +379,16 @@ func (cand *wireCandidate) text() string {
 }
 
 // usage reads usageMetadata; OutputTokens includes thought tokens.
+// reply is what the response reports about itself, for fallback.Report.
+func (w *wireResponse) reply() fallback.Reply {
+	r := fallback.Reply{Response: fallback.ResponseInfo{ID: w.ResponseID, Model: w.ModelVersion}}
+	if len(w.Candidates) > 0 {
+		r.Response.FinishReason = w.Candidates[0].FinishReason
+	}
+	r.Usage, r.HasUsage = w.usage()
+	return r
+}
+
 func (w *wireResponse) usage() (fallback.Usage, bool) {
 	u := w.UsageMetadata
 	if u == nil {

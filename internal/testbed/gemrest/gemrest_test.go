@@ -75,15 +75,16 @@ func TestCallSuccess(t *testing.T) {
 	require.True(t, out.HasUsage)
 	assert.Positive(t, out.Usage.InputTokens)
 	assert.Positive(t, out.Usage.OutputTokens)
-	u, ok := c.Usage(out)
-	assert.True(t, ok)
-	assert.Equal(t, out.Usage, u)
+	rep := reported(t, c, gemrest.Request{Prompt: "why is the sky blue?", System: "be brief", JSON: true, MaxOutputTokens: 64})
+	assert.True(t, rep.HasUsage)
+	assert.Equal(t, out.Usage, rep.Usage)
+	assert.Equal(t, "STOP", rep.Response.FinishReason)
 
 	mu.Lock()
 	assert.Equal(t, "be brief\nwhy is the sky blue?", seen.Prompt, "system instruction first, then the prompt")
 	assert.True(t, seen.JSON, "JSON mode reaches the server")
 	mu.Unlock()
-	assert.EqualValues(t, 1, srv.Requests("gemini-2.5-pro"))
+	assert.EqualValues(t, 2, srv.Requests("gemini-2.5-pro")) // the call, then the same request through a chain
 }
 
 // faultCase is one fakegemini fault and how its error must classify.
@@ -400,9 +401,26 @@ func TestNewTier(t *testing.T) {
 	out, err := tier.Call(context.Background(), question{Topic: "tides"})
 	require.NoError(t, err)
 	assert.Equal(t, "answer from gemini-2.5-flash: In one line: tides", out.Text)
-	u, ok := flash.Usage(out)
-	assert.True(t, ok)
-	assert.Positive(t, u.InputTokens)
+	rep := reported(t, tier, question{Topic: "tides"})
+	assert.True(t, rep.HasUsage)
+	assert.Positive(t, rep.Usage.InputTokens)
+}
+
+// reported is what one call of tier reports to the chain it runs in.
+func reported[In, Out any](t *testing.T, tier fallback.ModelTier[In, Out], in In) fallback.Reply {
+	t.Helper()
+	var rep fallback.Reply
+	c, err := fallback.New(fallback.Config[In, Out]{Stages: []fallback.Stage[In, Out]{{Tier: tier, Retry: retry.Policy{MaxAttempts: 1}}},
+		Observer: fallback.ObserverFunc(func(ctx context.Context, e fallback.Event) context.Context {
+			if e.Kind == fallback.AttemptEnded {
+				rep = fallback.Reply{Usage: e.Usage, HasUsage: e.HasUsage, Response: e.Response}
+			}
+			return ctx
+		})})
+	require.NoError(t, err)
+	_, err = c.Do(context.Background(), in)
+	require.NoError(t, err)
+	return rep
 }
 
 func TestListModels(t *testing.T) {
@@ -541,10 +559,9 @@ func TestTierDescribesItself(t *testing.T) {
 
 	out, err := tier.Call(context.Background(), "q")
 	require.NoError(t, err)
-	info, ok := tier.Response(out)
-	require.True(t, ok)
-	assert.Equal(t, fallback.ResponseInfo{ID: out.ResponseID, Model: "gemini-2.5-pro", FinishReason: "STOP"}, info)
+	assert.NotEmpty(t, out.ResponseID)
+	info := reported(t, tier, "q").Response
+	assert.Equal(t, "gemini-2.5-pro", info.Model)
+	assert.Equal(t, "STOP", info.FinishReason)
 	assert.NotEmpty(t, info.ID)
-	_, ok = tier.ChunkResponse(gemrest.Chunk{})
-	assert.False(t, ok, "an empty chunk says nothing")
 }

@@ -71,10 +71,6 @@ func (c *Client) Inspect(ch Chunk) fallback.ChunkInfo {
 	return fallback.ChunkInfo{Text: ch.Text, FinishReason: ch.FinishReason}
 }
 
-// ChunkUsage returns the token usage a chunk carries, making the client a
-// fallback.ChunkUsageReporter for stream chains.
-func (c *Client) ChunkUsage(ch Chunk) (fallback.Usage, bool) { return ch.Usage, ch.HasUsage }
-
 // stream yields the chunks of one request. It returns the error that ends
 // the stream, or nil for a clean end or a consumer that stopped.
 func (c *Client) stream(ctx context.Context, req Request, yield func(Chunk, error) bool) error {
@@ -118,6 +114,10 @@ func (c *Client) stream(ctx context.Context, req Request, yield func(Chunk, erro
 		}
 	}
 
+	// The stream was billed: what its chunks said of it is reported once,
+	// as it ends (usage comes with the last chunk).
+	var rep fallback.Reply
+	defer func() { fallback.Report(ctx, rep) }()
 	events := newSSEReader(resp.Body, c.maxBytes)
 	started := false
 	for {
@@ -145,6 +145,18 @@ func (c *Client) stream(ctx context.Context, req Request, yield func(Chunk, erro
 		ch, ok, err := c.chunk(data)
 		if err != nil {
 			return err
+		}
+		if ch.HasUsage {
+			rep.Usage, rep.HasUsage = ch.Usage, true
+		}
+		if ch.ResponseID != "" {
+			rep.Response.ID = ch.ResponseID
+		}
+		if ch.ModelVersion != "" {
+			rep.Response.Model = ch.ModelVersion
+		}
+		if ch.FinishReason != "" {
+			rep.Response.FinishReason = ch.FinishReason
 		}
 		if !ok && !started {
 			// A chunk without candidates before any with: nothing to

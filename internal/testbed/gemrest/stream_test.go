@@ -455,9 +455,3 @@ func TestStreamChainOverFake(t *testing.T) {
 		assert.Equal(t, 2, s.Result().UpstreamCalls)
 	})
 }
-
-// Stream tiers report the usage their chunks carry.
-var (
-	_ fallback.ChunkUsageReporter[gemrest.Chunk] = (*gemrest.Client)(nil)
-	_ fallback.ChunkUsageReporter[gemrest.Chunk] = (*gemrest.Tier[string])(nil)
-)

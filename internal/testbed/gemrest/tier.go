@@ -10,9 +10,9 @@ import (
 )
 
 // Tier is a Client that builds its own Request from the chain's input: a
-// fallback.ModelTier[In, Response] and a fallback.UsageReporter[Response]
-// for a fallback.Chain, and a fallback.StreamTier[In, Chunk] for a
-// fallback.StreamChain.
+// fallback.ModelTier[In, Response] for a fallback.Chain, and a
+// fallback.StreamTier[In, Chunk] for a fallback.StreamChain. Its
+// responses report their usage with fallback.Report.
 // Each tier of a chain receives the same In and may phrase its prompt
 // differently (a shorter one for a Flash model, say).
 type Tier[In any] struct {
@@ -27,11 +27,8 @@ func NewTier[In any](c *Client, build func(In) Request) *Tier[In] {
 }
 
 var (
-	_ fallback.ModelTier[string, Response]  = (*Tier[string])(nil)
-	_ fallback.UsageReporter[Response]      = (*Tier[string])(nil)
-	_ fallback.ResponseReporter[Response]   = (*Tier[string])(nil)
-	_ fallback.EndpointReporter             = (*Tier[string])(nil)
-	_ fallback.ChunkResponseReporter[Chunk] = (*Tier[string])(nil)
+	_ fallback.ModelTier[string, Response] = (*Tier[string])(nil)
+	_ fallback.EndpointReporter            = (*Tier[string])(nil)
 )
 
 // Name returns the client's name.
@@ -47,9 +44,6 @@ func (t *Tier[In]) Client() *Client { return t.client }
 func (t *Tier[In]) Call(ctx context.Context, in In) (Response, error) {
 	return t.client.Call(ctx, t.build(in))
 }
-
-// Usage returns the answer's token usage.
-func (t *Tier[In]) Usage(r Response) (fallback.Usage, bool) { return t.client.Usage(r) }
 
 // Endpoint reports the Gemini API and the server the client calls, as the
 // SDK adapters' tiers do (fallback.EndpointReporter).
@@ -69,20 +63,6 @@ func (t *Tier[In]) Endpoint() fallback.Endpoint {
 	return ep
 }
 
-// Response describes an answer: its id, model version and finish reason
-// (fallback.ResponseReporter).
-func (t *Tier[In]) Response(r Response) (fallback.ResponseInfo, bool) {
-	info := fallback.ResponseInfo{ID: r.ResponseID, Model: r.ModelVersion, FinishReason: r.FinishReason}
-	return info, info != fallback.ResponseInfo{}
-}
-
-// ChunkResponse describes the answer a chunk is part of
-// (fallback.ChunkResponseReporter).
-func (t *Tier[In]) ChunkResponse(ch Chunk) (fallback.ResponseInfo, bool) {
-	info := fallback.ResponseInfo{ID: ch.ResponseID, Model: ch.ModelVersion, FinishReason: ch.FinishReason}
-	return info, info != fallback.ResponseInfo{}
-}
-
 // Stream builds the request for in and streams one answer; see
 // Client.Stream.
 func (t *Tier[In]) Stream(ctx context.Context, in In) iter.Seq2[Chunk, error] {
@@ -91,6 +71,3 @@ func (t *Tier[In]) Stream(ctx context.Context, in In) iter.Seq2[Chunk, error] {
 
 // Inspect describes a chunk to a fallback.StreamChain.
 func (t *Tier[In]) Inspect(ch Chunk) fallback.ChunkInfo { return t.client.Inspect(ch) }
-
-// ChunkUsage returns the token usage a chunk carries.
-func (t *Tier[In]) ChunkUsage(ch Chunk) (fallback.Usage, bool) { return t.client.ChunkUsage(ch) }
