@@ -663,16 +663,17 @@ func (e *engine) skip(r *request, st *stage, model string, why Skip, err error) 
 	return v
 }
 
-// answered records a successful attempt.
-func (e *engine) answered(r *request, st *stage, model string, n int, latency time.Duration, d *Reply) {
+// answered records a successful attempt; hedge is set when the answer
+// came from the hedge of a hedged attempt (its member is r.member).
+func (e *engine) answered(r *request, st *stage, model string, n int, latency time.Duration, d *Reply, hedge bool) {
 	succeeded(st)
 	if st.policy.OnAttempt != nil {
 		st.policy.OnAttempt(retry.Attempt{N: n})
 	}
-	r.sum.record(Attempt{Tier: st.name, TierIndex: st.index, Model: model, N: n, Latency: latency, Member: r.member})
+	r.sum.record(Attempt{Tier: st.name, TierIndex: st.index, Model: model, N: n, Latency: latency, Member: r.member, Hedge: hedge})
 	if r.obs != nil {
 		ev := e.event(r, AttemptEnded, st, model, n)
-		ev.Latency, ev.Usage, ev.HasUsage, ev.Response = latency, d.Usage, d.HasUsage, d.Response
+		ev.Latency, ev.Usage, ev.HasUsage, ev.Response, ev.Hedge = latency, d.Usage, d.HasUsage, d.Response, hedge
 		r.obs.Observe(r.ctx, ev)
 	}
 }

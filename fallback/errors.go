@@ -1,6 +1,7 @@
 package fallback
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -33,7 +34,10 @@ type TierFailure struct {
 	TierIndex int
 	// Outcome says whether it failed, was skipped or was not reached.
 	Outcome TierOutcome
-	// Skip says why a skipped tier was passed over.
+	// Skip says why a skipped tier was passed over, or, for a failed
+	// tier, why its planned retry was refused (SkipRateLimited when its
+	// limiter's turn did not fit; Err then joins the failure and the
+	// refusal).
 	Skip Skip
 	// Attempts counts the calls made to it.
 	Attempts int
@@ -181,10 +185,16 @@ func buildError(stages []stage, trail []Attempt, cause classify.Verdict, closed 
 	}
 	for _, a := range trail {
 		t := &e.Tiers[a.TierIndex]
+		prev, prevErr := t.Verdict, t.Err
 		t.Verdict, t.Err = a.Verdict, a.Err
-		if a.Skip != NotSkipped {
+		switch {
+		case a.Skip != NotSkipped && t.Outcome == TierFailed:
+			// A retry refused after a failure (its rate limit, the time
+			// left): the failure decided, the refusal is named with it.
+			t.Skip, t.Verdict, t.Err = a.Skip, prev, errors.Join(prevErr, a.Err)
+		case a.Skip != NotSkipped:
 			t.Outcome, t.Skip = TierSkipped, a.Skip
-		} else {
+		default:
 			t.Outcome = TierFailed
 			t.Attempts = a.N
 		}

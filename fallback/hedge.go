@@ -182,14 +182,15 @@ func (e *engine) prepareHedge(b budget.Budget, st *stage, base context.Context, 
 		if m >= 0 {
 			tried = 1 << m
 		}
-		m2, tok, _ := st.pool.enter("", tried, 0)
-		if m2 >= 0 {
-			d, _ := b.Deadline()
-			p := st.pool
-			return &hedgeCall{ctx: budget.NewContext(base, d), end: hedgeEnd{stage: st, model: st.model, member: p.members[m2].id},
-				release: func(v classify.Verdict, o breaker.Outcome, latency time.Duration) {
-					p.done(m2, tok, v, o, latency, e.quotaPark, e.maxQuotaPark)
-				}}
+		if deadline, ok := e.hedgeWindow(b, st); ok {
+			m2, tok, _ := st.pool.enter("", tried, 0)
+			if m2 >= 0 {
+				p := st.pool
+				return &hedgeCall{ctx: budget.NewContext(base, deadline), end: hedgeEnd{stage: st, model: st.model, member: p.members[m2].id},
+					release: func(v classify.Verdict, o breaker.Outcome, latency time.Duration) {
+						p.done(m2, tok, v, o, latency, e.quotaPark, e.maxQuotaPark)
+					}}
+			}
 		}
 	}
 	hc := e.nextTierHedge(b, st, base, nextModel)
@@ -197,6 +198,24 @@ func (e *engine) prepareHedge(b budget.Budget, st *stage, base context.Context, 
 		st.hedges.refund()
 	}
 	return hc
+}
+
+// hedgeWindow is when a hedge starting now on st must end: an attempt's
+// window of its own — st's TryTimeout, within what the deadline leaves
+// after the reserve for the tiers after st — as a first call gets; the
+// zero time when nothing bounds it. ok is false when no useful attempt
+// fits.
+func (e *engine) hedgeWindow(b budget.Budget, st *stage) (time.Time, bool) {
+	remaining := b.Remaining()
+	try := st.try
+	if b.Limited() {
+		try.Reserve = e.reserveFor(st.index, remaining)
+	}
+	per, ok := b.Window(remaining, try)
+	if !ok || per == budget.Unlimited {
+		return time.Time{}, ok
+	}
+	return time.Now().Add(per), true
 }
 
 // nextTierHedge takes the guards of a hedge on the tier after st.
@@ -208,12 +227,7 @@ func (e *engine) nextTierHedge(b budget.Budget, st *stage, base context.Context,
 	if e.preflight(ns, nextModel) != NotSkipped {
 		return nil
 	}
-	remaining := b.Remaining()
-	try := ns.try
-	if b.Limited() {
-		try.Reserve = e.reserveFor(ns.index, remaining)
-	}
-	per, ok := b.Window(remaining, try)
+	deadline, ok := e.hedgeWindow(b, ns)
 	if !ok {
 		return nil
 	}
@@ -235,10 +249,6 @@ func (e *engine) nextTierHedge(b budget.Budget, st *stage, base context.Context,
 			ns.bulkhead.Release()
 		}
 		return nil
-	}
-	var deadline time.Time
-	if per != budget.Unlimited {
-		deadline = time.Now().Add(per)
 	}
 	return &hedgeCall{ctx: budget.NewContext(base, deadline), end: hedgeEnd{stage: ns, model: nextModel},
 		release: func(v classify.Verdict, o breaker.Outcome, _ time.Duration) {

@@ -169,8 +169,11 @@ func runStage[In, Out any, A attempter[In, Out]](e *engine, a A, r *request, st 
 				return out, h, e.skipped(r, st, model, why, err)
 			}
 			// A retry was planned to fit, but scheduling ate the margin,
-			// or its limiter's turn does not fit: the last failure stands.
+			// or its limiter's turn does not fit: the last failure stands,
+			// and the refused retry is on the trail.
 			e.exit(r, st, &h, last.outcome)
+			e.skip(r, st, model, why, err)
+			end.err = errors.Join(end.err, err)
 			if st.pool == nil || end.verdict.Class != classify.QuotaExhausted {
 				e.park(st, model, end.verdict, last.park)
 			}
@@ -300,16 +303,18 @@ func runStage[In, Out any, A attempter[In, Out]](e *engine, a A, r *request, st 
 				corrected(lims, m, st, cost, d.Usage)
 			}
 			if won {
-				// The hedge answered: the first call lost the race.
+				// The hedge answered: the first call lost the race. The
+				// answer is the hedge's, marked as such, on its member.
+				r.member = ae.hedge.member
+				e.answered(r, ae.hedge.stage, ae.hedge.model, n, ae.hedge.latency, &d, true)
 				r.member = ""
-				e.answered(r, ae.hedge.stage, ae.hedge.model, 1, ae.hedge.latency, &d)
 				end := stageEnd{n: n}
 				if ae.hedge.stage != st {
 					end.winner, end.loser = ae.hedge.stage, lost
 				}
 				return res, h, end
 			}
-			e.answered(r, st, model, n, latency, &d)
+			e.answered(r, st, model, n, latency, &d, false)
 			return res, h, stageEnd{n: n}
 		}
 		policyN++
