@@ -71,6 +71,9 @@ func (c *Chain[In, Out]) Do(ctx context.Context, in In) (Result[Out], error) {
 	var r request
 	c.begin(ctx, &r)
 	if r.obs != nil {
+		if c.key != nil {
+			r.flight, _ = ctx.Value(inFlight{}).(*starter)
+		}
 		defer c.endOnPanic(&r)
 	}
 	var last classify.Verdict

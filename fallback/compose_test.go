@@ -148,3 +148,54 @@ func TestRetryRefusedByTheLimiterIsTraced(t *testing.T) {
 		assert.Equal(t, classify.Transient, fe.Tiers[0].Verdict.Class, "the failure decided; the refusal is named with it")
 	})
 }
+
+// A response that arrives after the chain stopped waiting for its call is
+// reported on its own, as a LateReply with its usage: a call abandoned
+// for ignoring its context, and the first call of a hedged attempt whose
+// hedge won but that the provider finished all the same. A reply in time
+// rides its AttemptEnded: each response is reported once.
+func TestLateRepliesAreReported(t *testing.T) {
+	ignoring := func(name string, d time.Duration, tokens int64) fallback.ModelTier[string, string] {
+		return fallback.Tier(name, func(ctx context.Context, _ string) (string, error) {
+			time.Sleep(d) // ignores ctx
+			fallback.Report(ctx, fallback.Reply{Usage: fallback.Usage{InputTokens: tokens}, HasUsage: true})
+			return name, nil
+		})
+	}
+	cases := map[string]fallback.Config[string, string]{
+		"abandoned": {AbandonAfter: 10 * time.Millisecond, Stages: []fallback.Stage[string, string]{
+			{Tier: ignoring("pro", time.Second, 7), TryTimeout: 100 * time.Millisecond, Retry: retry.Policy{MaxAttempts: 1}},
+			{Tier: ignoring("flash", 0, 3)},
+		}},
+		"hedge loser": {Stages: []fallback.Stage[string, string]{
+			{Tier: ignoring("pro", time.Second, 7), Hedge: fallback.Hedge{Delay: 100 * time.Millisecond, MaxExtra: 1}},
+			{Tier: ignoring("flash", 0, 3)},
+		}},
+	}
+	for name, cfg := range cases {
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var obs events
+				cfg.Observer = &obs
+				c := newChain(t, cfg)
+				res, err := c.Do(context.Background(), "q")
+				require.NoError(t, err)
+				assert.Equal(t, "flash", res.Tier)
+				assert.Empty(t, obs.of(fallback.LateReply), "pro has not answered yet")
+				time.Sleep(2 * time.Second)
+				synctest.Wait()
+				late := obs.of(fallback.LateReply)
+				require.Len(t, late, 1)
+				assert.Equal(t, "pro", late[0].Tier)
+				assert.Equal(t, 1, late[0].Attempt)
+				assert.True(t, late[0].HasUsage)
+				assert.Equal(t, int64(7), late[0].Usage.InputTokens)
+				var inTime int64
+				for _, e := range obs.of(fallback.AttemptEnded) {
+					inTime += e.Usage.InputTokens
+				}
+				assert.Equal(t, int64(3), inTime, "flash's reply rode its attempt; pro's is not counted twice")
+			})
+		})
+	}
+}

@@ -248,6 +248,9 @@ type request struct {
 	// shared is set for a request that joined another's execution; ended
 	// once its RequestEnded has been reported.
 	shared, ended bool
+	// flight is set for a shared execution: the state of the request
+	// that started it.
+	flight *starter
 }
 
 // now is a monotonic instant, the time since the chain's epoch; latencies
@@ -728,9 +731,15 @@ func (e *engine) end(r *request, err error, v classify.Verdict, chunks int) {
 		return
 	}
 	r.ended = true
+	sum := &r.sum
+	if f := r.flight.left(); f != nil {
+		// A shared execution whose starter gave up before it ended: the
+		// request ends as its starter did; the calls made are its cost.
+		sum, err, v = &f.sum, f.err, f.cause
+	}
 	r.obs.Observe(r.ctx, Event{
-		Kind: RequestEnded, Operation: e.op, Stream: e.stream, TierIndex: r.sum.TierIndex, Tier: r.sum.Tier,
-		Verdict: v, Source: r.sum.Source, CacheHit: r.sum.CacheHit, Degraded: r.sum.Degraded, UpstreamCalls: r.sum.UpstreamCalls,
+		Kind: RequestEnded, Operation: e.op, Stream: e.stream, TierIndex: sum.TierIndex, Tier: sum.Tier,
+		Verdict: v, Source: sum.Source, CacheHit: sum.CacheHit, Degraded: sum.Degraded, UpstreamCalls: r.sum.UpstreamCalls,
 		Answered: err == nil, Remaining: r.budget.Remaining(), Latency: e.now() - r.start, Err: err,
 		Chunks: chunks, Incomplete: errors.Is(err, ErrIncomplete), Shared: r.shared,
 	})

@@ -3,17 +3,60 @@ package fallback
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 
 	"github.com/tierguard/tierguard/classify"
 	"github.com/tierguard/tierguard/internal/detach"
 )
 
 // inFlight marks the context of a shared execution, so that its Do does not
-// join its own flight.
+// join its own flight; its value is the execution's *starter.
 type inFlight struct{}
+
+// starter is the fate of the request that started a shared execution. The
+// execution runs under the starter's context (its values: a spend ticket,
+// a span), so its RequestEnded is the starter's: it reports the
+// execution's outcome, unless the starter gave up first — then what the
+// starter got. Whichever comes first, the execution's end or the
+// starter's leaving, decides.
+type starter struct {
+	state atomic.Int32
+	// sum, err and cause are what the starter got when it left.
+	sum   Summary
+	err   error
+	cause classify.Verdict
+}
+
+const (
+	starterWaiting int32 = iota
+	starterServed        // the execution ended first
+	starterLeft          // the starter gave up first
+)
+
+// leave records that the starter gave up with what it got, unless the
+// execution ended first (false: its result is on its way).
+func (s *starter) leave(sum Summary, err error) bool {
+	s.sum, s.err = sum, err
+	var fe *Error
+	if errors.As(err, &fe) {
+		s.cause = fe.Cause
+	}
+	return s.state.CompareAndSwap(starterWaiting, starterLeft)
+}
+
+// left returns the starter's fate when it gave up before the execution
+// ended, and nil when the execution's own outcome stands (it also marks
+// the starter served).
+func (s *starter) left() *starter {
+	if s == nil || s.state.CompareAndSwap(starterWaiting, starterServed) {
+		return nil
+	}
+	return s
+}
 
 // flight is one execution shared by the requests of an idempotency key.
 type flight[Out any] struct {
+	starter starter
 	done    chan struct{}
 	res     Result[Out]
 	err     error
@@ -45,7 +88,7 @@ func (c *Chain[In, Out]) shared(ctx context.Context, key string, in In) (Result[
 			ectx, f.cancel = context.WithCancel(base)
 		}
 		c.flights[key] = f
-		go detach.Run(func() { f.res, f.err = c.Do(context.WithValue(ectx, inFlight{}, true), in) },
+		go detach.Run(func() { f.res, f.err = c.Do(context.WithValue(ectx, inFlight{}, &f.starter), in) },
 			func(o detach.Outcome) { c.landed(key, f, o) })
 	}
 	f.waiters++
@@ -85,29 +128,40 @@ func (c *Chain[In, Out]) shared(ctx context.Context, key string, in In) (Result[
 			}
 		}
 		c.flightMu.Unlock()
-		v := classify.Verdict{Class: classify.Canceled, Reason: "canceled by caller"}
-		if ctx.Err() == context.DeadlineExceeded {
-			v = classify.Verdict{Class: classify.DeadlineExhausted, Reason: "deadline exceeded"}
-			// Out of time while waiting: the cache and the default answer
-			// at once, as they would for a request of its own.
-			if out, src, hit, ok := c.localAnswer(ctx, in); ok {
-				res := Result[Out]{Value: out}
-				res.Source, res.TierIndex, res.Degraded, res.CacheHit = src, -1, true, hit
-				if joined {
-					c.endJoined(&r, res.Summary, nil)
-				}
-				return res, nil
+		res, err := c.gaveUp(ctx, in)
+		switch {
+		case joined:
+			c.endJoined(&r, res.Summary, err)
+		case !f.starter.leave(res.Summary, err):
+			// The execution ended for observers before the starter left:
+			// its result is the starter's, and it is on its way.
+			<-f.done
+			if f.end.Ended() {
+				reraise(&f.end)
 			}
+			return f.res, f.err
 		}
-		var zero Result[Out]
-		zero.TierIndex = -1
-		// The key is the caller's data (often the prompt): not in the text.
-		err := &Error{FailedClosed: v.Class == classify.Canceled, Cause: v, Tiers: []TierFailure{{Tier: "shared", TierIndex: -1, Outcome: TierNotReached, Verdict: v, Err: ctx.Err()}}}
-		if joined {
-			c.endJoined(&r, zero.Summary, err)
-		}
-		return zero, err
+		return res, err
 	}
+}
+
+// gaveUp is what a caller who stopped waiting for a shared execution gets:
+// out of time, the cache or the default, as for a request of its own;
+// otherwise its context's error.
+func (c *Chain[In, Out]) gaveUp(ctx context.Context, in In) (Result[Out], error) {
+	v := classify.Verdict{Class: classify.Canceled, Reason: "canceled by caller"}
+	if ctx.Err() == context.DeadlineExceeded {
+		v = classify.Verdict{Class: classify.DeadlineExhausted, Reason: "deadline exceeded"}
+		if out, src, hit, ok := c.localAnswer(ctx, in); ok {
+			res := Result[Out]{Value: out}
+			res.Source, res.TierIndex, res.Degraded, res.CacheHit = src, -1, true, hit
+			return res, nil
+		}
+	}
+	var zero Result[Out]
+	zero.TierIndex = -1
+	// The key is the caller's data (often the prompt): not in the text.
+	return zero, &Error{FailedClosed: v.Class == classify.Canceled, Cause: v, Tiers: []TierFailure{{Tier: "shared", TierIndex: -1, Outcome: TierNotReached, Verdict: v, Err: ctx.Err()}}}
 }
 
 // endJoined reports the end of a request that joined another's execution:

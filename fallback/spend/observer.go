@@ -63,7 +63,7 @@ type priceSlot struct {
 // Observe records e into the request's Ticket.
 func (b *binding) Observe(ctx context.Context, e fallback.Event) context.Context {
 	switch e.Kind {
-	case fallback.AttemptEnded, fallback.StageSkipped, fallback.RequestEnded, fallback.LateReply:
+	case fallback.RequestStarted, fallback.AttemptEnded, fallback.StageSkipped, fallback.RequestEnded, fallback.LateReply:
 	default:
 		return ctx
 	}
@@ -83,8 +83,10 @@ func (b *binding) Observe(ctx context.Context, e fallback.Event) context.Context
 		}
 		return ctx
 	}
-	// The chain's goroutine takes the ticket with its first event; End
-	// cannot close it after that.
+	// The chain's goroutine takes the ticket with its first event (its
+	// RequestStarted); End cannot close it after that, so a caller who
+	// stops waiting for a shared execution it started still gets the
+	// execution's costs on its record.
 	if s := t.state.Load(); s != ticketRunning && (s != ticketOpen || !t.state.CompareAndSwap(ticketOpen, ticketRunning)) {
 		t.late(b, &e)
 		return ctx
