@@ -344,7 +344,7 @@ func codeClass(code string) (Class, string, bool) {
 		return Safety, "content policy", true
 	case "model_not_found":
 		return Retired, "model not found", true
-	case "model_decommissioned", "model_deprecated", "invalid_model":
+	case "model_decommissioned", "invalid_model":
 		// Groq's retired models ("model_decommissioned", on a 400), and
 		// Mistral's type for a model it does not serve ("Invalid model: x").
 		return Retired, "model retired", true
@@ -355,23 +355,30 @@ func codeClass(code string) (Class, string, bool) {
 	return 0, "", false
 }
 
-// httpFromCode is the HTTP status an OpenAI-compatible API answers a string
-// error code (or type) with, for errors that carry no status of their own:
-// an error event inside a 200 stream ({"error":{"code":"server_error"}}),
-// where the non-stream answer would have had the status. 0 for codes it
-// does not know; codeClass decides the rest.
+// httpFromCode is the HTTP status an API answers a string error code (or
+// type) with, for errors that carry no status of their own: an error event
+// inside a 200 stream ({"error":{"code":"server_error"}}), where the
+// non-stream answer would have had the status. The codes are the documented
+// ones: OpenAI's (https://platform.openai.com/docs/guides/error-codes:
+// server_error, rate_limit_exceeded and the rate-limit types tokens and
+// requests, insufficient_quota, invalid_api_key, slow_down) and the error
+// types Anthropic and the gateways that relay it send
+// (https://docs.anthropic.com/en/api/errors). 0 for any other code;
+// codeClass decides the rest.
 func httpFromCode(code string) int {
 	switch code {
-	case "server_error", "api_error", "internal_error", "internal_server_error":
+	case "server_error", "api_error":
 		return 500
-	case "service_unavailable", "overloaded", "overloaded_error", "engine_overloaded", "slow_down":
+	case "slow_down":
 		return 503
-	case "rate_limit_exceeded", "rate_limit_error", "requests", "tokens", "insufficient_quota":
+	case "overloaded_error":
+		return 529
+	case "rate_limit_exceeded", "rate_limit_error", "tokens", "requests", "insufficient_quota":
 		return 429
-	case "invalid_request_error", "invalid_request", "bad_request":
+	case "invalid_request_error":
 		return 400
-	case "timeout", "request_timeout":
-		return 408
+	case "request_too_large":
+		return 413
 	case "not_found_error":
 		return 404
 	case "authentication_error", "invalid_api_key":

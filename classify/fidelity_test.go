@@ -65,7 +65,8 @@ func TestStringCodesWithoutStatus(t *testing.T) {
 	}{
 		{"server_error", classify.Transient, 500},
 		{"api_error", classify.Transient, 500},
-		{"overloaded_error", classify.Transient, 503},
+		{"overloaded_error", classify.Transient, 529},
+		{"request_too_large", classify.ContextTooLong, 413},
 		{"rate_limit_exceeded", classify.RateLimited, 429},
 		{"tokens", classify.RateLimited, 429},
 		{"insufficient_quota", classify.QuotaExhausted, 429},
