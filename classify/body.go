@@ -177,7 +177,8 @@ func (env *errorEnvelope) facts() (Facts, bool) {
 		}
 		f := Facts{Message: env.Message}
 		f.HTTPStatus, f.Code = numberOrCode(env.Code)
-		if f.Code == "" {
+		if f.Code == "" || numeric(f.Code) {
+			// Mistral: "type":"invalid_model","code":"1500".
 			f.Code = boundedCode(env.Type)
 		}
 		return f, true
@@ -189,12 +190,23 @@ func (env *errorEnvelope) facts() (Facts, bool) {
 	} else if n, ok := intValue(e.Status); ok && f.HTTPStatus == 0 {
 		f.HTTPStatus = n
 	}
-	if f.Code == "" {
+	if f.Code == "" || numeric(f.Code) {
 		if t, ok := stringValue(e.Type); ok {
 			f.Code = boundedCode(t)
 		}
 	}
 	return f, true
+}
+
+// numeric reports whether an error code is a number that is not an HTTP
+// status (Mistral's "1500"): its type says more.
+func numeric(code string) bool {
+	for i := 0; i < len(code); i++ {
+		if !isDigit(code[i]) {
+			return false
+		}
+	}
+	return code != ""
 }
 
 // numberOrCode reads a "code" member: a number is an HTTP status, a string

@@ -18,7 +18,10 @@ const (
 	// QuotaExhausted is a 429 that names a per-day quota, or billing; retrying
 	// the same tier cannot help until the quota resets.
 	QuotaExhausted
-	// Retired is a 404 NOT_FOUND for a model id: the model is gone.
+	// Retired is a model that is no longer served: a 404 NOT_FOUND for a
+	// model id, or a 400 saying the model was decommissioned, deprecated or
+	// is not a valid model (Groq's model_decommissioned, Mistral's
+	// invalid_model).
 	Retired
 	// ContextTooLong is a 400 for an input over the model's token limit; a
 	// tier with a larger window may still serve.

@@ -174,6 +174,12 @@ func fromFacts(f Facts, now func() time.Time) Verdict {
 	if code == 0 {
 		code = httpFromStatus(f.Status)
 	}
+	if code == 0 {
+		// An error event inside a stream carries no HTTP status, often only
+		// a string code ("server_error"): the status the API answers that
+		// code with decides, as it would have outside a stream.
+		code = httpFromCode(f.Code)
+	}
 	status := canonicalStatus(f.Status)
 	if status == "" {
 		status = statusForHTTP(code)
@@ -267,6 +273,17 @@ func classifyFacts(v Verdict, f Facts, d detailFacts, code int, status string, l
 		switch {
 		case tokenLimit(lower.get()):
 			v.Class, v.Reason = ContextTooLong, "input exceeds the model's context window"
+		case retiredMessage(lower.get()):
+			// "The model `x` has been decommissioned and is no longer
+			// supported" (Groq), "The model `x` has been deprecated"
+			// (OpenAI), "x is not a valid model ID" (OpenRouter).
+			// Only when it names the model: "is no longer supported" on a
+			// 400 may be about a parameter.
+			if id, _ := namedModel(f.Message, lower.get()); id != "" {
+				v.Class, v.Reason, v.Model = Retired, "model retired", id
+			} else {
+				v.Class, v.Reason = InvalidRequest, "invalid request"
+			}
 		case strings.Contains(lower.get(), "billing"):
 			// "Gemini API free tier is not available in your country. Please
 			// enable billing", "User location is not supported for the API
@@ -327,9 +344,47 @@ func codeClass(code string) (Class, string, bool) {
 		return Safety, "content policy", true
 	case "model_not_found":
 		return Retired, "model not found", true
+	case "model_decommissioned", "invalid_model":
+		// Groq's retired models ("model_decommissioned", on a 400), and
+		// Mistral's type for a model it does not serve ("Invalid model: x").
+		return Retired, "model retired", true
 	case "invalid_api_key", "invalid_authentication", "authentication_error", "permission_error",
 		"account_deactivated", "unsupported_country_region_territory":
 		return Auth, "credentials rejected", true
 	}
 	return 0, "", false
+}
+
+// httpFromCode is the HTTP status an API answers a string error code (or
+// type) with, for errors that carry no status of their own: an error event
+// inside a 200 stream ({"error":{"code":"server_error"}}), where the
+// non-stream answer would have had the status. The codes are the documented
+// ones: OpenAI's (https://platform.openai.com/docs/guides/error-codes:
+// server_error, rate_limit_exceeded and the rate-limit types tokens and
+// requests, insufficient_quota, invalid_api_key, slow_down) and the error
+// types Anthropic and the gateways that relay it send
+// (https://docs.anthropic.com/en/api/errors). 0 for any other code;
+// codeClass decides the rest.
+func httpFromCode(code string) int {
+	switch code {
+	case "server_error", "api_error":
+		return 500
+	case "slow_down":
+		return 503
+	case "overloaded_error":
+		return 529
+	case "rate_limit_exceeded", "rate_limit_error", "tokens", "requests", "insufficient_quota":
+		return 429
+	case "invalid_request_error":
+		return 400
+	case "request_too_large":
+		return 413
+	case "not_found_error":
+		return 404
+	case "authentication_error", "invalid_api_key":
+		return 401
+	case "permission_error":
+		return 403
+	}
+	return 0
 }

@@ -74,6 +74,10 @@ func rawVerdict(t *testing.T, c corpus.Case) classify.Verdict {
 	case c.Stream():
 		return streamVerdict(c, body)
 	case c.Status >= 200 && c.Status < 300:
+		if f, ok := classify.ParseErrorBody(body); ok {
+			// An error inside a 200 (OpenRouter): its code is the status.
+			return classify.FromFacts(f)
+		}
 		v, ok := answerVerdict(body, false, &streamState{})
 		require.True(t, ok, "a 200 whose body is not an answer")
 		return v
@@ -171,8 +175,9 @@ func answerVerdict(body []byte, stream bool, st *streamState) (classify.Verdict,
 
 // streamVerdict reads an event stream: comments are skipped, an error
 // event (framed as data or, as some servers send it, bare) is classified
-// like an error response — unless a finish reason already ended the
-// answer — and the last finish reason judges the answer.
+// like an error response — also after a finish reason, which does not end
+// an answer by itself — and the last finish reason judges the answer once
+// the stream has closed.
 func streamVerdict(c corpus.Case, body []byte) classify.Verdict {
 	st := &streamState{}
 	events := strings.Split(strings.ReplaceAll(string(body), "\r\n", "\n"), "\n\n")
@@ -196,12 +201,9 @@ func streamVerdict(c corpus.Case, body []byte) classify.Verdict {
 			continue
 		}
 		if f, ok := classify.ParseErrorBody([]byte(payload)); ok {
-			if st.finished {
-				// The answer was whole before the error: it stands.
-				return classify.Verdict{Class: classify.OK}
-			}
-			if f.HTTPStatus == 0 && f.Status == "" {
-				f.HTTPStatus = c.Status
+			if f.HTTPStatus == 0 && f.Status == "" && f.Code == "" {
+				// Nothing to classify by: as far as the stream goes, it broke.
+				return classify.Verdict{Class: classify.Transient, Reason: "error event in stream"}
 			}
 			return classify.FromFacts(f)
 		}

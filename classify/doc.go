@@ -29,7 +29,11 @@
 // whose quotaId names a PerDay quota, ErrorInfo reasons such as
 // API_KEY_INVALID, which mean Auth even on a 400); Retry-After as
 // delta-seconds or HTTP-date; the "Please retry in 25.46s." message tail as
-// a last resort; and the token-count-exceeds message for ContextTooLong.
+// a last resort; the providers' context-overflow wordings for
+// ContextTooLong and their retired-model wordings for Retired. An error
+// without an HTTP status — an error event inside a stream — is classified
+// by its canonical status or, failing that, by the status its string code
+// stands for ("server_error" is a 500, "rate_limit_exceeded" a 429).
 //
 // Every input is bounded: server delays are capped at MaxRetryAfter, bodies
 // at MaxErrorBody, and only a prefix of messages and details is examined.

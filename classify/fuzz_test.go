@@ -145,7 +145,10 @@ func FuzzNotFoundMessages(f *testing.F) {
 	for _, s := range []string{"models/gemini-1.0-pro is not found for API version v1beta",
 		"Publisher Model `projects/p/locations/l/publishers/google/models/gemini-pro` was not found",
 		"The model: `gpt-4` does not exist", `model "llama3:8b" not found`, "tunedModels/x/operations/y is not found",
-		"Requested entity was not found.", "The model `a b` does not exist"} {
+		"Requested entity was not found.", "The model `a b` does not exist",
+		"No endpoints found for stepfun/step-3.5-flash:free.", "The model gemma2-9b-it has been decommissioned and is no longer supported.",
+		"Gemini 1.0 Pro Vision has been deprecated on July 12, 2024. Consider switching to different model, for example gemini-1.5-flash.",
+		"x/y:free is not a valid model ID", "Invalid model: mistral-medium-3.5"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, msg string) {

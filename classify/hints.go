@@ -241,7 +241,28 @@ func tokenLimit(lower string) bool {
 		strings.Contains(lower, "too many tokens") ||
 		strings.Contains(lower, "prompt is too long") ||
 		strings.Contains(lower, "input is too long") ||
-		strings.Contains(lower, "payload size exceeds")
+		strings.Contains(lower, "payload size exceeds") ||
+		// Anthropic, also behind OpenAI-compatible gateways: "input length
+		// and `max_tokens` exceed context limit: 179413 + 32768 > 200000".
+		strings.Contains(lower, "context limit") && strings.Contains(lower, "exceed") ||
+		// OpenAI: "Input tokens exceed the configured limit of 272000 tokens."
+		strings.Contains(lower, "input tokens exceed")
+}
+
+// retiredMessage recognises a message saying that a model is no longer
+// served: Groq's "The model `x` has been decommissioned and is no longer
+// supported", OpenAI's "The model `x` has been deprecated", Gemini's
+// "Gemini 1.0 Pro Vision has been deprecated on July 12, 2024", OpenRouter's
+// "x is not a valid model ID" and "No endpoints found for x.". A message
+// that only says a model is deprecated but still works is not sent as an
+// error, so the past tense is enough. namedModel says which model.
+func retiredMessage(lower string) bool {
+	return strings.Contains(lower, "decommissioned") ||
+		strings.Contains(lower, "been deprecated") ||
+		strings.Contains(lower, "no longer supported") ||
+		strings.Contains(lower, "not a valid model") ||
+		strings.Contains(lower, "invalid model") ||
+		strings.Contains(lower, "no endpoints found for ")
 }
 
 // maxModelID bounds a model id read from a message; real ones are short.
@@ -253,7 +274,8 @@ const maxModelID = 128
 // A message about another entity — a cached content, a file, a tuning
 // operation, an unknown URL — names no model.
 func namedModel(msg, lower string) (id string, named bool) {
-	if !(strings.Contains(lower, "not found") || strings.Contains(lower, "does not exist") || strings.Contains(lower, "not exist")) {
+	if !(strings.Contains(lower, "not found") || strings.Contains(lower, "does not exist") || strings.Contains(lower, "not exist") ||
+		retiredMessage(lower)) {
 		return "", false
 	}
 	if strings.Contains(lower, "requested url") {
@@ -330,11 +352,65 @@ func namedModel(msg, lower string) (id string, named bool) {
 			rest = tail
 		}
 	}
+	if id, ok := unquotedModel(msg, lower); ok {
+		return id, true
+	}
 	if strings.Contains(lower, "model") && !strings.Contains(lower, "models/") && !strings.Contains(lower, "tunedmodels/") {
 		// "Model not found." with no id: the model the call used.
 		return "", true
 	}
+	if strings.Contains(lower, "no endpoints found for ") {
+		// OpenRouter names the model without the word: handled above when
+		// the id reads as one.
+		return "", true
+	}
 	return "", false
+}
+
+// unquotedModel reads a model id that a message spells without quotes, in
+// the places real messages put one: "The model gemma2-9b-it has been
+// decommissioned", "Invalid model: mistral-medium-3.5" (Mistral), "No
+// endpoints found for stepfun/step-3.5-flash:free." and
+// "google/gemini-2.0-pro-exp-02-05:free is not a valid model ID"
+// (OpenRouter). A word that does not look like an id (no digit, no dash,
+// no slash: "The model has been ...") is not one.
+func unquotedModel(msg, lower string) (string, bool) {
+	if len(msg) > maxInspect {
+		msg = msg[:maxInspect]
+	}
+	// After a marker: the id is the next word.
+	for _, marker := range [...]string{"the model ", "invalid model: ", "no endpoints found for "} {
+		if i := strings.Index(lower, marker); i >= 0 {
+			if id, ok := modelWord(msg[i+len(marker):], false); ok {
+				return id, true
+			}
+		}
+	}
+	// Before a marker: the id is the word before it.
+	if i := strings.Index(lower, " is not a valid model"); i > 0 {
+		start := strings.LastIndexAny(msg[:i], " \t\n\"'`") + 1
+		if id, ok := modelWord(msg[start:i], true); ok {
+			return id, true
+		}
+	}
+	return "", false
+}
+
+// modelWord reads a model id at the start of s (the whole of s when whole
+// is set), without a trailing full stop, and only if it looks like one.
+func modelWord(s string, whole bool) (string, bool) {
+	end := 0
+	for end < len(s) && end <= maxModelID && modelChar(s[end], true) {
+		end++
+	}
+	if whole && end != len(s) {
+		return "", false
+	}
+	id := strings.TrimRight(s[:end], ".:")
+	if !isModelID(id, true) || !strings.ContainsAny(id, "0123456789-/") {
+		return "", false
+	}
+	return id, true
 }
 
 // modelChar reports whether c may appear in a model id. Ids in quotes may

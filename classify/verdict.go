@@ -21,7 +21,10 @@ type Verdict struct {
 	// Class is the failure's class; OK for a nil error.
 	Class Class
 	// HTTPStatus is the HTTP status code, or 0 when the error carried none
-	// (a transport failure, a local rejection).
+	// (a transport failure, a local rejection). For an error without a
+	// status of its own — an error event inside a 200 stream, an error
+	// object inside a 200 answer — it is the status the error's code or
+	// canonical status stands for.
 	HTTPStatus int
 	// Status is the canonical status name ("UNAVAILABLE",
 	// "RESOURCE_EXHAUSTED", ...) given by the server or derived from the HTTP
@@ -34,7 +37,7 @@ type Verdict struct {
 	// Reason is a short fixed phrase explaining the class.
 	Reason string
 	// Model is the model id a Retired verdict names ("gemini-1.0-pro"),
-	// read from the 404's message; empty when the message names none, and
+	// read from the error's message; empty when the message names none, and
 	// for every other class. It is an identifier of the request's own
 	// model, kept only when it is short and made of the characters model
 	// ids use, so it is safe to log; it is not a metric attribute.

@@ -326,16 +326,17 @@ func TestStreamCommitsAtTheFirstContent(t *testing.T) {
 	assert.Equal(t, 4, res.Chunks)
 }
 
-// TestStreamFinishThenErrorIsComplete: an answer that ended with its finish
-// reason stays complete when the server sends an error after it.
-func TestStreamFinishThenErrorIsComplete(t *testing.T) {
+// TestStreamFinishThenErrorIsIncomplete: a finish reason followed by an
+// error is not a complete answer: the stream ends with an *IncompleteError
+// that keeps the text received so far.
+func TestStreamFinishThenErrorIsIncomplete(t *testing.T) {
 	pro := &streamFake{name: "pro", def: streamScript{chunks: []chunk{{text: "Okay"}, {text: "", finish: "STOP"}}, after: classErr(classify.Transient)}}
 	c := newStreamChain(t, fallback.StreamConfig[string, chunk]{Stages: []fallback.StreamStage[string, chunk]{{Tier: pro.tier()}}})
 	s := c.Stream(context.Background(), "q")
 	text, err := collect(s)
-	require.NoError(t, err)
+	require.ErrorIs(t, err, fallback.ErrIncomplete)
 	assert.Equal(t, "Okay", text)
-	assert.True(t, s.Result().Complete)
+	assert.False(t, s.Result().Complete)
 }
 
 // streamCache answers streams from text and takes the validated text of

@@ -31,7 +31,10 @@ var (
 	// ErrNoFinishReason: the stream ended cleanly without a finish reason.
 	ErrNoFinishReason = errors.New("tierguard: stream ended without a finish reason")
 	// ErrEmptyStream: the stream ended without a chunk that carries
-	// content, and without an error.
+	// content, and without an error. When no chunk carried a finish reason
+	// either (a stream of role-only or reasoning-only chunks that closed),
+	// the stream was cut: Transient, retried before the next tier. When one
+	// did, the answer is empty: InvalidOutput.
 	ErrEmptyStream = errors.New("tierguard: stream ended without any content")
 )
 
@@ -50,7 +53,9 @@ type IncompleteError struct {
 	// Cause is why the stream ended: ErrIdleTimeout, ErrNoFinishReason, the
 	// deadline, or the tier's error (a cut connection is usually
 	// io.ErrUnexpectedEOF; a safety stop or a recitation after the first
-	// chunk is the adapter's typed error for it).
+	// chunk is the adapter's typed error for it). An error after a finish
+	// reason counts too: a stream is complete only when it closes cleanly
+	// after its last finish reason (Vertex AI sends STOP on every chunk).
 	Cause error
 	// V is the cause's classification; a cut or stalled stream is
 	// Transient and counts against the tier's breaker.
@@ -401,12 +406,14 @@ func (c *StreamChain[In, Chunk]) attempt(st *stage, b budget.Budget, base contex
 	}
 	op.src = read(c.engine, st, op.ctx, c.tiers[st.index].Stream(op.ctx, in), g)
 	tier := c.tiers[st.index]
+	finished := false // a chunk before the first with content had a finish reason
 	for {
 		ch, err, ok := op.src.next()
 		if ok && err == nil {
 			op.pending = append(op.pending, ch)
 			info := tier.Inspect(ch)
 			if !info.NonTextContent && strings.TrimSpace(info.Text) == "" {
+				finished = finished || info.FinishReason != ""
 				continue
 			}
 			if timer == nil || timer.Stop() {
@@ -426,8 +433,11 @@ func (c *StreamChain[In, Chunk]) attempt(st *stage, b budget.Budget, base contex
 		switch {
 		case end.timedOut:
 			end.err = classify.Wrap(ErrFirstChunkTimeout, classify.Verdict{Class: classify.Transient, Reason: "no first chunk in time"})
-		case err == nil:
+		case err == nil && finished:
 			end.err = classify.Wrap(ErrEmptyStream, classify.Verdict{Class: classify.InvalidOutput, Reason: "empty stream"})
+		case err == nil:
+			// Closed without content and without a finish reason: cut.
+			end.err = classify.Wrap(ErrEmptyStream, classify.Verdict{Class: classify.Transient, Reason: "stream ended without a finish reason"})
 		}
 		return nil, end
 	}
@@ -558,9 +568,11 @@ func (p *pump[In, Chunk]) run(in In) (ie *IncompleteError, done bool) {
 	var cause error
 	var v classify.Verdict
 	switch {
-	case finish != "" && (cerr == nil || op.cut.Load() == cutNone && r.ctx.Err() == nil):
-		// The answer ended with its finish reason; an error after it (a
-		// server that sends one more event) cannot take it back.
+	case finish != "" && cerr == nil:
+		// The answer ended with its finish reason and the stream closed
+		// cleanly after it. A finish reason alone does not end an answer:
+		// Vertex AI puts STOP on every chunk, and an error event after it
+		// means the answer was cut.
 		if validator != nil {
 			if verr := validator.Validate(text.String()); verr != nil {
 				verr = asInvalidOutput(verr)

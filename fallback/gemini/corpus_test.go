@@ -46,7 +46,7 @@ func TestCorpusThroughGenai(t *testing.T) {
 			}
 		})
 	}
-	assert.GreaterOrEqual(t, n, 40)
+	assert.GreaterOrEqual(t, n, 57)
 }
 
 // serveCase answers every generateContent and streamGenerateContent

@@ -83,8 +83,12 @@ func (t *Tier[In]) Inspect(a Answer) fallback.ChunkInfo {
 //     in the whole stream is a *FinishError or ErrContinuation
 //     (InvalidOutput, after the chunk's text). Past the chain's commit
 //     point it makes the stream incomplete, never complete;
+//   - a finish reason does not end the stream: Vertex AI puts STOP on every
+//     chunk, so the chunks after it are read, and an error event after it
+//     makes the stream incomplete in the chain;
 //   - a clean close is no error, finish reason or not: the chain reports a
-//     stream without one as incomplete (fallback.ErrNoFinishReason).
+//     stream without one as incomplete (fallback.ErrNoFinishReason), or,
+//     when nothing usable came, as cut (fallback.ErrEmptyStream, Transient).
 //
 // A chunk without candidates before the first one with is skipped.
 // Breaking out of the sequence, or ctx ending, closes the response body and

@@ -331,7 +331,12 @@ func TestStreamOddBodies(t *testing.T) {
 		{name: "safety mid-stream", body: sseData("a", "") + sseData("", "SAFETY"), chunks: 1, class: classify.Safety},
 		{name: "safety first", body: sseData("", "SAFETY"), class: classify.Safety},
 		{name: "usage-only chunk first, then text", body: `data: {"usageMetadata":{"promptTokenCount":3}}` + "\r\n\r\n" + sseData("a", "STOP"), chunks: 1},
-		{name: "empty stream", body: "", class: classify.InvalidOutput, is: fallback.ErrEmptyStream, fellBack: true},
+		// A clean close without content or finish reason was cut: Transient.
+		{name: "empty stream", body: "", class: classify.Transient, is: fallback.ErrEmptyStream, fellBack: true},
+		{name: "thoughts only, then close", body: `data: {"candidates":[{"content":{"role":"model","parts":[{"text":"hmm","thought":true}]}}]}` + "\r\n\r\n", class: classify.Transient, is: fallback.ErrEmptyStream, fellBack: true},
+		// Vertex AI puts STOP on every chunk: only a clean close ends the answer.
+		{name: "STOP on every chunk", body: sseData("a", "STOP") + sseData("b", "STOP") + sseData("c", "STOP"), chunks: 3},
+		{name: "STOP on every chunk, then an error event", body: sseData("a", "STOP") + sseData("b", "STOP") + errEvent(503, "UNAVAILABLE"), chunks: 2, class: classify.Transient},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

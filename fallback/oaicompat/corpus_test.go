@@ -47,7 +47,7 @@ func TestCorpusThroughOpenAIGo(t *testing.T) {
 			}
 		})
 	}
-	assert.GreaterOrEqual(t, n, 30)
+	assert.GreaterOrEqual(t, n, 64)
 }
 
 func serveCase(t *testing.T, c corpus.Case) *httptest.Server {

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 
+	oai "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
 	"github.com/tierguard/tierguard/classify"
@@ -63,10 +64,16 @@ type parsedBody struct {
 	ok    bool
 }
 
-// Error returns "openai: upstream error 429 RESOURCE_EXHAUSTED".
+// Error returns "openai: upstream error 429 RESOURCE_EXHAUSTED". For an
+// error that carried no status (an error event whose code is a string,
+// such as "server_error"), it names the status the code stands for.
 func (e *ResponseError) Error() string {
 	v := e.Verdict()
-	s := "openai: upstream error " + strconv.Itoa(e.StatusCode)
+	code := e.StatusCode
+	if code == 0 {
+		code = v.HTTPStatus
+	}
+	s := "openai: upstream error " + strconv.Itoa(code)
 	if v.Status != "" {
 		s += " " + v.Status
 	}
@@ -80,6 +87,30 @@ func (e *ResponseError) Unwrap() error { return e.Err }
 func (e *ResponseError) Verdict() classify.Verdict {
 	v, _ := Rule(e)
 	return v
+}
+
+// errBodyError stands for an error object inside a 200 answer; the
+// object's text stays out of every error string.
+var errBodyError = errors.New("openai: error inside a 200 answer")
+
+// bodyError returns the error a 200 without choices carries in its body —
+// OpenRouter and some gateways answer {"error":{"code":502,...}} with HTTP
+// 200 once the model has started — as a *ResponseError whose StatusCode is
+// the embedded code, so that it classifies as that status would. It
+// returns nil when the body holds no error.
+func bodyError(resp *oai.ChatCompletion) error {
+	if resp == nil {
+		return nil
+	}
+	raw := resp.RawJSON()
+	if raw == "" || len(raw) > classify.MaxErrorBody {
+		return nil
+	}
+	f, ok := classify.ParseErrorBody([]byte(raw))
+	if !ok {
+		return nil
+	}
+	return &ResponseError{Err: errBodyError, StatusCode: f.HTTPStatus, body: &parsedBody{facts: f, ok: true}}
 }
 
 // responseError wraps an SDK error with the response it came from, when the

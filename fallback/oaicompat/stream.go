@@ -41,7 +41,10 @@ func (t *Tier[In]) Inspect(a Answer) fallback.ChunkInfo {
 // is a *ResponseError; an error event inside the stream ({"error":{...}}
 // after the 200, as OpenRouter and gateways send it) is one too, decoded
 // with classify.ParseErrorBody — its message never reaches the error's
-// text. A finish_reason of content_filter ends the stream with
+// text; an event whose only status is a string code ("server_error",
+// "rate_limit_exceeded") classifies as the status that code stands for. A
+// finish_reason does not end the stream: an error event after it makes
+// the stream incomplete. A finish_reason of content_filter ends the stream with
 // ErrContentFilter (Safety); a stream whose only finish came with nothing
 // usable ends with ErrEmptyAnswer (InvalidOutput). SSE comments are skipped
 // by openai-go itself.

@@ -77,7 +77,11 @@ type TierConfig[In any] struct {
 //   - InvalidOutput when there is no choice (ErrNoChoices), no
 //     finish_reason (ErrNoFinishReason), or nothing usable — no content
 //     that is not blank and no tool call — whatever the finish reason
-//     (ErrEmptyAnswer; "length" with nothing in it looks like this).
+//     (ErrEmptyAnswer; "length" with nothing in it looks like this);
+//   - as its embedded code says when a 200 without choices carries an
+//     error object ({"error":{"code":502,...}}, as OpenRouter sends once
+//     the model has started): a *ResponseError whose StatusCode is that
+//     code, so a 5xx or a 429 is retried and counts for the breaker.
 //
 // Error responses come back as a *ResponseError around the SDK's error.
 // Every completion the server returned (a refused or rejected one too) is
@@ -178,6 +182,9 @@ func (t *Tier[In]) Call(ctx context.Context, in In) (Answer, error) {
 
 func answer(resp *oai.ChatCompletion) (Answer, error) {
 	if resp == nil || len(resp.Choices) == 0 {
+		if err := bodyError(resp); err != nil {
+			return Answer{}, err
+		}
 		return Answer{}, classify.Wrap(ErrNoChoices, classify.Verdict{Class: classify.InvalidOutput, Reason: "no choices"})
 	}
 	a := Answer{Model: resp.Model, ID: resp.ID, Response: resp}

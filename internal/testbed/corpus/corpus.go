@@ -62,7 +62,7 @@ func (c Case) Stream() bool { return c.Transport == "sse" }
 // completions API (so the openai-go adapter is the SDK path).
 func (c Case) OpenAIShaped() bool {
 	switch c.Provider {
-	case "openai", "azure-openai", "vllm", "deepseek", "openrouter", "groq", "other-openai-compatible", "gemini-openai-compat":
+	case "openai", "azure-openai", "vllm", "deepseek", "openrouter", "groq", "mistral", "other-openai-compatible", "gemini-openai-compat":
 		return true
 	}
 	return false
