@@ -55,8 +55,8 @@ type Stage[In, Out any] struct {
 	// Retry is the tier's retry policy; the zero value retries transient
 	// failures twice with full jitter. Set MaxAttempts to 1 to disable.
 	// Its OnAttempt hook sees every attempt the chain makes on the tier.
-	// Its Table and Classifier must stay nil: the chain's Table and the
-	// stage's Classifier decide.
+	// Which classes retry is the chain's Table's; how errors classify, the
+	// stage's Classifier.
 	Retry retry.Policy
 	// Classifier classifies this tier's errors; nil means the chain's.
 	Classifier classify.Classifier
@@ -350,12 +350,6 @@ func check(kind string, sh shared, specs []stageSpec) error {
 		}
 		if err := s.retry.Validate(); err != nil {
 			errs = append(errs, fmt.Errorf("stage %d (%s): %w", i, s.name, err))
-		}
-		if s.retry.Classifier != nil {
-			errs = append(errs, fmt.Errorf("stage %d (%s): Retry.Classifier is not used by a chain; set the stage's Classifier", i, s.name))
-		}
-		if s.retry.Table != nil {
-			errs = append(errs, fmt.Errorf("stage %d (%s): Retry.Table is not used by a chain; set the chain's Table", i, s.name))
 		}
 		if s.breaker != nil && customOutcome(s.breaker) {
 			errs = append(errs, fmt.Errorf("stage %d (%s): breaker %q has a Config.Outcome, which a chain cannot honour: the class table decides how a failure counts", i, s.name, s.breaker.Name()))

@@ -555,37 +555,17 @@ func (e *engine) decide(r *request, st *stage, n int, try budget.Try, f failed, 
 	if a.BreakerFailure || hung {
 		d.outcome = breaker.Failure
 	}
-	switch {
-	case !a.Retry || f.abandoned:
-		// A tier that ignores its context gets no second call from this
-		// request: the stuck one still holds the slot.
-		d.stop = retry.NotRetryable
-	default:
-		if st.policy.Budget != nil {
-			st.policy.Budget.Failure()
-		}
-		switch {
-		case st.policy.MaxAttempts > 0 && n >= st.policy.MaxAttempts:
-			// A negative MaxAttempts sets no limit but the deadline's.
-			d.stop = retry.AttemptsExhausted
-		case st.policy.Budget != nil && !st.policy.Budget.Allow():
-			d.stop = retry.BudgetExhausted
-		default:
-			wait := max(v.RetryAfter, st.policy.Backoff(n))
-			switch {
-			case !r.budget.Fits(wait, try):
-				d.stop = retry.DeadlineTooClose
-			case tok.Stale():
-				// The breaker opened (or changed) since this request was
-				// admitted: do not call a tier it now refuses.
-				d.stop = retry.CircuitOpen
-			default:
-				d.retry, d.wait = true, wait
-			}
-		}
+	// A tier that ignores its context gets no second call from this
+	// request: the stuck one still holds the slot.
+	ra := st.policy.Decide(n, v, a.Retry && !f.abandoned, func(wait time.Duration) bool { return r.budget.Fits(wait, try) })
+	if ra.Retry && tok.Stale() {
+		// The breaker opened (or changed) since this request was admitted:
+		// do not call a tier it now refuses.
+		ra.Retry, ra.Wait, ra.Stop = false, 0, retry.CircuitOpen
 	}
+	d.retry, d.wait, d.stop = ra.Retry, ra.Wait, ra.Stop
 	if st.policy.OnAttempt != nil {
-		st.policy.OnAttempt(retry.Attempt{N: n, Verdict: v, Retry: d.retry, Wait: d.wait, Stop: d.stop})
+		st.policy.OnAttempt(ra)
 	}
 	return v, d
 }

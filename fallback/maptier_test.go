@@ -10,7 +10,6 @@ import (
 
 	"github.com/tierguard/tierguard/classify"
 	"github.com/tierguard/tierguard/fallback"
-	"github.com/tierguard/tierguard/retry"
 )
 
 type reply struct {
@@ -67,16 +66,4 @@ func TestStageClassifier(t *testing.T) {
 	var fe *fallback.Error
 	require.ErrorAs(t, err, &fe)
 	assert.True(t, fe.FailedClosed, "the stage's classifier saw Auth")
-
-	// A classifier or a table hidden in the retry policy would be ignored:
-	// it is refused, with what to set instead.
-	_, err = fallback.New(fallback.Config[string, string]{Stages: []fallback.Stage[string, string]{
-		{Tier: pro, Retry: retry.Policy{Classifier: classify.New(rule)}},
-	}})
-	assert.ErrorContains(t, err, "set the stage's Classifier")
-	tab := classify.DefaultTable()
-	_, err = fallback.New(fallback.Config[string, string]{Stages: []fallback.Stage[string, string]{
-		{Tier: pro, Retry: retry.Policy{Table: &tab}},
-	}})
-	assert.ErrorContains(t, err, "set the chain's Table")
 }

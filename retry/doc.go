@@ -19,9 +19,11 @@
 // retries after a burst of failures and lets them back as successes return),
 // so that retries cannot multiply an outage's load.
 //
-// Do is the standalone form; the fallback chain uses the policy's decision
-// directly so that its per-call state stays on the stack. The zero Policy
-// works: every method applies the defaults to zero fields.
+// Do (DoWith for a class table and a classifier of its own) is the
+// standalone form; the fallback chain decides with the same Policy.Decide
+// (its table says which classes retry, its stage's classifier classifies)
+// so that its per-call state stays on the stack. The zero Policy works:
+// every method applies the defaults to zero fields.
 //
 // # Differences from failsafe-go, resilience4j and Polly
 //

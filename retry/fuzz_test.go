@@ -48,7 +48,7 @@ func FuzzDecide(f *testing.F) {
 		v := classify.Verdict{Class: classify.Class(class % 16), RetryAfter: time.Duration(retryAfter)}
 
 		left := b.Remaining()
-		a := p.Decide(n, v, b, try)
+		a := p.DecideIn(n, v, b, try)
 
 		if a.N != n || a.Verdict != v {
 			t.Fatalf("attempt %+v for n=%d, %+v", a, n, v)
@@ -70,7 +70,7 @@ func FuzzDecide(f *testing.F) {
 		switch {
 		case a.Stop != retry.NotStopped:
 			t.Fatalf("retry with stop reason %v", a.Stop)
-		case !p.Table.Action(v.Class).Retry:
+		case !classify.DefaultTable().Action(v.Class).Retry:
 			t.Fatalf("retry of %v, which the table does not retry", v.Class)
 		case p.MaxAttempts > 0 && n >= p.MaxAttempts:
 			t.Fatalf("retry after attempt %d of %d", n, p.MaxAttempts)

@@ -27,7 +27,7 @@ func TestDecideNeverPlansAWaitPastTheDeadline(t *testing.T) {
 		p := retry.Policy{}.WithDefaults()
 		b := deadline.New(ctx, 0)
 		for _, wait := range []time.Duration{math.MaxInt64, math.MaxInt64 - 1, classify.MaxRetryAfter, time.Second} {
-			a := p.Decide(1, classify.Verdict{Class: classify.RateLimited, RetryAfter: wait}, b, deadline.Try{MinUseful: 10 * time.Millisecond})
+			a := p.DecideIn(1, classify.Verdict{Class: classify.RateLimited, RetryAfter: wait}, b, deadline.Try{MinUseful: 10 * time.Millisecond})
 			assert.False(t, a.Retry, "retry-after %v", wait)
 			assert.Equal(t, retry.DeadlineTooClose, a.Stop, "retry-after %v", wait)
 			assert.Zero(t, a.Wait)
@@ -48,7 +48,7 @@ func TestDecideNeverPlansAWaitPastTheDeadline(t *testing.T) {
 // negative (or an early) wait.
 func TestNegativeRetryAfterIsNoWait(t *testing.T) {
 	p := retry.Policy{Jitter: retry.NoJitter, BaseDelay: time.Millisecond}.WithDefaults()
-	a := p.Decide(1, classify.Verdict{Class: classify.RateLimited, RetryAfter: math.MinInt64}, deadline.New(context.Background(), 0), deadline.Try{})
+	a := p.DecideIn(1, classify.Verdict{Class: classify.RateLimited, RetryAfter: math.MinInt64}, deadline.New(context.Background(), 0), deadline.Try{})
 	require.True(t, a.Retry)
 	assert.Equal(t, time.Millisecond, a.Wait, "the backoff, not the negative delay")
 }

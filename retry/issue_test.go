@@ -21,12 +21,12 @@ func TestZeroPolicyDecides(t *testing.T) {
 	var p retry.Policy
 	b := deadline.New(context.Background(), 0)
 	v := classify.Verdict{Class: classify.Transient}
-	a := p.Decide(1, v, b, deadline.Try{})
+	a := p.DecideIn(1, v, b, deadline.Try{})
 	assert.True(t, a.Retry, "attempt 1 of DefaultMaxAttempts")
 	assert.LessOrEqual(t, a.Wait, retry.DefaultBaseDelay)
-	assert.True(t, p.Decide(2, v, b, deadline.Try{}).Retry)
-	assert.Equal(t, retry.AttemptsExhausted, p.Decide(3, v, b, deadline.Try{}).Stop)
-	assert.Equal(t, retry.NotRetryable, p.Decide(1, classify.Verdict{Class: classify.InvalidRequest}, b, deadline.Try{}).Stop)
+	assert.True(t, p.DecideIn(2, v, b, deadline.Try{}).Retry)
+	assert.Equal(t, retry.AttemptsExhausted, p.DecideIn(3, v, b, deadline.Try{}).Stop)
+	assert.Equal(t, retry.NotRetryable, p.DecideIn(1, classify.Verdict{Class: classify.InvalidRequest}, b, deadline.Try{}).Stop)
 	assert.Equal(t, 2*retry.DefaultBaseDelay, retry.Policy{Jitter: retry.NoJitter}.Backoff(2))
 }
 

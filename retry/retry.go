@@ -61,12 +61,6 @@ type Policy struct {
 	// Budget, shared by every caller of the tier, throttles retries during
 	// an outage. nil means no shared limit beyond MaxAttempts.
 	Budget *Budget
-	// Table decides which classes are retried; nil means
-	// classify.DefaultTable().
-	Table *classify.Table
-	// Classifier classifies errors for Do and Run; nil means
-	// classify.Classify.
-	Classifier classify.Classifier
 	// OnAttempt is called after every failed attempt with the decision
 	// taken, and after the successful one.
 	OnAttempt func(Attempt)
@@ -173,16 +167,22 @@ func (p Policy) WithDefaults() Policy {
 	if p.MaxDelay == 0 {
 		p.MaxDelay = defaultMaxDelay
 	}
-	if p.Table == nil {
-		p.Table = &defaultTable
-	}
-	if p.Classifier == nil {
-		p.Classifier = classify.Func(classify.Classify)
-	}
 	return p
 }
 
-// defaultTable is shared by every policy without a table; it is never
+// Rules are what Do classifies and decides with besides the policy: which
+// classes retry (Table) and how errors are classified (Classifier). A
+// fallback chain has its own (Config.Table, Stage.Classifier); Rules are
+// for Do outside a chain.
+type Rules struct {
+	// Table decides which classes are retried; nil means
+	// classify.DefaultTable().
+	Table *classify.Table
+	// Classifier classifies errors; nil means classify.Classify.
+	Classifier classify.Classifier
+}
+
+// defaultTable is shared by every Rules without a table; it is never
 // written.
 var defaultTable = classify.DefaultTable()
 
@@ -222,16 +222,15 @@ func upTo(d time.Duration) time.Duration {
 	return rand.N(d + 1)
 }
 
-// decide chooses what follows failed attempt n (n ≥ 1) with verdict v,
-// under the budget b and the attempt's share t. It consumes a token of the shared Budget for a
-// retryable failure.
-func (p Policy) decide(n int, v classify.Verdict, b budget.Budget, t budget.Try) Attempt {
+// Decide chooses what follows failed attempt n (n ≥ 1) with verdict v:
+// another attempt after Wait, or why not. retryable says whether v's class
+// is retried at all (the caller's class table); fits says whether an
+// attempt still fits after waiting a given time (before the deadline, less
+// what later tiers need). It consumes a token of the shared Budget for a
+// retryable failure. Do and the fallback chain both decide with it.
+func (p Policy) Decide(n int, v classify.Verdict, retryable bool, fits func(wait time.Duration) bool) Attempt {
 	a := Attempt{N: n, Verdict: v}
-	table := p.Table
-	if table == nil {
-		table = &defaultTable
-	}
-	if !table.Action(v.Class).Retry {
+	if !retryable {
 		a.Stop = NotRetryable
 		return a
 	}
@@ -245,7 +244,7 @@ func (p Policy) decide(n int, v classify.Verdict, b budget.Budget, t budget.Try)
 		a.Stop = BudgetExhausted
 	default:
 		wait := max(v.RetryAfter, p.Backoff(n))
-		if !b.Fits(wait, t) {
+		if !fits(wait) {
 			a.Stop = DeadlineTooClose
 		} else {
 			a.Retry, a.Wait = true, wait
@@ -270,8 +269,22 @@ func cmpOr[T comparable](v, def T) T {
 // for any other reason the error is a *StoppedError wrapping the last one —
 // when ctx ended (ContextCanceled, DeadlineExceeded), ctx's error too.
 func Do[T any](ctx context.Context, p Policy, fn func(context.Context) (T, error)) (T, error) {
+	return DoWith(ctx, p, Rules{}, fn)
+}
+
+// DoWith is Do with rules of its own: a class table and a classifier (an
+// SDK adapter's, say).
+func DoWith[T any](ctx context.Context, p Policy, rules Rules, fn func(context.Context) (T, error)) (T, error) {
 	p = p.WithDefaults()
+	table, classifier := rules.Table, rules.Classifier
+	if table == nil {
+		table = &defaultTable
+	}
+	if classifier == nil {
+		classifier = classify.Func(classify.Classify)
+	}
 	b := budget.New(ctx, 0)
+	fits := func(wait time.Duration) bool { return b.Fits(wait, budget.Try{}) }
 	for n := 1; ; n++ {
 		out, err := fn(ctx)
 		if err == nil {
@@ -283,14 +296,14 @@ func Do[T any](ctx context.Context, p Policy, fn func(context.Context) (T, error
 			}
 			return out, nil
 		}
-		v := classify.InContext(ctx, p.Classifier.Classify(err))
+		v := classify.InContext(ctx, classifier.Classify(err))
 		var a Attempt
 		if cerr := ctx.Err(); cerr != nil {
 			// The caller's context ended: not a verdict on the tier, and
 			// no budget token is spent.
 			a = Attempt{N: n, Verdict: v, Stop: contextStop(cerr)}
 		} else {
-			a = p.decide(n, v, b, budget.Try{})
+			a = p.Decide(n, v, table.Action(v.Class).Retry, fits)
 		}
 		if p.OnAttempt != nil {
 			p.OnAttempt(a)

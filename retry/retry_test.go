@@ -110,9 +110,9 @@ func TestDecideKeepsTheReserve(t *testing.T) {
 		p := retry.Policy{Jitter: retry.NoJitter, BaseDelay: time.Second}.WithDefaults()
 		b := deadline.New(ctx, 0)
 		v := classify.Verdict{Class: classify.RateLimited, RetryAfter: 5 * time.Second}
-		a := p.Decide(1, v, b, deadline.Try{Reserve: 4 * time.Second, MinUseful: time.Second})
+		a := p.DecideIn(1, v, b, deadline.Try{Reserve: 4 * time.Second, MinUseful: time.Second})
 		assert.True(t, a.Retry, "5s wait + 1s attempt fits in 10s - 4s reserve")
-		a = p.Decide(1, v, b, deadline.Try{Reserve: 4*time.Second + 1, MinUseful: time.Second})
+		a = p.DecideIn(1, v, b, deadline.Try{Reserve: 4*time.Second + 1, MinUseful: time.Second})
 		assert.Equal(t, retry.DeadlineTooClose, a.Stop)
 	})
 }
