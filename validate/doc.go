@@ -6,10 +6,10 @@
 // count against the tier's circuit breaker (the transport was healthy).
 //
 // Built-ins cover text and JSON answers: NonEmpty, MaxLength, ValidUTF8,
-// JSON (well-formed), JSONSchema (compiled once with
-// github.com/santhosh-tekuri/jsonschema/v6: a complete, maintained
-// implementation of drafts 4 to 2020-12, which a hand-written subset would
-// not be), and Decode (a strict typed decode with field checks). Compose
+// JSON (well-formed), and Decode (a strict typed decode with field
+// checks); a JSON Schema is checked by package validate/jsonschema, kept
+// apart so that a chain without one compiles no schema implementation in.
+// Compose
 // them with All (first rejection) or Each (every rejection), and apply a
 // text validator to a field of a richer output with Field.
 //

@@ -93,26 +93,6 @@ const invoiceSchema = `{
   "additionalProperties": false
 }`
 
-func TestJSONSchema(t *testing.T) {
-	v, err := validate.JSONSchema([]byte(invoiceSchema))
-	require.NoError(t, err)
-	assert.NoError(t, v.Validate(`{"id":"a1","amount":3}`))
-
-	ve := rejects(t, v, `{"id":"a1","amount":"`+secret+`"}`, "json_schema")
-	assert.Equal(t, "schema keyword /properties/amount/type failed", ve.Reason)
-	ve = rejects(t, v, `{"id":"a1"}`, "json_schema")
-	assert.Equal(t, "schema keyword /required failed", ve.Reason)
-	rejects(t, v, `{"id":"a1","amount":1,"`+secret+`":2}`, "json_schema")
-	rejects(t, v, `not json `+secret, "json_schema")
-
-	_, err = validate.JSONSchema([]byte(`{"type": 5}`))
-	assert.ErrorContains(t, err, "does not compile")
-	_, err = validate.JSONSchema([]byte(`{`))
-	assert.ErrorContains(t, err, "not valid JSON")
-	_, err = validate.JSONSchema([]byte(`{"$ref": "file:///etc/passwd"}`))
-	assert.Error(t, err, "external references are refused")
-}
-
 func TestCompose(t *testing.T) {
 	var order []string
 	mark := func(name string, fail bool) validate.Validator[string] {

@@ -142,7 +142,7 @@ func Answer(name, text string) Fault {
 
 // MalformedJSON answers `{"answer": "this JSON is cut off`: a 200 whose
 // JSON ends early, as a model's answer does when it runs out of output
-// tokens mid-object. A validate.JSON or JSONSchema validator rejects it.
+// tokens mid-object. A validate.JSON or jsonschema.Compile validator rejects it.
 // Applies where Answer does.
 func MalformedJSON() Fault { return Answer("malformed_json", `{"answer": "this JSON is cut off`) }
 

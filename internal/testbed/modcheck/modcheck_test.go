@@ -100,3 +100,20 @@ func TestRootRequirementsAreKnown(t *testing.T) {
 		}
 	}
 }
+
+// The core chain does not compile in its extensions: a service that only
+// chains tiers pays for no cache, ledger, router, chaos switch or JSON
+// Schema implementation, and the extensions plug in through the chain's
+// public contract (observers, tiers, the context).
+func TestTheCoreImportsNoExtension(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the go command")
+	}
+	deps := goList(t, "-deps", "./fallback")
+	for _, ext := range []string{
+		root + "/fallback/cache", root + "/fallback/spend", root + "/fallback/route", root + "/fallback/chaos",
+		root + "/validate/jsonschema", "github.com/santhosh-tekuri/jsonschema/v6",
+	} {
+		assert.NotContains(t, deps, ext, "package fallback compiles in %s", ext)
+	}
+}

@@ -1,4 +1,4 @@
-package validate
+package jsonschema
 
 import (
 	"bytes"
@@ -7,40 +7,50 @@ import (
 	"strings"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/tierguard/tierguard/validate"
 )
 
 // schemaURL is the name the schema is compiled under; it never leaves the
 // process.
 const schemaURL = "tierguard:///output.schema.json"
 
-// JSONSchema compiles schema (a JSON Schema document, draft 2020-12 unless
-// it says otherwise in $schema) and returns a validator for texts that must
+// Compile compiles schema (a JSON Schema document, draft 2020-12 unless it
+// says otherwise in $schema) and returns a validator for texts that must
 // be a JSON value matching it. External $refs are refused: a schema must
 // not make the process fetch files or URLs at validation time.
 //
-// A rejection names the schema keyword that failed (for example
-// "/properties/amount/type"), never the value.
-func JSONSchema(schema []byte) (Validator[string], error) {
+// A rejection is a *validate.Error of rule "json_schema" that names the
+// schema keyword that failed (for example "/properties/amount/type"),
+// never the value.
+func Compile(schema []byte) (validate.Validator[string], error) {
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(schema))
 	if err != nil {
-		return nil, fmt.Errorf("validate: JSON schema is not valid JSON: %w", err)
+		return nil, fmt.Errorf("jsonschema: JSON schema is not valid JSON: %w", err)
 	}
 	c := jsonschema.NewCompiler()
 	c.UseLoader(noLoader{})
 	if err := c.AddResource(schemaURL, doc); err != nil {
-		return nil, fmt.Errorf("validate: JSON schema: %w", err)
+		return nil, fmt.Errorf("jsonschema: JSON schema: %w", err)
 	}
 	sch, err := c.Compile(schemaURL)
 	if err != nil {
-		return nil, fmt.Errorf("validate: JSON schema does not compile: %w", err)
+		return nil, fmt.Errorf("jsonschema: JSON schema does not compile: %w", err)
 	}
-	return Func[string](func(s string) error {
+	wellFormed := validate.JSON()
+	return validate.Func[string](func(s string) error {
 		inst, err := jsonschema.UnmarshalJSON(strings.NewReader(s))
 		if err != nil {
-			return &Error{Rule: "json_schema", Reason: "malformed JSON" + syntaxOffset(s)}
+			// validate.JSON says where, without quoting the text.
+			reason := "malformed JSON"
+			var ve *validate.Error
+			if errors.As(wellFormed.Validate(s), &ve) {
+				reason = ve.Reason
+			}
+			return &validate.Error{Rule: "json_schema", Reason: reason}
 		}
 		if err := sch.Validate(inst); err != nil {
-			return &Error{Rule: "json_schema", Reason: schemaReason(err)}
+			return &validate.Error{Rule: "json_schema", Reason: schemaReason(err)}
 		}
 		return nil
 	}), nil
@@ -68,5 +78,5 @@ func schemaReason(err error) string {
 type noLoader struct{}
 
 func (noLoader) Load(url string) (any, error) {
-	return nil, errors.New("validate: external schema references are not loaded")
+	return nil, errors.New("jsonschema: external schema references are not loaded")
 }
