@@ -489,16 +489,34 @@ func TestHedgeOnAnotherMemberAtAQuantile(t *testing.T) {
 	})
 }
 
-// TestHedgeNeedsSomewhereToGo: a hedge on the last tier without a pool is
-// a configuration error.
-func TestHedgeNeedsSomewhereToGo(t *testing.T) {
+// TestHedgeSettingsAreChecked: invalid hedge settings are refused with
+// the others, each named.
+func TestHedgeSettingsAreChecked(t *testing.T) {
 	_, err := fallback.New(fallback.Config[string, string]{Stages: []fallback.Stage[string, string]{
 		{Tier: newFake("pro", ok("x")), Hedge: fallback.Hedge{Delay: time.Second, Quantile: 2}, InvalidOutputRetries: -1, LimitWait: -1},
 	}})
 	require.Error(t, err)
-	for _, f := range []string{"Hedge needs", "Hedge.Quantile", "InvalidOutputRetries", "LimitWait"} {
+	for _, f := range []string{"Hedge.Quantile", "InvalidOutputRetries", "LimitWait"} {
 		assert.Contains(t, err.Error(), f)
 	}
+}
+
+// TestHedgeWithNowhereToGo: a hedge goes to another member of the tier
+// when its call names one (a pool, however wrapped), or else to the next
+// tier; on the last tier of plain calls it never starts, and the slow call
+// is simply waited for.
+func TestHedgeWithNowhereToGo(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var calls atomic.Int64
+		c := newChain(t, fallback.Config[string, string]{Stages: []fallback.Stage[string, string]{
+			{Tier: slowTier("pro", &calls, func() time.Duration { return time.Second }), Hedge: fallback.Hedge{Delay: 100 * time.Millisecond, MaxExtra: 1}},
+		}})
+		res, err := c.Do(context.Background(), "q")
+		require.NoError(t, err)
+		assert.Equal(t, "pro", res.Tier)
+		assert.Equal(t, int64(1), calls.Load())
+		assert.Equal(t, 1, res.UpstreamCalls)
+	})
 }
 
 // TestStreamTierIsRateLimited: a streaming tier over its limit is skipped

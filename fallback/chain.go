@@ -22,7 +22,6 @@ type Chain[In, Out any] struct {
 	base[In]
 	tiers      []ModelTier[In, Out]
 	validators []validate.Validator[Out]
-	pools      []*Pool[In, Out]
 	cache      Cache[In, Out]
 	writer     CacheWriter[In, Out]
 	def        func(context.Context, In) (Out, bool)
@@ -41,13 +40,11 @@ func New[In, Out any](cfg Config[In, Out]) (*Chain[In, Out], error) {
 	}
 	c := &Chain[In, Out]{
 		base: newBase[In](e, len(cfg.Stages)), tiers: make([]ModelTier[In, Out], len(cfg.Stages)), validators: make([]validate.Validator[Out], len(cfg.Stages)),
-		pools: make([]*Pool[In, Out], len(cfg.Stages)),
 		cache: cfg.Cache, def: cfg.Default, key: cfg.Key, flights: make(map[string]*flight[Out]),
 	}
 	for i, s := range cfg.Stages {
 		c.tiers[i], c.validators[i] = s.Tier, s.Validate
 		c.modelFors[i] = s.ModelFor
-		c.pools[i], _ = s.Tier.(*Pool[In, Out])
 		c.tenants[i], c.tokens[i], c.reprompts[i] = s.TenantLimiter, s.Tokens, s.Reprompt
 	}
 	c.writer, _ = cfg.Cache.(CacheWriter[In, Out])
@@ -108,15 +105,15 @@ func (c *Chain[In, Out]) Do(ctx context.Context, in In) (Result[Out], error) {
 }
 
 // attempt makes one call and validates its answer.
-func (c *Chain[In, Out]) attempt(st *stage, b budget.Budget, base context.Context, per, remaining time.Duration, in In, g callGuards) (out Out, end attemptEnd) {
+func (c *Chain[In, Out]) attempt(st *stage, b budget.Budget, base context.Context, per, remaining time.Duration, in In, tok breaker.Token) (out Out, end attemptEnd) {
 	if st.hedge.enabled() {
-		return c.hedged(st, b, base, per, remaining, in, g)
+		return c.hedged(st, b, base, per, remaining, in, tok)
 	}
 	ctx, ctl := b.Context(base, per, remaining)
-	tier := c.tierOf(st, g.m)
+	tier := c.tiers[st.index]
 	if c.abandonAfter > 0 {
 		// A call is a stream of one answer, read on its own goroutine.
-		src := read(c.engine, st, ctx, func(yield func(Out, error) bool) { yield(tier.Call(ctx, in)) }, g)
+		src := read(c.engine, st, ctx, func(yield func(Out, error) bool) { yield(tier.Call(ctx, in)) }, tok)
 		out, end.err, _ = src.next()
 		end.abandoned = src.stop()
 	} else {
@@ -134,14 +131,6 @@ func (c *Chain[In, Out]) attempt(st *stage, b budget.Budget, base context.Contex
 	return out, end
 }
 
-// tierOf is the tier a call on st's member m (-1: none) goes to.
-func (c *Chain[In, Out]) tierOf(st *stage, m int) ModelTier[In, Out] {
-	if m >= 0 {
-		return c.pools[st.index].tiers[m]
-	}
-	return c.tiers[st.index]
-}
-
 // check validates an answer of st.
 func (c *Chain[In, Out]) check(st *stage, out Out) error {
 	if v := c.validators[st.index]; v != nil {
@@ -150,14 +139,6 @@ func (c *Chain[In, Out]) check(st *stage, out Out) error {
 		}
 	}
 	return nil
-}
-
-// stickyKey is in's affinity key on st's pool.
-func (c *Chain[In, Out]) stickyKey(st *stage, in In) string {
-	if p := c.pools[st.index]; p != nil {
-		return p.stickyKey(in)
-	}
-	return ""
 }
 
 // hedged is one result of a hedged attempt's race; ended is set when the
@@ -184,17 +165,17 @@ const (
 
 // hedged runs a hedged attempt: the first call on its own goroutine, and,
 // if it has not answered after the stage's hedge delay (and the hedge
-// budget allows), a second one on another member of the pool or on the
-// next tier. The first valid answer wins and the other call's context is
+// budget allows), a second one on another member of the tier (when the
+// first call named one: a pool) or on the next tier. The first valid answer wins and the other call's context is
 // cancelled; a loser still running releases its own guards when it
 // returns (the first call's bulkhead slot and half-open probe included),
 // so none is held past its call or released early. With AbandonAfter, a
 // first call that ignores its context is abandoned as it would be
 // unhedged. A panic or Goexit in either call ends the attempt, to be
 // raised again on the caller's goroutine.
-func (c *Chain[In, Out]) hedged(st *stage, b budget.Budget, base context.Context, per, remaining time.Duration, in In, g callGuards) (Out, attemptEnd) {
-	tok, m := g.tok, g.m
+func (c *Chain[In, Out]) hedged(st *stage, b budget.Budget, base context.Context, per, remaining time.Duration, in In, tok breaker.Token) (Out, attemptEnd) {
 	st.hedges.attempted()
+	first, _ := base.(*call)
 	var deadline time.Time
 	if per != budget.Unlimited {
 		if d, ok := b.Deadline(); ok {
@@ -212,7 +193,7 @@ func (c *Chain[In, Out]) hedged(st *stage, b budget.Budget, base context.Context
 	// and a call abandoned for ignoring its context failed.
 	var lostOutcome atomic.Uint32
 	lostOutcome.Store(uint32(breaker.Ignored))
-	tier := c.tierOf(st, m)
+	tier := c.tiers[st.index]
 	go func() {
 		var res hedged[Out]
 		detach.Run(func() {
@@ -237,10 +218,6 @@ func (c *Chain[In, Out]) hedged(st *stage, b budget.Budget, base context.Context
 				}
 				if state.Load() == callStuck {
 					c.counters.Stuck.Add(-1)
-					c.releaseMember(st, g, errAbandonedVerdict, breaker.Failure, 0)
-				} else {
-					// Losing a race says nothing of the member's health.
-					c.releaseMember(st, g, classify.Verdict{Class: classify.Canceled, Reason: "lost the race"}, breaker.Ignored, 0)
 				}
 			}
 			results <- res
@@ -264,7 +241,8 @@ func (c *Chain[In, Out]) hedged(st *stage, b budget.Budget, base context.Context
 		ctxDone = ctx.Done()
 	}
 	var hc *hedgeCall
-	var first *hedged[Out]
+	// failedFirst is the first call's result once it failed.
+	var failedFirst *hedged[Out]
 	pending, late := 1, false
 	hedgeReturned := false
 	cancelHedge := func() {
@@ -299,13 +277,10 @@ func (c *Chain[In, Out]) hedged(st *stage, b budget.Budget, base context.Context
 				return res.out, attemptEnd{ended: res.ended, hedge: end.hedge}
 			case res.err == nil && res.hedge:
 				end.hedge.won, end.hedge.latency = true, res.latency
-				if m >= 0 {
-					end.hedge.primaryMember = st.pool.members[m].id
-				}
-				if first != nil {
+				if failedFirst != nil {
 					// The first call had failed while the hedge ran: its
 					// failure still counts for its tier.
-					end.hedge.primaryErr = first.err
+					end.hedge.primaryErr = failedFirst.err
 				}
 				if hc.end.stage == st {
 					lostOutcome.Store(uint32(breaker.Success))
@@ -319,7 +294,7 @@ func (c *Chain[In, Out]) hedged(st *stage, b budget.Budget, base context.Context
 			case res.hedge:
 				end.hedge.err = res.err
 			default:
-				first = &res
+				failedFirst = &res
 				if pending > 0 && c.abandonAfter > 0 {
 					// The hedge runs on, in a window of its own: from now
 					// on the abandonment follows it.
@@ -328,7 +303,7 @@ func (c *Chain[In, Out]) hedged(st *stage, b budget.Budget, base context.Context
 			}
 			if pending == 0 {
 				ctx.Cancel()
-				return first.out, attemptEnd{err: first.err, timedOut: first.timedOut, hedge: end.hedge}
+				return failedFirst.out, attemptEnd{err: failedFirst.err, timedOut: failedFirst.timedOut, hedge: end.hedge}
 			}
 		case <-ctxDone:
 			ctxDone = nil
@@ -337,10 +312,10 @@ func (c *Chain[In, Out]) hedged(st *stage, b budget.Budget, base context.Context
 			abandon = a.C
 		case <-abandon:
 			abandon = nil
-			if first != nil {
+			if failedFirst != nil {
 				// Only a hedge is left, and it gives back its own guards.
 				abandonHedge()
-				return first.out, attemptEnd{err: first.err, timedOut: first.timedOut, hedge: end.hedge}
+				return failedFirst.out, attemptEnd{err: failedFirst.err, timedOut: failedFirst.timedOut, hedge: end.hedge}
 			}
 			lostOutcome.Store(uint32(breaker.Failure))
 			if state.CompareAndSwap(callRunning, callStuck) {
@@ -354,7 +329,7 @@ func (c *Chain[In, Out]) hedged(st *stage, b budget.Budget, base context.Context
 			lostOutcome.Store(uint32(breaker.Ignored))
 		case <-timer:
 			timer = nil
-			hc, late = c.prepareHedge(b, st, base, m, c.hedgeModel(st, in), late), true
+			hc, late = c.prepareHedge(b, st, base, first, c.hedgeModel(st, in), late), true
 			if hc == nil {
 				// No hedge now (the budget is spent, the next tier is
 				// busy): look again while the first call runs, a quarter
@@ -366,15 +341,13 @@ func (c *Chain[In, Out]) hedged(st *stage, b budget.Budget, base context.Context
 			}
 			end.hedge = &hc.end
 			pending++
-			hedgeTier := c.tierOf(hc.end.stage, -1)
-			if hc.end.stage == st {
-				hedgeTier = c.pools[st.index].tiers[c.pools[st.index].p.index(hc.end.member)]
-			}
+			hedgeTier := c.tiers[hc.end.stage.index]
 			var hctx context.Context = hc.ctx
-			if first, ok := base.(*call); ok {
-				// The hedge's replies are its own call's.
+			if first != nil {
+				// The hedge's replies and members are its own call's; on
+				// the same tier, it avoids the first call's member.
 				hc.end.rec = &call{Context: hc.ctx, e: c.engine, reqCtx: first.reqCtx, obs: first.obs, st: hc.end.stage,
-					model: hc.end.model, n: first.n, member: hc.end.member, hedge: true}
+					model: hc.end.model, n: first.n, hedge: true, avoid: hc.avoid, tokens: first.tokens}
 				hctx = hc.end.rec
 			}
 			go func(hc *hedgeCall) {
@@ -410,7 +383,7 @@ func (c *Chain[In, Out]) hedged(st *stage, b budget.Budget, base context.Context
 
 // hedgeModel is the model a next-tier hedge of st would use for in.
 func (c *Chain[In, Out]) hedgeModel(st *stage, in In) string {
-	if st.pool != nil || st.index+1 >= len(c.stages) {
+	if st.index+1 >= len(c.stages) {
 		return st.model
 	}
 	return c.modelFor(st.index+1, in)

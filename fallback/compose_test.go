@@ -2,6 +2,8 @@ package fallback_test
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/tierguard/tierguard/classify"
 	"github.com/tierguard/tierguard/fallback"
+	"github.com/tierguard/tierguard/fallback/chaos"
 	"github.com/tierguard/tierguard/fallback/ratelimit"
 	"github.com/tierguard/tierguard/retry"
 )
@@ -198,4 +201,127 @@ func TestLateRepliesAreReported(t *testing.T) {
 			})
 		})
 	}
+}
+
+// trailOf is what a request's trail says, without timings or errors'
+// identities: tier, attempt, member, hedge, class and skip of each entry.
+func trailOf(res fallback.Summary) []string {
+	var out []string
+	for _, a := range res.Attempts() {
+		out = append(out, fmt.Sprintf("%s/%d member=%s hedge=%v %s skip=%s", a.Tier, a.N, a.Member, a.Hedge, a.Verdict.Class, a.Skip))
+	}
+	return out
+}
+
+// observed is what observers see of a request's attempts: each
+// AttemptEnded's tier, member, hedge, class and usage.
+func observed(obs *events) []string {
+	var out []string
+	for _, e := range obs.of(fallback.AttemptEnded) {
+		out = append(out, fmt.Sprintf("%s/%d member=%s hedge=%v %s tokens=%d", e.Tier, e.Attempt, e.Member, e.Hedge, e.Verdict.Class, e.Usage.InputTokens))
+	}
+	return out
+}
+
+// Wrapping a pool keeps what the pool reports: whichever wrappers stand
+// around it (chaos.Tier, MapTier, in either order), the trail names each
+// member, shows each rotation after a member's 429 as an upstream call,
+// counts upstream calls as the members received them, and observers see
+// the same attempts and usage as without the wrapper; a hedge on the
+// wrapped pool goes to another member, as on the bare one.
+func TestWrappedPoolKeepsItsMembers(t *testing.T) {
+	var sw chaos.Switch
+	wrappers := map[string]func(fallback.ModelTier[string, string]) fallback.ModelTier[string, string]{
+		"bare": func(t fallback.ModelTier[string, string]) fallback.ModelTier[string, string] { return t },
+		"chaos": func(t fallback.ModelTier[string, string]) fallback.ModelTier[string, string] {
+			return chaos.Tier(t, &sw)
+		},
+		"map": func(t fallback.ModelTier[string, string]) fallback.ModelTier[string, string] {
+			return fallback.MapTier(t, strings.ToUpper)
+		},
+		"chaos(map)": func(t fallback.ModelTier[string, string]) fallback.ModelTier[string, string] {
+			return chaos.Tier(fallback.MapTier(t, strings.ToUpper), &sw)
+		},
+		"map(chaos)": func(t fallback.ModelTier[string, string]) fallback.ModelTier[string, string] {
+			return fallback.MapTier(chaos.Tier(t, &sw), strings.ToUpper)
+		},
+		"chaos(chaos(·))": func(t fallback.ModelTier[string, string]) fallback.ModelTier[string, string] {
+			return chaos.Tier(chaos.Tier(t, &sw), &sw)
+		},
+	}
+	type run struct {
+		trail, events []string
+		calls, served int
+	}
+	rotation := func(t *testing.T, wrap func(fallback.ModelTier[string, string]) fallback.ModelTier[string, string]) run {
+		var served atomic.Int64
+		member := func(name string, limited bool) fallback.ModelTier[string, string] {
+			return fallback.Tier(name, func(ctx context.Context, _ string) (string, error) {
+				served.Add(1)
+				if limited {
+					return "", rateLimited(0)
+				}
+				fallback.Report(ctx, fallback.Reply{Usage: fallback.Usage{InputTokens: 42}, HasUsage: true})
+				return "answer", nil
+			})
+		}
+		pool, err := fallback.NewPool(fallback.PoolConfig[string, string]{Name: "pro", Members: []fallback.Member[string, string]{
+			// The pool starts at b, then c: both answer 429, and a answers.
+			{Key: "key-a", Tier: member("a", false)}, {Key: "key-b", Tier: member("b", true)}, {Key: "key-c", Tier: member("c", true)},
+		}})
+		require.NoError(t, err)
+		var obs events
+		c := newChain(t, fallback.Config[string, string]{Stages: []fallback.Stage[string, string]{
+			{Tier: wrap(pool), Retry: retry.Policy{MaxAttempts: 1}}, {Tier: newFake("flash", ok("flash"))},
+		}, Observer: &obs})
+		res, err := c.Do(context.Background(), "q")
+		require.NoError(t, err)
+		require.Equal(t, "pro", res.Tier, "the pool's last member answered")
+		return run{trail: trailOf(res.Summary), events: observed(&obs), calls: res.UpstreamCalls, served: int(served.Load())}
+	}
+	hedged := func(t *testing.T, wrap func(fallback.ModelTier[string, string]) fallback.ModelTier[string, string]) (r run) {
+		synctest.Test(t, func(t *testing.T) {
+			var n, served atomic.Int64
+			member := func(name string) fallback.ModelTier[string, string] {
+				return slowTier(name, &served, func() time.Duration {
+					if n.Add(1) == 1 {
+						return time.Second // the first call hangs; the hedge answers
+					}
+					return 10 * time.Millisecond
+				})
+			}
+			pool, err := fallback.NewPool(fallback.PoolConfig[string, string]{Name: "pro", Members: []fallback.Member[string, string]{
+				{Key: "key-a", Tier: member("a")}, {Key: "key-b", Tier: member("b")},
+			}})
+			require.NoError(t, err)
+			var obs events
+			c := newChain(t, fallback.Config[string, string]{Stages: []fallback.Stage[string, string]{
+				{Tier: wrap(pool), Hedge: fallback.Hedge{Delay: 100 * time.Millisecond, MaxExtra: 1}},
+			}, Observer: &obs})
+			res, err := c.Do(context.Background(), "q")
+			require.NoError(t, err)
+			synctest.Wait()
+			r = run{trail: trailOf(res.Summary), events: observed(&obs), calls: res.UpstreamCalls, served: int(served.Load())}
+		})
+		return r
+	}
+	t.Run("rotation", func(t *testing.T) {
+		want := rotation(t, wrappers["bare"])
+		require.Len(t, want.trail, 3, "two 429s, then the answer: %v", want.trail)
+		assert.Equal(t, 3, want.calls)
+		assert.Equal(t, want.served, want.calls, "upstream calls as the members counted them")
+		for name, wrap := range wrappers {
+			assert.Equal(t, want, rotation(t, wrap), name)
+		}
+	})
+	t.Run("hedge", func(t *testing.T) {
+		want := hedged(t, wrappers["bare"])
+		require.Len(t, want.trail, 2, "%v", want.trail)
+		assert.Contains(t, want.trail[1], "hedge=true")
+		assert.NotEqual(t, want.trail[0][strings.Index(want.trail[0], "member="):], want.trail[1][strings.Index(want.trail[1], "member="):], "the hedge went to the other member")
+		assert.Equal(t, 2, want.calls)
+		for name, wrap := range wrappers {
+			assert.Equal(t, want, hedged(t, wrap), name)
+		}
+	})
 }

@@ -253,7 +253,6 @@ type stageSpec struct {
 	tenants               bool
 	invalidRetries        int
 	hedge                 Hedge
-	pool                  *pool
 }
 
 func (cfg *Config[In, Out]) shared() shared {
@@ -275,9 +274,6 @@ func (cfg *Config[In, Out]) specs() []stageSpec {
 		if s.Tier != nil {
 			specs[i].name = s.Tier.Name()
 			specs[i].endpoint(s.Tier)
-			if p, ok := s.Tier.(interface{ core() *pool }); ok {
-				specs[i].pool = p.core()
-			}
 		}
 	}
 	return specs
@@ -344,9 +340,6 @@ func check(kind string, sh shared, specs []stageSpec) error {
 		}
 		if x := s.hedge.MaxExtra; !(x >= 0 && x <= 1) {
 			errs = append(errs, fmt.Errorf("stage %d (%s): Hedge.MaxExtra must be within [0, 1], got %v", i, s.name, x))
-		}
-		if s.hedge.enabled() && s.pool == nil && i == len(specs)-1 {
-			errs = append(errs, fmt.Errorf("stage %d (%s): Hedge needs a Pool tier or a next tier to hedge on", i, s.name))
 		}
 		if err := s.retry.Validate(); err != nil {
 			errs = append(errs, fmt.Errorf("stage %d (%s): %w", i, s.name, err))

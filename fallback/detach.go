@@ -61,9 +61,9 @@ type source[Chunk any] interface {
 // its context is abandoned AbandonAfter after ctx ended and keeps st's
 // bulkhead slot until it returns. A stuck half-open probe also keeps its
 // breaker token, so that it still counts against the probe limit, and
-// reports its failure when it returns; so does a pool member it holds.
-func read[T any](e *engine, st *stage, ctx context.Context, seq iter.Seq2[T, error], g callGuards) source[T] {
-	tok := g.tok
+// reports its failure when it returns; a pool member it holds is the
+// pool's to release, when the member's call returns.
+func read[T any](e *engine, st *stage, ctx context.Context, seq iter.Seq2[T, error], tok breaker.Token) source[T] {
 	if e.abandonAfter <= 0 {
 		next, stop := iter.Pull2(seq)
 		return pulled[T]{pull: next, end: stop}
@@ -75,7 +75,6 @@ func read[T any](e *engine, st *stage, ctx context.Context, seq iter.Seq2[T, err
 		if tok.IsProbe() {
 			tok.Done(breaker.Failure)
 		}
-		e.releaseMember(st, g, errAbandonedVerdict, breaker.Failure, 0)
 	}
 	return detached[T]{detach.Read(ctx, e.abandonAfter, &e.counters, seq, release)}
 }

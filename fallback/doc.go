@@ -12,7 +12,7 @@
 //	    breaker:   allow, or skip (no upstream call)
 //	    retry:     attempt 1..N, each with min(TryTimeout, remaining − reserve)
 //	        rate limit: the tenant's and the tier's turn, or skip (no upstream call)
-//	        call tier (a Pool: on one of its members) → validate output → classify error
+//	        call tier (a Pool picks a member, rotating on 429) → validate output → classify error
 //	        decide from the class table: retry here / next tier / local / fail closed
 //	cache lookup, then the default answer
 //	otherwise an *Error that says why each tier failed

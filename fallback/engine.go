@@ -3,6 +3,7 @@ package fallback
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"time"
 
 	"github.com/tierguard/tierguard/breaker"
@@ -64,8 +65,9 @@ type stage struct {
 	hedge   Hedge
 	hedges  hedgeBudget
 	latency quantile
-	// pool is the tier's pool, when its tier is a Pool.
-	pool *pool
+	// plain is set once a success of the tier named no member: its calls
+	// need no record when nothing else listens (see request.listens).
+	plain atomic.Bool
 }
 
 func newEngine(kind string, sh shared, specs []stageSpec) (*engine, error) {
@@ -96,7 +98,7 @@ func newEngine(kind string, sh shared, specs []stageSpec) (*engine, error) {
 			policy: s.retry.WithDefaults(), classifier: s.classifier, reserve: s.reserve,
 			try:     budget.Try{Cap: s.cap, MinUseful: cmpOr(s.minAttempt, minAttempt)},
 			limiter: s.limiter, limitWait: s.limitWait, limited: s.limiter != nil || s.tenants,
-			invalidRetries: s.invalidRetries, hedge: s.hedge, pool: s.pool,
+			invalidRetries: s.invalidRetries, hedge: s.hedge,
 		}
 		if s.hedge.enabled() {
 			st.hedges.init(cmpOr(s.hedge.MaxExtra, defaultHedgeExtra))
@@ -809,18 +811,13 @@ func unadmit(res [2]ratelimit.Reservation) {
 }
 
 // corrected corrects the limiters' token counts with an answer's usage.
-func corrected(lims [2]*ratelimit.Limiter, m int, st *stage, cost int64, u Usage) {
+func corrected(lims [2]*ratelimit.Limiter, cost int64, u Usage) {
 	delta := u.InputTokens + u.OutputTokens - cost
 	if delta == 0 {
 		return
 	}
 	for _, l := range lims {
 		if l != nil {
-			l.Adjust(delta)
-		}
-	}
-	if m >= 0 {
-		if l := st.pool.members[m].limiter; l != nil {
 			l.Adjust(delta)
 		}
 	}

@@ -107,21 +107,19 @@ func (e *quantile) delay() (time.Duration, bool) {
 
 // hedgeEnd describes a hedge that started.
 type hedgeEnd struct {
-	// stage and model are where the hedge ran; member its pool member.
-	stage  *stage
-	model  string
-	member string
+	// stage and model are where the hedge ran.
+	stage *stage
+	model string
 	// won is set when the hedge answered first; otherwise err is its
 	// failure, or nil when it was cancelled because the first call won.
 	won     bool
 	err     error
 	latency time.Duration
-	// primaryMember is the first call's member, for its trail entry when
-	// it lost; primaryErr its failure, when it had failed before the hedge
-	// answered (nil when it was still running).
-	primaryMember string
-	primaryErr    error
-	// rec is the hedge's call record, when the request listens.
+	// primaryErr is the first call's failure, when it had failed before
+	// the hedge answered (nil when it was still running).
+	primaryErr error
+	// rec is the hedge's call record, when the request listens: what it
+	// reported, and the member it went to.
 	rec *call
 }
 
@@ -131,11 +129,14 @@ type hedgeEnd struct {
 // rides its event, and a reply after this is late.
 func (e *engine) hedgeEnded(r *request, st *stage, model string, n int, he *hedgeEnd, loser *call) {
 	reply, _ := loser.close()
-	r.sum.UpstreamCalls++
-	a := Attempt{Tier: he.stage.name, TierIndex: he.stage.index, Model: he.model, N: n, Member: he.member, Hedge: true, Latency: he.latency, Err: he.err}
+	// The hedge's own upstream calls; the first call's are counted with
+	// its attempt.
+	hedgeCalls, _, _, _ := he.rec.settled()
+	r.sum.UpstreamCalls += hedgeCalls
+	a := Attempt{Tier: he.stage.name, TierIndex: he.stage.index, Model: he.model, N: n, Member: loser.current(), Hedge: true, Latency: he.latency, Err: he.err}
 	a.Verdict = classify.Verdict{Class: classify.Canceled, Reason: "lost the race to the first call"}
 	if he.won {
-		a = Attempt{Tier: st.name, TierIndex: st.index, Model: model, N: n, Member: he.primaryMember,
+		a = Attempt{Tier: st.name, TierIndex: st.index, Model: model, N: n, Member: loser.current(),
 			Verdict: classify.Verdict{Class: classify.Canceled, Reason: "lost the race to the hedge"}}
 		if he.primaryErr != nil {
 			a.Verdict, a.Err = st.classifier.Classify(he.primaryErr), he.primaryErr
@@ -154,22 +155,27 @@ func (e *engine) hedgeEnded(r *request, st *stage, model string, n int, he *hedg
 }
 
 // hedgeCall is a hedge ready to run: its context and its call, and the
-// release of its guards with its outcome.
+// release of its guards with its outcome. avoid is, for a hedge on the
+// same tier, the member the first call holds.
 type hedgeCall struct {
 	ctx     *budget.Context
 	end     hedgeEnd
+	avoid   string
 	release func(v classify.Verdict, o breaker.Outcome, latency time.Duration)
 }
 
-// prepareHedge takes the guards of a hedge for an attempt on st's member m
-// (-1 for no pool): another member of the pool, or the next tier, behind
-// its breaker, bulkhead (without waiting) and limiter (without waiting),
-// within the time the deadline leaves it. nil when no hedge can run now.
+// prepareHedge takes the guards of a hedge for an attempt on st whose
+// first call's record is first (nil when the request has none): another
+// member of the same tier when the first call named one (a pool, however
+// wrapped; the pool takes that member's guards), or else the next tier,
+// behind its breaker, bulkhead (without waiting) and limiter (without
+// waiting), within the time the deadline leaves it. nil when no hedge can
+// run now.
 // At the hedge's delay (late is false) it spends the budget only while
 // more than one hedge is banked: when hedges are scarce they go to the
 // calls still running a quarter of the delay later — the slow ones, not
 // those a moment late.
-func (e *engine) prepareHedge(b budget.Budget, st *stage, base context.Context, m int, nextModel string, late bool) *hedgeCall {
+func (e *engine) prepareHedge(b budget.Budget, st *stage, base context.Context, first *call, nextModel string, late bool) *hedgeCall {
 	least := int64(2)
 	if late {
 		least = 1
@@ -177,20 +183,10 @@ func (e *engine) prepareHedge(b budget.Budget, st *stage, base context.Context, 
 	if !st.hedges.take(least) {
 		return nil
 	}
-	if st.pool != nil {
-		var tried uint64
-		if m >= 0 {
-			tried = 1 << m
-		}
+	if member := first.current(); member != "" {
 		if deadline, ok := e.hedgeWindow(b, st); ok {
-			m2, tok, _ := st.pool.enter("", tried, 0)
-			if m2 >= 0 {
-				p := st.pool
-				return &hedgeCall{ctx: budget.NewContext(base, deadline), end: hedgeEnd{stage: st, model: st.model, member: p.members[m2].id},
-					release: func(v classify.Verdict, o breaker.Outcome, latency time.Duration) {
-						p.done(m2, tok, v, o, latency, e.quotaPark, e.maxQuotaPark)
-					}}
-			}
+			return &hedgeCall{ctx: budget.NewContext(base, deadline), end: hedgeEnd{stage: st, model: first.model}, avoid: member,
+				release: func(classify.Verdict, breaker.Outcome, time.Duration) {}}
 		}
 	}
 	hc := e.nextTierHedge(b, st, base, nextModel)

@@ -83,18 +83,24 @@ type PoolConfig[In, Out any] struct {
 	AuthCooldown time.Duration
 }
 
-// Pool is a tier backed by several members of the same model. As a
-// Stage's Tier, the chain picks a member per attempt — healthy (breaker
-// not open, not parked, not refused), within its own rate limit, balanced
-// — and acts per member where that is right: a 429 or an exhausted quota
-// on one member moves the request to the next member before the next
-// tier, and an Auth failure takes that member out (reported to Observe
-// and on the request's trail) instead of failing the request closed while
-// healthy members remain; Auth on every member still fails closed. The
-// trail and the events name the member by a hash of its key.
+// Pool is a tier backed by several members of the same model. Each call
+// picks a member — healthy (breaker not open, not parked, not refused),
+// within its own rate limit, balanced — and acts per member where that is
+// right: a 429 or an exhausted quota on one member moves the call to the
+// next member at once, before the chain's next tier, and an Auth failure
+// takes that member out (reported to Observe and on the request's trail)
+// instead of failing the request closed while healthy members remain;
+// Auth on every member still fails closed.
 //
-// Called on its own (outside a chain), Call picks a member the same way
-// and rotates over the members on the same classes.
+// A Pool is a tier like any other: it reports each member call to the
+// chain through the call's context, so that the trail and the events name
+// the member (by a hash of its key), show each rotation as an upstream
+// call of its own, and count upstream calls right — whatever wraps the
+// pool (chaos.Tier, MapTier, a route), as long as the wrapper passes its
+// context on. Inside a chain it classifies with the stage's classifier and
+// table and parks members for the chain's quota cooldowns; a hedge on the
+// stage (Stage.Hedge) goes to another member. Called on its own, Call
+// picks and rotates the same way, with the default classifier and table.
 type Pool[In, Out any] struct {
 	p      *pool
 	tiers  []ModelTier[In, Out]
@@ -175,45 +181,119 @@ func NewPool[In, Out any](cfg PoolConfig[In, Out]) (*Pool[In, Out], error) {
 	return p, nil
 }
 
-func (p *Pool[In, Out]) core() *pool { return p.p }
-
 // Name returns the pool's tier name.
 func (p *Pool[In, Out]) Name() string { return p.p.name }
 
-// Call answers in from one member, chosen as a chain would, rotating to
-// the next member after a 429, an exhausted quota or an Auth failure.
+// Call answers in from one member, rotating to the next member after a
+// 429, an exhausted quota or an Auth failure. When no member can take the
+// call (every breaker open, every member parked or over its rate limit)
+// it makes no upstream call and returns a *SkipError; when every member
+// was refused for its credentials, an error of class Auth.
 func (p *Pool[In, Out]) Call(ctx context.Context, in In) (Out, error) {
+	rec, _ := ctx.Value(callKey{}).(*call)
+	rules := p.p.rulesOf(rec)
+	rec.counting()
 	var tried uint64
+	if rec != nil && rec.avoid != "" {
+		// A hedge: not on the member the first call holds.
+		if i := p.p.index(rec.avoid); i >= 0 {
+			tried = 1 << i
+		}
+	}
 	key := p.stickyKey(in)
+	var zero Out
 	var last error
 	for {
-		m, tok, why := p.p.enter(key, tried, 0)
+		m, tok, why := p.p.enter(key, tried, rules.tokens)
 		if m < 0 {
 			switch {
 			case last != nil:
-				return *new(Out), last
+				return zero, last
 			case why == skipAuth:
-				return *new(Out), errPoolAuth
+				return zero, errPoolAuth
 			}
-			return *new(Out), &SkipError{Tier: p.p.name, Skip: why}
+			return zero, &SkipError{Tier: p.p.name, Skip: why}
 		}
 		tried |= 1 << m
-		start := time.Now()
-		out, err := p.tiers[m].Call(ctx, in)
-		v := classify.Classify(err)
-		o := breaker.Success
-		if err != nil {
-			o = breaker.Ignored
-			if classify.DefaultTable().Action(v.Class).BreakerFailure {
-				o = breaker.Failure
+		out, err, v, latency := p.callMember(ctx, rec, m, tok, rules, in)
+		if err == nil || !rotates(v.Class) || ctx.Err() != nil || !p.p.another(tried) {
+			if err != nil && v.Class == classify.QuotaExhausted {
+				// This member is parked; the tier is not.
+				rec.memberFailed()
 			}
-		}
-		p.p.done(m, tok, v, o, time.Since(start), defaultQuotaCooldown, defaultMaxQuotaCooldown)
-		if err == nil || !rotates(v.Class) {
 			return out, err
 		}
+		rec.rotate(err, v, latency)
 		last = err
 	}
+}
+
+// callMember makes one call on member m, holding its breaker token tok,
+// and settles it: the member's breaker, limiter, latency and parking.
+func (p *Pool[In, Out]) callMember(ctx context.Context, rec *call, m int, tok breaker.Token, rules poolRules, in In) (Out, error, classify.Verdict, time.Duration) {
+	rec.enter(p.p.members[m].id)
+	before, _ := rec.usage()
+	start := time.Now()
+	settled := false
+	defer func() {
+		if !settled {
+			// A panic: free the member without deciding anything.
+			p.p.done(m, tok, classify.Verdict{Class: classify.Canceled, Reason: "the call panicked"}, breaker.Ignored, 0, rules.quotaPark, rules.maxQuotaPark)
+		}
+	}()
+	out, err := p.tiers[m].Call(ctx, in)
+	latency := time.Since(start)
+	v, o := rules.outcome(ctx, err)
+	if l := p.p.members[m].limiter; l != nil && err == nil {
+		if after, ok := rec.usage(); ok {
+			if delta := after - before - rules.tokens; delta != 0 {
+				l.Adjust(delta)
+			}
+		}
+	}
+	settled = true
+	p.p.done(m, tok, v, o, latency, rules.quotaPark, rules.maxQuotaPark)
+	return out, err, v, latency
+}
+
+// poolRules are what a pool's call classifies, decides and parks with:
+// the chain's, when it runs in one.
+type poolRules struct {
+	classifier              classify.Classifier
+	table                   *classify.Table
+	quotaPark, maxQuotaPark time.Duration
+	tokens                  int64
+}
+
+var defaultPoolTable = classify.DefaultTable()
+
+func (p *pool) rulesOf(rec *call) poolRules {
+	if rec == nil {
+		return poolRules{classifier: classify.Func(classify.Classify), table: &defaultPoolTable,
+			quotaPark: defaultQuotaCooldown, maxQuotaPark: defaultMaxQuotaCooldown}
+	}
+	return poolRules{classifier: rec.st.classifier, table: &rec.e.table, quotaPark: rec.e.quotaPark, maxQuotaPark: rec.e.maxQuotaPark, tokens: rec.tokens}
+}
+
+// outcome classifies a member's call and says how it counts for the
+// member's breaker. A call whose context was cancelled (a hedge race
+// lost, the caller gone) says nothing of the member; one that outlived
+// its deadline failed, even if it answered late.
+func (r poolRules) outcome(ctx context.Context, err error) (classify.Verdict, breaker.Outcome) {
+	cerr := ctx.Err()
+	switch {
+	case err == nil && cerr == nil:
+		return classify.Verdict{}, breaker.Success
+	case errors.Is(cerr, context.Canceled):
+		return classify.Verdict{Class: classify.Canceled, Reason: "call cancelled"}, breaker.Ignored
+	case cerr != nil:
+		return classify.Verdict{Class: classify.Transient, Reason: "member call past its deadline"}, breaker.Failure
+	}
+	v := r.classifier.Classify(err)
+	if r.table.Action(v.Class).BreakerFailure {
+		return v, breaker.Failure
+	}
+	return v, breaker.Ignored
 }
 
 func (p *Pool[In, Out]) stickyKey(in In) string {

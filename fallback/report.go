@@ -3,6 +3,9 @@ package fallback
 import (
 	"context"
 	"sync"
+	"time"
+
+	"github.com/tierguard/tierguard/classify"
 )
 
 // Reply is what one upstream response says about itself: what it cost and
@@ -55,10 +58,36 @@ type call struct {
 	member string
 	hedge  bool
 
+	// tokens is the stage's estimate for the call, for the limiters of a
+	// pool's members; avoid is, for a hedge, the member the first call
+	// holds.
+	tokens int64
+	avoid  string
+
 	mu      sync.Mutex
 	closed  bool
 	replies int
 	reply   Reply
+	// What a tier that spreads its calls over members (a Pool) reported:
+	// counted once it counts its own calls, calls the upstream calls it
+	// made, at the member of the current one, rotated the member calls
+	// that failed before it, memberFailure when the attempt's failure is
+	// its member's alone (an exhausted quota: the member is parked, not
+	// the tier).
+	counted       bool
+	calls         int
+	at            string
+	rotated       []rotation
+	memberFailure bool
+}
+
+// rotation is a member's call that failed and sent the attempt to
+// another member: an upstream call of its own on the trail.
+type rotation struct {
+	member  string
+	err     error
+	verdict classify.Verdict
+	latency time.Duration
 }
 
 // Value finds the record for Report; every other key goes to the parent.
@@ -79,6 +108,89 @@ func (c *call) report(r Reply) {
 	}
 	c.mu.Unlock()
 	c.e.late(c, r)
+}
+
+// counting marks a tier that counts its own upstream calls (enter), so
+// that one that made none (every member out) is counted as none.
+func (c *call) counting() {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	c.counted = true
+	c.mu.Unlock()
+}
+
+// enter reports an upstream call to member id, the attempt's current one.
+func (c *call) enter(id string) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	c.counted, c.calls, c.at = true, c.calls+1, id
+	c.mu.Unlock()
+}
+
+// rotate reports that the current member's call failed with err and the
+// attempt moves to another member.
+func (c *call) rotate(err error, v classify.Verdict, latency time.Duration) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	c.rotated = append(c.rotated, rotation{member: c.at, err: err, verdict: v, latency: latency})
+	c.mu.Unlock()
+}
+
+// memberFailed marks the attempt's failure as its member's alone.
+func (c *call) memberFailed() {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	c.memberFailure = true
+	c.mu.Unlock()
+}
+
+// current is the member the call is on now, "" for a tier without
+// members.
+func (c *call) current() string {
+	if c == nil {
+		return ""
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.at == "" {
+		return c.member
+	}
+	return c.at
+}
+
+// usage is the sum of the tokens reported so far, and whether any were.
+func (c *call) usage() (int64, bool) {
+	if c == nil {
+		return 0, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.reply.Usage.InputTokens + c.reply.Usage.OutputTokens, c.reply.HasUsage
+}
+
+// settled is what the tier reported of its calls, read once it returned:
+// the upstream calls it made (1 for a tier that does not count them), the
+// member of the last, the member calls that failed before it, and whether
+// its failure is its member's alone.
+func (c *call) settled() (calls int, member string, rotated []rotation, memberFailure bool) {
+	if c == nil {
+		return 1, "", nil, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	calls = 1
+	if c.counted {
+		calls = c.calls
+	}
+	return calls, c.at, c.rotated, c.memberFailure
 }
 
 // close ends the chain's wait for the call and returns what its replies
@@ -111,8 +223,11 @@ func merge(a, b Reply) Reply {
 }
 
 // listens reports whether a request's attempts need a call record: an
-// observer to tell, or limiters to correct with the usage.
-func (r *request) listens(st *stage) bool { return r.obs != nil || st.limited }
+// observer to tell, limiters to correct with the usage, or a tier that
+// may spread its calls over members (a Pool, however wrapped) and report
+// them for the trail. A stage learns its tier is plain — a success that
+// named no member — and then makes no record when nothing else needs one.
+func (r *request) listens(st *stage) bool { return r.obs != nil || st.limited || !st.plain.Load() }
 
 // newCall returns the record of an attempt's call on st, built on base.
 func (e *engine) newCall(r *request, st *stage, base context.Context, model string, n int, member string, hedge bool) *call {
@@ -126,7 +241,7 @@ func (e *engine) late(c *call, r Reply) {
 		return
 	}
 	ev := Event{Kind: LateReply, Operation: e.op, Stream: e.stream, Tier: c.st.name, TierIndex: c.st.index, Model: c.model,
-		Provider: c.st.provider, Attempt: c.n, Member: c.member, Hedge: c.hedge,
+		Provider: c.st.provider, Attempt: c.n, Member: c.current(), Hedge: c.hedge,
 		Usage: r.Usage, HasUsage: r.HasUsage, Response: r.Response}
 	c.obs.Observe(c.reqCtx, ev)
 }

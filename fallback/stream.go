@@ -389,7 +389,7 @@ func (op *opened[Chunk]) stop() bool {
 // within the first-chunk window per. Chunks before it are kept, to be
 // shown once the stream commits; a stream that fails before it fails like
 // a unary call.
-func (c *StreamChain[In, Chunk]) attempt(st *stage, b budget.Budget, base context.Context, per, remaining time.Duration, in In, g callGuards) (*opened[Chunk], attemptEnd) {
+func (c *StreamChain[In, Chunk]) attempt(st *stage, b budget.Budget, base context.Context, per, remaining time.Duration, in In, tok breaker.Token) (*opened[Chunk], attemptEnd) {
 	var deadline time.Time
 	if d, ok := b.Deadline(); ok {
 		deadline = d
@@ -404,7 +404,7 @@ func (c *StreamChain[In, Chunk]) attempt(st *stage, b budget.Budget, base contex
 			}
 		})
 	}
-	op.src = read(c.engine, st, op.ctx, c.tiers[st.index].Stream(op.ctx, in), g)
+	op.src = read(c.engine, st, op.ctx, c.tiers[st.index].Stream(op.ctx, in), tok)
 	tier := c.tiers[st.index]
 	finished := false // a chunk before the first with content had a finish reason
 	for {
@@ -446,9 +446,6 @@ func (c *StreamChain[In, Chunk]) attempt(st *stage, b budget.Budget, base contex
 // committed is true: a stream's first chunk is its commit point, and its
 // end comes later.
 func (c *StreamChain[In, Chunk]) committed() bool { return true }
-
-// stickyKey is "": streaming tiers are not pools.
-func (c *StreamChain[In, Chunk]) stickyKey(*stage, In) string { return "" }
 
 // pump streams a committed attempt to the consumer and settles its stage.
 type pump[In, Chunk any] struct {
@@ -628,7 +625,7 @@ func (p *pump[In, Chunk]) ended(chunks int, v classify.Verdict, err error, incom
 	}
 	if d.HasUsage && p.st.limited {
 		tenant, _ := p.c.limits(p.st, r.ctx, p.in)
-		corrected([2]*ratelimit.Limiter{tenant, p.st.limiter}, -1, p.st, p.h.cost, d.Usage)
+		corrected([2]*ratelimit.Limiter{tenant, p.st.limiter}, p.h.cost, d.Usage)
 	}
 	r.sum.record(Attempt{Tier: p.st.name, TierIndex: p.st.index, Model: p.model, N: p.n, Verdict: v, Latency: latency, Err: err})
 	if r.obs != nil {
