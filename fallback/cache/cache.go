@@ -508,13 +508,22 @@ func (c *Cache[In, Out]) entrySize(e *entry[Out]) int64 {
 }
 
 // entryID hashes an entry's scope and key (FNV-1a): the same in every
-// process, so that a Store holds one record per prompt and scope.
+// process, so that a Store holds one record per prompt and scope. Each
+// part is preceded by its length in 8 bytes, so that no two scopes and
+// keys hash the same bytes (with a separator between the parts, a NUL in
+// a tenant or scenario moved the boundary: two scopes shared an id).
 func entryID(s Scope, key string) uint64 {
+	const prime = 1099511628211
 	h := uint64(14695981039346656037)
-	for _, part := range [...]string{s.Tenant, "\x00", s.Scenario, "\x00", key} {
+	for _, part := range [...]string{s.Tenant, s.Scenario, key} {
+		for n, i := uint64(len(part)), 0; i < 8; i++ {
+			h ^= n & 0xff
+			h *= prime
+			n >>= 8
+		}
 		for i := 0; i < len(part); i++ {
 			h ^= uint64(part[i])
-			h *= 1099511628211
+			h *= prime
 		}
 	}
 	return h
@@ -744,9 +753,15 @@ func (c *Cache[In, Out]) apply(ch Change) {
 			c.stats.storeErrors.Add(1)
 			continue
 		}
+		// Compared as times: a record's expiry far in the future has no
+		// Unix time in nanoseconds.
+		expires := now.Add(c.ttl)
+		if r.Expires.Before(expires) {
+			expires = r.Expires
+		}
 		e := &entry[Out]{
 			id: r.ID, scope: Scope{Tenant: r.Tenant, Scenario: r.Scenario}, key: r.Key, model: r.Model,
-			out: out, remote: true, expires: min(r.Expires.UnixNano(), now.Add(c.ttl).UnixNano()),
+			out: out, remote: true, expires: expires.UnixNano(),
 		}
 		if len(r.Vector) > 0 {
 			if v, err := unit(r.Vector); err == nil {

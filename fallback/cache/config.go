@@ -23,6 +23,11 @@ const (
 	defaultCandidates     = 4
 )
 
+// MaxTTL is the longest Config.TTL accepted: ten years. No model's answer
+// stays right longer, and an expiry past the year 2262 cannot be held in
+// nanoseconds (a TTL of math.MaxInt64 expired every entry at once).
+const MaxTTL = 10 * 365 * 24 * time.Hour
+
 // Config configures a Cache. Only Prompt is required: the zero values give
 // an exact and template cache of 64 MiB whose entries live 24 hours, each
 // tenant and scenario apart.
@@ -54,7 +59,7 @@ type Config[In, Out any] struct {
 	Codec Codec[Out]
 
 	// TTL is how long an answer is served after it was written. 0 means
-	// 24h.
+	// 24h; at most MaxTTL.
 	TTL time.Duration
 	// MaxBytes bounds the memory the entries hold: their prompts, keys,
 	// answers and embeddings. Past it the least recently used entries are
@@ -162,8 +167,11 @@ func (cfg *Config[In, Out]) check() error {
 	if cfg.Prompt == nil {
 		errs = append(errs, errors.New("missing Prompt"))
 	}
-	if cfg.TTL < 0 {
+	switch {
+	case cfg.TTL < 0:
 		errs = append(errs, fmt.Errorf("negative TTL %v", cfg.TTL))
+	case cfg.TTL > MaxTTL:
+		errs = append(errs, fmt.Errorf("TTL %v is longer than MaxTTL (%v)", cfg.TTL, MaxTTL))
 	}
 	if cfg.MaxBytes < 0 {
 		errs = append(errs, fmt.Errorf("negative MaxBytes %d", cfg.MaxBytes))
