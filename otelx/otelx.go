@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
+	"github.com/tierguard/tierguard/classify"
 	"github.com/tierguard/tierguard/fallback"
 )
 
@@ -234,9 +235,12 @@ func (i *Instrumentation) Watch(c Chain) {
 
 // zeroRequests starts the tierguard.requests series of the outcomes a
 // chain can have at 0 — an answer from each tier, the cache or the
-// default, a failure of each class — so that a Prometheus rate counts the
-// first of each too (a series whose first sample is already 1 counts
-// nothing), and an error ratio sees the first errors.
+// default, a failure of each class but OK (a failed request is counted
+// with a failure's class, Unknown when it had none) — so that a
+// Prometheus rate counts the first of each too (a series whose first
+// sample is already 1 counts nothing), and an error ratio sees the first
+// errors. Only outcomes that can happen are started: a series that stays
+// at 0 for good is noise on a dashboard and a cost in the database.
 func (i *Instrumentation) zeroRequests(reg *registry, op string, stages []fallback.StageInfo) {
 	ctx := context.Background()
 	o := reg.ops[opKey{op: op, stream: stages[0].Stream}]
@@ -245,8 +249,10 @@ func (i *Instrumentation) zeroRequests(reg *registry, op string, stages []fallba
 	}
 	i.m.requests.Add(ctx, 0, o.cache[1].add...)
 	i.m.requests.Add(ctx, 0, o.def[1].add...)
-	for _, a := range o.failed {
-		i.m.requests.Add(ctx, 0, a.add...)
+	for c, a := range o.failed {
+		if c != int(classify.OK) {
+			i.m.requests.Add(ctx, 0, a.add...)
+		}
 	}
 	for _, s := range stages {
 		st := reg.stages[stageKey{op: op, tier: s.Tier, model: s.Model, provider: s.Provider, index: s.TierIndex, stream: s.Stream}]

@@ -147,9 +147,14 @@ func TestPrimaryDownFallsBack(t *testing.T) {
 			answered,
 		}
 		for _, c := range classify.Classes() {
+			if c == classify.OK {
+				continue // a failed request has a failure's class
+			}
 			zeros = append(zeros, kv(opAttr, otelx.AttrSource.String("error"), otelx.AttrDegraded.Bool(false), otelx.AttrErrorType.String(c.String())))
 		}
-		assert.ElementsMatch(t, zeros, keys(ints(t, m)), "every outcome a chain can have is counted from 0")
+		assert.ElementsMatch(t, zeros, keys(ints(t, m)), "every outcome a chain can have is counted from 0, and no other")
+		assert.NotContains(t, keys(ints(t, m)), kv(opAttr, otelx.AttrSource.String("error"), otelx.AttrDegraded.Bool(false), otelx.AttrErrorType.String("ok")),
+			"no impossible series: a request that failed is never of class ok")
 		rd := hist(t, findMetric(t, rm, otelx.MetricRequestDuration))[answered]
 		assert.InDelta(t, 0.4, rd.Sum, 1e-9) // 50 + 100 wait + 50 + 200 ms
 		left := hist(t, findMetric(t, rm, otelx.MetricDeadlineRemaining))[answered]

@@ -22,6 +22,14 @@ type config struct {
 	FlashQuotaDelay        time.Duration
 	FlashQuotaLen          time.Duration
 	QuotaCooldown          time.Duration
+	// Steps, when positive, paces the story by what the workers did
+	// instead of by the clock (the times above are then unused): healthy
+	// until Steps jobs completed, the outage until Steps jobs have each
+	// had a second attempt fail in it, healthy again until Steps jobs
+	// completed on pro, pro out of quota until Steps completed on flash,
+	// both out until Steps attempts were snoozed. How much work fits into
+	// a stretch of time depends on the machine; the tests use Steps.
+	Steps int
 
 	Latency     time.Duration
 	Deadline    time.Duration
@@ -87,6 +95,7 @@ func (c *config) register(fs *flag.FlagSet) {
 	fs.DurationVar(&c.FlashQuotaDelay, "flash-quota-delay", c.FlashQuotaDelay, "flash's quota runs out this long after pro's")
 	fs.DurationVar(&c.FlashQuotaLen, "flash-quota-len", c.FlashQuotaLen, "until flash's quota is back")
 	fs.DurationVar(&c.QuotaCooldown, "quota-cooldown", c.QuotaCooldown, "how long the chain parks a tier out of quota before it checks again")
+	fs.IntVar(&c.Steps, "steps", c.Steps, "pace the story by the workers instead of the clock: each phase lasts until this many jobs did what it is about (0: the times above)")
 	fs.DurationVar(&c.Latency, "latency", c.Latency, "a model's typical answer time")
 	fs.DurationVar(&c.Deadline, "deadline", c.Deadline, "the chain's total deadline per job attempt")
 	fs.IntVar(&c.MaxAttempts, "max-attempts", c.MaxAttempts, "River attempts per job")
@@ -109,6 +118,9 @@ func (c *config) validate() error {
 	}
 	if c.Rate <= 0 {
 		errs = append(errs, errors.New("-rate must be positive"))
+	}
+	if c.Steps < 0 {
+		errs = append(errs, errors.New("-steps must not be negative"))
 	}
 	if c.Tenants <= 0 || c.Workers <= 0 || c.PerTen <= 0 || c.MaxAttempts <= 0 {
 		errs = append(errs, errors.New("-tenants, -workers, -per-tenant and -max-attempts must be positive"))

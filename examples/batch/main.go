@@ -35,6 +35,12 @@
 //     discarded too. At the end the misread contracts are read again and
 //     their dead letters replayed.
 //
+// With -steps N the story is paced by the workers instead of the clock:
+// each phase lasts until N jobs did what it is about (completed, failed a
+// second attempt in the outage, completed on flash, snoozed for quota).
+// The tests use it, so that a loaded machine, which fits less work into a
+// second, tells the same story.
+//
 // It prints a progress line every second, then a summary: jobs completed
 // (and by which tier), discarded (and why), attempts retried and snoozed,
 // upstream calls per job — overall and during the outage, against the

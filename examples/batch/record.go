@@ -28,6 +28,9 @@ type recorder struct {
 	counts   [riverjob.Interrupted + 1]int
 	calls    int
 	replayed bool
+	// attempted, when set, is told of every attempt: a story paced by the
+	// workers moves on with them.
+	attempted func(job int64, rep riverjob.Report, at time.Duration)
 }
 
 func newRecorder(start time.Time) *recorder {
@@ -39,10 +42,14 @@ func newRecorder(start time.Time) *recorder {
 // observe is the worker's observer.
 func (r *recorder) observe(ev riverjob.Event) {
 	r.mu.Lock()
-	r.byJob[ev.JobID] = append(r.byJob[ev.JobID], attempt{at: time.Since(r.start), report: ev.Report, replayed: r.replayed})
+	at := time.Since(r.start)
+	r.byJob[ev.JobID] = append(r.byJob[ev.JobID], attempt{at: at, report: ev.Report, replayed: r.replayed})
 	r.counts[ev.Report.Outcome]++
 	r.calls += ev.Report.UpstreamCalls
 	r.mu.Unlock()
+	if r.attempted != nil {
+		r.attempted(ev.JobID, ev.Report, at)
+	}
 	r.changed.Broadcast()
 }
 

@@ -42,6 +42,10 @@ type summary struct {
 	perJob        []int
 	maxPerAttempt int
 	outageJobs    []int
+	// outageRetried is, for each of outageJobs, how many of its attempts
+	// the outage failed and River retried.
+	outageRetried []int
+	timeline      string
 	quotaCalls    int
 	serverCalls   map[string]int64
 	final         map[int64]riverjob.Outcome
@@ -53,8 +57,11 @@ func (r *recorder) fill(s *summary, st *story) {
 	defer r.mu.Unlock()
 	s.attempts = r.counts
 	s.byTier, s.discarded, s.snoozeWhy, s.final = map[string]int{}, map[string]int{}, map[string]int{}, map[int64]riverjob.Outcome{}
-	outFrom := st.cfg.OutageStart
-	outTo := st.cfg.OutageStart + st.cfg.OutageLen + st.cfg.Deadline
+	s.timeline = st.timeline()
+	outFrom, outTo := st.outageWindow()
+	if outTo > outFrom {
+		outTo += st.cfg.Deadline
+	}
 	for _, id := range s.jobs {
 		as := r.byJob[id]
 		var first []attempt // before any replay
@@ -78,7 +85,7 @@ func (r *recorder) fill(s *summary, st *story) {
 		} else {
 			s.discarded[last.Why]++
 		}
-		calls, inOutage, touched := 0, 0, false
+		calls, inOutage, retriedIn, touched := 0, 0, 0, false
 		retried, snoozed := false, false
 		for _, a := range first {
 			calls += a.report.UpstreamCalls
@@ -89,6 +96,9 @@ func (r *recorder) fill(s *summary, st *story) {
 			if a.at >= outFrom && a.at < outTo && a.report.Outcome != riverjob.Completed {
 				inOutage += a.report.UpstreamCalls
 				touched = true
+				if a.report.Outcome == riverjob.Retried {
+					retriedIn++
+				}
 			}
 			switch a.report.Outcome {
 			case riverjob.Retried:
@@ -103,6 +113,7 @@ func (r *recorder) fill(s *summary, st *story) {
 		s.perJob = append(s.perJob, calls)
 		if touched {
 			s.outageJobs = append(s.outageJobs, inOutage)
+			s.outageRetried = append(s.outageRetried, retriedIn)
 		}
 		if retried {
 			s.retriedJobs++
@@ -221,9 +232,7 @@ func (s *summary) print(w io.Writer) {
 	fmt.Fprintf(w, "chain: pro (%s) → flash (%s), 2 attempts per tier (at most %d upstream calls per job attempt), %v per job attempt\n",
 		proModel, flashModel, attemptLimit, c.Deadline)
 	fmt.Fprintf(w, "queue: %d River workers, %d jobs in flight per tenant (%d tenants), %d attempts per job\n", c.Workers, c.PerTen, c.Tenants, c.MaxAttempts)
-	fmt.Fprintf(w, "story: outage (both models 503) %v–%v · pro out of daily quota %v–%v · flash too %v–%v\n\n",
-		c.OutageStart, c.OutageStart+c.OutageLen, c.QuotaStart, c.QuotaStart+c.QuotaLen,
-		c.QuotaStart+c.FlashQuotaDelay, c.QuotaStart+c.FlashQuotaDelay+c.FlashQuotaLen)
+	fmt.Fprintf(w, "story: %s\n\n", s.timeline)
 
 	fmt.Fprintf(w, "jobs         %4d   (%d duplicate submissions: %d skipped by River as their key's job was pending, running or done; %d became new jobs, their key's first job being a dead letter already)\n",
 		len(s.jobs), s.dupSubmitted, s.dupSkipped, s.dupSubmitted-s.dupSkipped)

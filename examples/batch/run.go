@@ -127,6 +127,7 @@ func runOn[TTx any](ctx context.Context, cfg config, st *story, driver riverdriv
 		return nil, err
 	}
 	rec := newRecorder(st.start)
+	rec.attempted = st.attempted
 	w.Observe(rec.observe)
 	workers := river.NewWorkers()
 	river.AddWorker(workers, w)

@@ -77,10 +77,12 @@ type story struct {
 	// fixed makes the misread contracts read correctly (a better OCR
 	// pass), before their dead letters are replayed.
 	fixed atomic.Bool
+	// pacing moves a story paced by the workers (cfg.Steps) on.
+	pacing pacing
 }
 
 func newStory(cfg config, start time.Time) *story {
-	st := &story{cfg: cfg, start: start, unreadable: map[int]bool{}, tooLong: map[int]bool{}}
+	st := &story{cfg: cfg, start: start, unreadable: map[int]bool{}, tooLong: map[int]bool{}, pacing: pacing{fails: map[int64]int{}}}
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0xba7c4))
 	for i := range cfg.Jobs {
 		switch u := rng.Float64(); {
@@ -94,25 +96,36 @@ func newStory(cfg config, start time.Time) *story {
 		fakegemini.Model{ID: proModel, InputTokenLimit: tokenLimit},
 		fakegemini.Model{ID: flashModel, InputTokenLimit: tokenLimit},
 	))
+	if cfg.Steps > 0 {
+		st.setPacedScripts(phHealthy)
+		return st
+	}
 	at := func(d time.Duration) time.Time { return start.Add(d) }
 	outage := fakegemini.Rule{Kind: fakegemini.Unavailable, P: fakegemini.Always, From: at(cfg.OutageStart), Until: at(cfg.OutageStart + cfg.OutageLen)}
 	// A daily quota's 429 carries a short RetryInfo, as the real API's
 	// does; the chain parks the tier for its quota cooldown.
 	quota := fakegemini.Params{RetryDelay: cfg.QuotaCooldown / 2}
-	st.srv.SetScript(proModel, fakegemini.Script{
-		Latency: fakegemini.Latency{Fixed: cfg.Latency / 2, Jitter: cfg.Latency},
-		Rules: []fakegemini.Rule{outage, {Kind: fakegemini.QuotaExhausted, P: fakegemini.Always, Params: quota,
-			From: at(cfg.QuotaStart), Until: at(cfg.QuotaStart + cfg.QuotaLen)}},
-		Reply: st.reply,
-	})
 	flashFrom := cfg.QuotaStart + cfg.FlashQuotaDelay
-	st.srv.SetScript(flashModel, fakegemini.Script{
-		Latency: fakegemini.Latency{Fixed: cfg.Latency / 4, Jitter: cfg.Latency / 2},
-		Rules: []fakegemini.Rule{outage, {Kind: fakegemini.QuotaExhausted, P: fakegemini.Always, Params: quota,
-			From: at(flashFrom), Until: at(flashFrom + cfg.FlashQuotaLen)}},
-		Reply: st.reply,
-	})
+	st.setScripts(
+		[]fakegemini.Rule{outage, {Kind: fakegemini.QuotaExhausted, P: fakegemini.Always, Params: quota,
+			From: at(cfg.QuotaStart), Until: at(cfg.QuotaStart + cfg.QuotaLen)}},
+		[]fakegemini.Rule{outage, {Kind: fakegemini.QuotaExhausted, P: fakegemini.Always, Params: quota,
+			From: at(flashFrom), Until: at(flashFrom + cfg.FlashQuotaLen)}})
 	return st
+}
+
+// setScripts gives pro and flash their latencies, answers and faults.
+func (st *story) setScripts(pro, flash []fakegemini.Rule) {
+	st.srv.SetScript(proModel, fakegemini.Script{
+		Latency: fakegemini.Latency{Fixed: st.cfg.Latency / 2, Jitter: st.cfg.Latency},
+		Rules:   pro,
+		Reply:   st.reply,
+	})
+	st.srv.SetScript(flashModel, fakegemini.Script{
+		Latency: fakegemini.Latency{Fixed: st.cfg.Latency / 4, Jitter: st.cfg.Latency / 2},
+		Rules:   flash,
+		Reply:   st.reply,
+	})
 }
 
 // contract returns contract i.

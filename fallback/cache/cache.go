@@ -31,6 +31,7 @@ type Cache[In, Out any] struct {
 	ttl       time.Duration
 	maxBytes  int64
 	perTmpl   int
+	maxTmpl   int
 	threshold float32
 	simple    float32
 	emb       *embedder
@@ -69,6 +70,11 @@ type entry[Out any] struct {
 	key     string
 	tmpl    template
 	hasTmpl bool
+	// unread is set when the prompt's template values were not read (too
+	// long, or the write-back's context ended): unless KeepVariables, the
+	// entry is not embedded, since a semantic match could not compare its
+	// values.
+	unread  bool
 	model   string
 	out     Out
 	vec     []float32
@@ -94,6 +100,7 @@ type counters struct {
 	writes, rejected, evicted, expired, invalidated         atomic.Uint64
 	embedded, embedFailures, embedSkipped, dropped, applied atomic.Uint64
 	saved, storeErrors                                      atomic.Uint64
+	tmplTooLong, tmplCut                                    atomic.Uint64
 }
 
 // Stats are a cache's counters since New, and its size now.
@@ -119,6 +126,12 @@ type Stats struct {
 	// Saved counts entries shared through the Store, StoreErrors failed
 	// saves and invalidations, Applied entries learned from it.
 	Saved, StoreErrors, Applied uint64
+	// TemplateTooLong counts lookups and writes whose prompt was longer
+	// than Template.MaxPrompt: the template layer was skipped, not
+	// searched. TemplateCut counts those whose context ended before
+	// template matching was done: the lookup gave up the template layer,
+	// the write cached its answer without a template.
+	TemplateTooLong, TemplateCut uint64
 }
 
 var (
@@ -135,8 +148,9 @@ func New[In, Out any](cfg Config[In, Out]) (*Cache[In, Out], error) {
 	c := &Cache[In, Out]{
 		cfg: cfg, norm: cfg.Normalize, ttl: orDuration(cfg.TTL, defaultTTL),
 		maxBytes: orInt(cfg.MaxBytes, defaultMaxBytes), perTmpl: orInt(cfg.Template.MaxPerTemplate, defaultPerTemplate),
-		codec:  cfg.Codec,
-		spaces: map[Scope]*space[Out]{}, byID: map[uint64]*entry[Out]{},
+		maxTmpl: orInt(cfg.Template.MaxPrompt, defaultMaxPrompt),
+		codec:   cfg.Codec,
+		spaces:  map[Scope]*space[Out]{}, byID: map[uint64]*entry[Out]{},
 	}
 	if c.norm == nil {
 		c.norm, c.fastNorm = NormalizeText, true
@@ -224,7 +238,9 @@ func (c *Cache[In, Out]) Get(ctx context.Context, in In) (Out, bool) {
 // Match implements fallback.CacheMatcher: an exact match first, then a
 // template match, then — with an embedder, and time left in ctx — a
 // semantic one. An embedder that fails, is slow or is tripped never holds
-// the answer: the semantic layer is skipped.
+// the answer: the semantic layer is skipped. Template matching runs while
+// ctx lasts, on prompts of at most Template.MaxPrompt bytes; after ctx
+// ends only an exact match answers.
 func (c *Cache[In, Out]) Match(ctx context.Context, in In) (Out, fallback.CacheHit, bool) {
 	prompt, sc := c.cfg.Prompt(in), c.scopeOf(ctx, in)
 	now := time.Now().UnixNano()
@@ -238,7 +254,14 @@ func (c *Cache[In, Out]) Match(ctx context.Context, in In) (Out, fallback.CacheH
 	// The semantic layer compares template values: extract them when
 	// either layer can use them.
 	if len(c.slots) > 0 && (tmpls || (vecs && !c.cfg.Semantic.KeepVariables)) {
-		t, hasT = extract(prompt, c.slots, c.norm)
+		var how extraction
+		t, how = c.extract(ctx, prompt)
+		hasT = how == extracted
+		if how == tooLong || how == cut {
+			// The values are unknown: no semantic match can be checked
+			// against them.
+			vecs = vecs && c.cfg.Semantic.KeepVariables && how != cut
+		}
 		if hasT && tmpls {
 			if out, ok := c.lookupTemplate(ctx, sc, &t, now); ok {
 				c.stats.template.Add(1)
@@ -298,6 +321,18 @@ func (c *Cache[In, Out]) lookupExact(sc Scope, prompt string, now int64) (out Ou
 	return e.out, true, tmpls, vecs
 }
 
+// extract reads prompt's template, and counts a prompt it skipped.
+func (c *Cache[In, Out]) extract(ctx context.Context, prompt string) (template, extraction) {
+	t, how := extract(ctx, prompt, c.slots, c.norm, c.maxTmpl)
+	switch how {
+	case tooLong:
+		c.stats.tmplTooLong.Add(1)
+	case cut:
+		c.stats.tmplCut.Add(1)
+	}
+	return t, how
+}
+
 func (c *Cache[In, Out]) lookupTemplate(ctx context.Context, sc Scope, t *template, now int64) (Out, bool) {
 	var zero Out
 	c.mu.RLock()
@@ -323,6 +358,10 @@ func (c *Cache[In, Out]) lookupTemplate(ctx context.Context, sc Scope, t *templa
 			e := cands[i]
 			if e.expires <= now {
 				continue
+			}
+			if ctx.Err() != nil {
+				c.stats.tmplCut.Add(1)
+				break
 			}
 			if out, ok := r(ctx, e.out, e.tmpl.vars, t.vars); ok {
 				e.ref.Store(true)
@@ -414,7 +453,10 @@ func (c *Cache[In, Out]) Put(ctx context.Context, in In, out Out) {
 	prompt := c.cfg.Prompt(in)
 	e := &entry[Out]{scope: c.scopeOf(ctx, in), key: c.norm(prompt), out: out}
 	if len(c.slots) > 0 {
-		e.tmpl, e.hasTmpl = extract(prompt, c.slots, c.norm)
+		var how extraction
+		e.tmpl, how = c.extract(ctx, prompt)
+		e.hasTmpl = how == extracted
+		e.unread = (how == tooLong || how == cut) && !c.cfg.Semantic.KeepVariables
 	}
 	if c.cfg.Model != nil {
 		e.model = c.cfg.Model(out)
@@ -432,7 +474,7 @@ func (c *Cache[In, Out]) Put(ctx context.Context, in In, out Out) {
 	hasVec := e.vec != nil
 	c.mu.Unlock()
 	c.stats.writes.Add(1)
-	if c.queue != nil && !c.closed.Load() && (c.cfg.Store != nil || !hasVec) {
+	if c.queue != nil && !c.closed.Load() && (c.cfg.Store != nil || (!hasVec && !e.unread)) {
 		select {
 		case c.queue <- job[Out]{ctx: context.WithoutCancel(ctx), e: e, prompt: prompt}:
 		default:
@@ -466,13 +508,22 @@ func (c *Cache[In, Out]) entrySize(e *entry[Out]) int64 {
 }
 
 // entryID hashes an entry's scope and key (FNV-1a): the same in every
-// process, so that a Store holds one record per prompt and scope.
+// process, so that a Store holds one record per prompt and scope. Each
+// part is preceded by its length in 8 bytes, so that no two scopes and
+// keys hash the same bytes (with a separator between the parts, a NUL in
+// a tenant or scenario moved the boundary: two scopes shared an id).
 func entryID(s Scope, key string) uint64 {
+	const prime = 1099511628211
 	h := uint64(14695981039346656037)
-	for _, part := range [...]string{s.Tenant, "\x00", s.Scenario, "\x00", key} {
+	for _, part := range [...]string{s.Tenant, s.Scenario, key} {
+		for n, i := uint64(len(part)), 0; i < 8; i++ {
+			h ^= n & 0xff
+			h *= prime
+			n >>= 8
+		}
 		for i := 0; i < len(part); i++ {
 			h ^= uint64(part[i])
-			h *= 1099511628211
+			h *= prime
 		}
 	}
 	return h
@@ -489,7 +540,7 @@ func (c *Cache[In, Out]) insertLocked(e *entry[Out], now int64) {
 	}
 	reused := false
 	if old := sp.exact[e.key]; old != nil {
-		if e.vec == nil && old.vec != nil && old.id == e.id {
+		if e.vec == nil && old.vec != nil && old.id == e.id && !e.unread {
 			// The same prompt answered again: its embedding stands, in the
 			// index as it is (no new embedding call, no re-linking).
 			e.vec, e.size, reused = old.vec, e.size+int64(4*len(old.vec)), true
@@ -638,7 +689,7 @@ func (c *Cache[In, Out]) process(j job[Out]) {
 	c.mu.RLock()
 	embedded := e.vec != nil
 	c.mu.RUnlock()
-	if c.emb != nil && !embedded {
+	if c.emb != nil && !embedded && !e.unread {
 		vec, err := c.emb.embed(j.ctx, j.prompt, false)
 		if err != nil {
 			c.countEmbedError(err)
@@ -702,9 +753,15 @@ func (c *Cache[In, Out]) apply(ch Change) {
 			c.stats.storeErrors.Add(1)
 			continue
 		}
+		// Compared as times: a record's expiry far in the future has no
+		// Unix time in nanoseconds.
+		expires := now.Add(c.ttl)
+		if r.Expires.Before(expires) {
+			expires = r.Expires
+		}
 		e := &entry[Out]{
 			id: r.ID, scope: Scope{Tenant: r.Tenant, Scenario: r.Scenario}, key: r.Key, model: r.Model,
-			out: out, remote: true, expires: min(r.Expires.UnixNano(), now.Add(c.ttl).UnixNano()),
+			out: out, remote: true, expires: expires.UnixNano(),
 		}
 		if len(r.Vector) > 0 {
 			if v, err := unit(r.Vector); err == nil {
@@ -828,5 +885,6 @@ func (c *Cache[In, Out]) Stats() Stats {
 		Evicted: s.evicted.Load(), Expired: s.expired.Load(), Invalidated: s.invalidated.Load(),
 		Embedded: s.embedded.Load(), EmbedFailures: s.embedFailures.Load(), EmbedSkipped: s.embedSkipped.Load(), Dropped: s.dropped.Load(),
 		Saved: s.saved.Load(), StoreErrors: s.storeErrors.Load(), Applied: s.applied.Load(),
+		TemplateTooLong: s.tmplTooLong.Load(), TemplateCut: s.tmplCut.Load(),
 	}
 }

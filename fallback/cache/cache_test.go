@@ -346,11 +346,11 @@ func TestInvalidation(t *testing.T) {
 func TestConfigErrorsNameEveryField(t *testing.T) {
 	_, err := cache.New(cache.Config[string, string]{
 		TTL: -1, MaxBytes: -1,
-		Template: cache.TemplateConfig[string]{MaxPerTemplate: -1, Slots: []cache.Slot{{}}},
+		Template: cache.TemplateConfig[string]{MaxPerTemplate: -1, MaxPrompt: -1, Slots: []cache.Slot{{}}},
 		Semantic: cache.SemanticConfig{Threshold: 1.5, SimplifiedThreshold: 2, Timeout: -1, MinBudget: -1, Queue: -1},
 	})
 	require.Error(t, err)
-	for _, f := range []string{"Prompt", "TTL", "MaxBytes", "MaxPerTemplate", "Pattern", "Name", "Semantic.Threshold", "SimplifiedThreshold", "Semantic.Timeout", "Semantic.MinBudget", "Semantic.Queue"} {
+	for _, f := range []string{"Prompt", "TTL", "MaxBytes", "MaxPerTemplate", "Template.MaxPrompt", "Pattern", "Name", "Semantic.Threshold", "SimplifiedThreshold", "Semantic.Timeout", "Semantic.MinBudget", "Semantic.Queue"} {
 		assert.Contains(t, err.Error(), f)
 	}
 	_, err = cache.New(cache.Config[string, string]{Prompt: func(s string) string { return s }, Semantic: cache.SemanticConfig{SimplifiedThreshold: 0.96}})

@@ -27,6 +27,14 @@
 // Config.ShareAcrossTenants says so. Invalidate, InvalidateTenant and
 // InvalidateModel drop entries.
 //
+// Template matching costs one scan of the prompt per slot, linear in its
+// length, on the request's goroutine: it stops when the request's context
+// ends (a lookup then gets exact matches only, a write-back caches its
+// answer without a template), and a prompt longer than
+// TemplateConfig.MaxPrompt (4 KiB) is not searched at all, only counted
+// (Stats.TemplateTooLong). A 1 MiB prompt costs a lookup and a write-back
+// a few milliseconds of CPU, for normalising and hashing it.
+//
 // The semantic layer embeds each written prompt on the cache's own
 // goroutine, and a looked-up prompt inside the request's deadline, under a
 // deadline of its own (SemanticConfig.Timeout, 300ms) and a breaker: an

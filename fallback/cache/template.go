@@ -60,24 +60,71 @@ type span struct {
 	start, end, slot int
 }
 
+// extraction is how extract ended.
+type extraction int
+
+const (
+	// extracted: the prompt has a template.
+	extracted extraction = iota
+	// constant: the prompt has no variable parts; its exact key serves.
+	constant
+	// tooLong: the prompt is longer than the template layer searches.
+	tooLong
+	// cut: the context ended first.
+	cut
+)
+
 // extract finds the variable parts of prompt. The template's key is
 // normalised with norm; braces of the prompt's own are doubled so that no
-// prompt text reads as a placeholder. A prompt without variable parts
-// has no template (ok false): its exact key serves.
-func extract(prompt string, slots []Slot, norm func(string) string) (template, bool) {
-	var spans []span
+// prompt text reads as a placeholder. A prompt longer than maxLen is not
+// searched (tooLong), and the search stops when ctx ends (cut): it checks
+// ctx before each slot and before the key is built, so it outlasts ctx by
+// at most one slot's scan of maxLen bytes.
+//
+// The cost is linear in the prompt: each slot's pattern scans it once
+// (Go's regexp is linear), and its matches are checked against the spans
+// taken so far, both sorted, in one merge.
+func extract(ctx context.Context, prompt string, slots []Slot, norm func(string) string, maxLen int) (template, extraction) {
+	if len(prompt) > maxLen {
+		return template{}, tooLong
+	}
+	var spans, added, merged []span
 	for i, s := range slots {
+		if ctx.Err() != nil {
+			return template{}, cut
+		}
+		added = added[:0]
+		j := 0
+		// A slot's matches come in order and never overlap each other.
 		for _, m := range s.Pattern.FindAllStringIndex(prompt, -1) {
-			if m[0] == m[1] || overlaps(spans, m[0], m[1]) {
+			if m[0] == m[1] {
 				continue
 			}
-			spans = append(spans, span{m[0], m[1], i})
+			for j < len(spans) && spans[j].end <= m[0] {
+				j++
+			}
+			if j < len(spans) && spans[j].start < m[1] {
+				continue // an earlier slot's match wins the overlap
+			}
+			added = append(added, span{m[0], m[1], i})
+		}
+		switch {
+		case len(added) == 0:
+		case len(spans) == 0:
+			// The first slot that matched: its spans are the list. The
+			// three buffers stay apart.
+			spans, added, merged = added, merged[:0], spans[:0]
+		default:
+			merged = mergeSpans(merged[:0], spans, added)
+			spans, merged = merged, spans
 		}
 	}
 	if len(spans) == 0 {
-		return template{}, false
+		return template{}, constant
 	}
-	slices.SortFunc(spans, func(a, b span) int { return a.start - b.start })
+	if ctx.Err() != nil {
+		return template{}, cut
+	}
 	var b strings.Builder
 	b.Grow(len(prompt))
 	t := template{vars: make([]Var, len(spans)), free: make([]bool, len(spans))}
@@ -93,16 +140,24 @@ func extract(prompt string, slots []Slot, norm func(string) string) (template, b
 	}
 	writeEscaped(&b, prompt[last:])
 	t.key = norm(b.String())
-	return t, true
+	return t, extracted
 }
 
-func overlaps(spans []span, start, end int) bool {
-	for _, s := range spans {
-		if start < s.end && s.start < end {
-			return true
+// mergeSpans appends to dst the spans of a and b, two lists sorted by
+// start whose spans do not overlap, in order of start.
+func mergeSpans(dst, a, b []span) []span {
+	i, j := 0, 0
+	for i < len(a) && j < len(b) {
+		if a[i].start < b[j].start {
+			dst = append(dst, a[i])
+			i++
+		} else {
+			dst = append(dst, b[j])
+			j++
 		}
 	}
-	return false
+	dst = append(dst, a[i:]...)
+	return append(dst, b[j:]...)
 }
 
 func writeEscaped(b *strings.Builder, s string) {
@@ -159,13 +214,17 @@ func valueSet(vars []Var, free []bool) []string {
 // value in the same position, and refuses (false) when the prompts'
 // values do not pair up slot for slot, or when a value that differs does
 // not appear in the answer (the answer may depend on it in a way text
-// substitution cannot fix, such as a price).
-func SubstituteVars(_ context.Context, out string, stored, query []Var) (string, bool) {
+// substitution cannot fix, such as a price). It gives up (false) when ctx
+// ends.
+func SubstituteVars(ctx context.Context, out string, stored, query []Var) (string, bool) {
 	if len(stored) != len(query) {
 		return "", false
 	}
 	var pairs []string
 	for i := range stored {
+		if i%64 == 63 && ctx.Err() != nil {
+			return "", false
+		}
 		if stored[i].Slot != query[i].Slot {
 			return "", false
 		}

@@ -35,7 +35,8 @@
 // Rate of the calls it matches — scoped to a tier, to a tenant or scenario
 // (WithTenant, WithScenario), to the requests a service Enrolls, and to a
 // window inside the drill — and breakers forced open (Open). A drill
-// always ends: End or For is required, at most MaxDrill, and at its end
+// always ends: End or For is required, at most MaxDrill, its Start at most
+// MaxLead ahead (a scheduled drill holds its switch), and at its end
 // the rules stop and the breakers are given back, with nobody having to
 // remember. Rates are exact over every 64 matched calls, and which calls
 // are hit follows from the drill's Seed, so a drill is repeatable.

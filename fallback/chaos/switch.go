@@ -18,6 +18,12 @@ import (
 // drill.
 const MaxDrill = 24 * time.Hour
 
+// MaxLead is the furthest ahead a drill may be scheduled: its Start at
+// most a day after Switch.Start. A scheduled drill holds its switch — every
+// other drill gets ErrRunning until it ends or Stop — so a Start years
+// out, a typo more often than a plan, would hold it for years.
+const MaxLead = 24 * time.Hour
+
 // ErrRunning is returned by Switch.Start while another drill is running or
 // scheduled on the switch.
 var ErrRunning = errors.New("chaos: a drill is already running on this switch")
@@ -25,13 +31,14 @@ var ErrRunning = errors.New("chaos: a drill is already running on this switch")
 // Drill is a bounded fault-injection experiment: rules that inject faults
 // into a share of the calls they match, and breakers forced open, between
 // Start and End. Nothing happens outside that window, and the window always
-// ends: End (or For) is required, at most MaxDrill after Start.
+// ends: End (or For) is required, at most MaxDrill after Start, and Start
+// is at most MaxLead ahead.
 type Drill struct {
 	// Name labels the drill in reports. It is not exported as a metric
 	// attribute.
 	Name string
 	// Start is when the drill begins; zero means when Switch.Start is
-	// called.
+	// called. It may be at most MaxLead later than that.
 	Start time.Time
 	// End is when the drill ends; For sets it relative to Start instead.
 	// Exactly one of them is required.
@@ -208,6 +215,9 @@ func compile(d Drill, now time.Time) (*running, error) {
 		case !end.After(now):
 			bad("End %v has passed", end.Format(time.RFC3339Nano))
 		}
+	}
+	if start.Sub(now) > MaxLead {
+		bad("Start %v is %v ahead, more than MaxLead (%v)", start.Format(time.RFC3339Nano), start.Sub(now), MaxLead)
 	}
 	if len(d.Rules) == 0 && len(d.Open) == 0 {
 		bad("no Rules and no Open: the drill would do nothing")

@@ -377,3 +377,28 @@ func TestConcurrentCalls(t *testing.T) {
 	close(stop)
 	wg.Wait()
 }
+
+// A drill is scheduled at most MaxLead ahead: one ten years out would
+// hold its switch (ErrRunning for every other drill) for ten years.
+func TestDrillScheduledTooFarAheadIsRefused(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var sw chaos.Switch
+		rule := []chaos.Rule{{Fault: boom, Rate: 1}}
+		for _, start := range []time.Time{time.Now().AddDate(10, 0, 0), time.Now().Add(chaos.MaxLead + time.Nanosecond)} {
+			err := sw.Start(chaos.Drill{Rules: rule, Start: start, For: time.Minute})
+			require.Error(t, err, "a drill starting %v ahead", time.Until(start))
+			assert.ErrorContains(t, err, "Start")
+			assert.ErrorContains(t, err, "MaxLead")
+			assert.False(t, sw.Status().Active)
+		}
+		require.NoError(t, sw.Start(chaos.Drill{Name: "now", Rules: rule, For: time.Minute}), "the switch is free")
+		sw.Stop()
+
+		start := time.Now().Add(chaos.MaxLead)
+		require.NoError(t, sw.Start(chaos.Drill{Name: "tomorrow", Rules: rule, Start: start, End: start.Add(time.Minute)}))
+		assert.ErrorIs(t, sw.Start(chaos.Drill{Rules: rule, For: time.Minute}), chaos.ErrRunning, "a scheduled drill holds its switch")
+		sw.Stop()
+		require.NoError(t, sw.Start(chaos.Drill{Rules: rule, For: time.Minute}), "until it is stopped")
+		sw.Stop()
+	})
+}
