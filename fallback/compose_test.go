@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -323,5 +324,79 @@ func TestWrappedPoolKeepsItsMembers(t *testing.T) {
 		for name, wrap := range wrappers {
 			assert.Equal(t, want, hedged(t, wrap), name)
 		}
+	})
+}
+
+// A server's retry delay outlasts the request that was told it: after a
+// 429 with RetryInfo of 30 s and a 10 s deadline, later requests skip the
+// tier (or the pool's member whose key got the 429) without a call until
+// the delay has passed — one upstream call per 30 s, not one per request —
+// with no rate limiter attached, and the tier answers again once the
+// server does.
+func TestServerRetryDelayIsHonouredAcrossRequests(t *testing.T) {
+	// storm answers 429 with a 30 s delay for its first 65 s, and logs
+	// the second of each call.
+	storm := func(start time.Time, name string, calls *[]int) fallback.ModelTier[string, string] {
+		var mu sync.Mutex
+		return fallback.Tier(name, func(ctx context.Context, _ string) (string, error) {
+			mu.Lock()
+			*calls = append(*calls, int(time.Since(start)/time.Second))
+			mu.Unlock()
+			if time.Since(start) < 65*time.Second {
+				return "", rateLimited(30 * time.Second)
+			}
+			return name, nil
+		})
+	}
+	t.Run("tier", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			var proCalls []int
+			c := newChain(t, fallback.Config[string, string]{Total: 10 * time.Second, Stages: []fallback.Stage[string, string]{
+				{Tier: storm(time.Now(), "pro", &proCalls)}, {Tier: newFake("flash", ok("flash"))},
+			}})
+			skipped := 0
+			for i := range 100 {
+				res, err := c.Do(context.Background(), "q")
+				require.NoError(t, err)
+				if i < 90 {
+					assert.Equal(t, "flash", res.Tier, "request %d: in the storm, or in its last delay", i)
+				} else {
+					assert.Equal(t, "pro", res.Tier, "request %d: back on the primary once the server is", i)
+				}
+				if a := res.Attempts(); a[0].Skip == fallback.SkipRateLimited {
+					skipped++
+					assert.Zero(t, a[0].N)
+				}
+				time.Sleep(time.Second)
+			}
+			assert.Equal(t, []int{0, 30, 60, 90, 91, 92, 93, 94, 95, 96, 97, 98, 99}, proCalls,
+				"one call per delay in the storm, then every request")
+			assert.Equal(t, 100-13, skipped)
+		})
+	})
+	t.Run("pool member", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			var aCalls []int
+			var bCalls atomic.Int64
+			pool, err := fallback.NewPool(fallback.PoolConfig[string, string]{Name: "pro", Members: []fallback.Member[string, string]{
+				{Key: "key-a", Tier: storm(time.Now(), "a", &aCalls)}, {Key: "key-b", Tier: slowTier("b", &bCalls, func() time.Duration { return 0 })},
+			}})
+			require.NoError(t, err)
+			c := newChain(t, fallback.Config[string, string]{Total: 10 * time.Second, Stages: []fallback.Stage[string, string]{
+				{Tier: pool}, {Tier: newFake("flash", ok("flash"))},
+			}})
+			for i := range 60 {
+				res, err := c.Do(context.Background(), "q")
+				require.NoError(t, err)
+				assert.Equal(t, "pro", res.Tier, "key b answers")
+				if i == 10 {
+					assert.Equal(t, fallback.MemberCooling, pool.Members()[0].Out, "key a cools down")
+				}
+				time.Sleep(time.Second)
+			}
+			require.Len(t, aCalls, 2, "key a, once per 30 s: %v", aCalls)
+			assert.GreaterOrEqual(t, aCalls[1]-aCalls[0], 30)
+			assert.Equal(t, fallback.MemberIn, pool.Members()[1].Out)
+		})
 	})
 }

@@ -372,17 +372,20 @@ func (e *engine) reserveFor(i int, remaining time.Duration) time.Duration {
 func withMargin(d time.Duration) time.Duration { return d + max(d/10, time.Millisecond) }
 
 // preflight says whether a stage must be skipped, for the model the call
-// would use, before any guard is touched.
-func (e *engine) preflight(st *stage, model string) Skip {
-	if why := st.parking.check(e.epoch); why != NotSkipped {
-		return why
+// would use, before any guard is touched. probe is set when the request
+// is the one let through at the end of the tier's cool-down: it ends the
+// hold with st.parking.endProbe once the stage is over.
+func (e *engine) preflight(st *stage, model string) (why Skip, probe int64) {
+	if why, probe = st.parking.enter(e.epoch); why != NotSkipped {
+		return why, 0
 	}
 	if model != "" {
 		if e.retired.has(model, e.epoch) || e.catalog != nil && !e.catalog.Available(model) {
-			return SkipRetired
+			st.parking.endProbe(probe)
+			return SkipRetired, 0
 		}
 	}
-	return NotSkipped
+	return NotSkipped, probe
 }
 
 // enter takes a stage's guards after the preflight: the budget check, a

@@ -220,7 +220,12 @@ func (e *engine) nextTierHedge(b budget.Budget, st *stage, base context.Context,
 		return nil
 	}
 	ns := &e.stages[st.index+1]
-	if e.preflight(ns, nextModel) != NotSkipped {
+	if ns.parking.until.Load() != 0 {
+		// Parked, or at the end of a cool-down whose one probe is a
+		// request's, not a hedge's.
+		return nil
+	}
+	if nextModel != "" && (e.retired.has(nextModel, e.epoch) || e.catalog != nil && !e.catalog.Available(nextModel)) {
 		return nil
 	}
 	deadline, ok := e.hedgeWindow(b, ns)

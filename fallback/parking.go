@@ -4,6 +4,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/tierguard/tierguard/classify"
 )
 
 // parking takes a whole tier out of rotation after a failure that retrying
@@ -14,20 +16,76 @@ type parking struct {
 	// what.
 	until atomic.Int64
 	why   atomic.Uint32
+	// hold is the until of the probe let through at the end of a
+	// cool-down (see enter), which a new cool-down replaces.
+	hold atomic.Int64
 }
 
 func sinceEpoch(epoch time.Time) int64 { return int64(time.Since(epoch)) + 1 }
 
 // check says whether the tier is parked. It reads the clock only while the
-// tier is parked.
+// tier is parked. An ended cool-down is left for enter to hand over.
 func (p *parking) check(epoch time.Time) Skip {
 	if until := p.until.Load(); until != 0 {
 		if sinceEpoch(epoch) < until {
 			return Skip(p.why.Load())
 		}
-		p.until.CompareAndSwap(until, 0)
+		if Skip(p.why.Load()) != SkipRateLimited {
+			p.until.CompareAndSwap(until, 0)
+		}
 	}
 	return NotSkipped
+}
+
+// coolDownOf is how long a 429 with a server delay keeps its tier (or
+// member) out: the delay, at most classify.LongRetryAfter — a longer one
+// is a quota's, which the classifier parks as QuotaExhausted, so a longer
+// RateLimited delay (a custom classifier's, a hostile header) is not
+// believed beyond it — and at most MaxQuotaCooldown.
+func coolDownOf(v classify.Verdict, maxPark time.Duration) time.Duration {
+	return min(v.RetryAfter, classify.LongRetryAfter, maxPark)
+}
+
+// probeHold is how long the one call let through at the end of a
+// cool-down holds the others off, at most: it ends the hold itself when it
+// returns (endProbe), or another 429 extends the cool-down.
+const probeHold = time.Minute
+
+// enter says whether a call may go to the tier now, as check does, with
+// one difference: when a server's cool-down (SkipRateLimited) has just
+// ended, one caller gets through and the others still skip until it
+// returns — the server hears one request per delay, not a burst of every
+// caller in flight. probe is then the hold that caller ends with endProbe;
+// 0 otherwise.
+func (p *parking) enter(epoch time.Time) (why Skip, probe int64) {
+	until := p.until.Load()
+	if until == 0 {
+		return NotSkipped, 0
+	}
+	now := sinceEpoch(epoch)
+	why = Skip(p.why.Load())
+	if now < until {
+		return why, 0
+	}
+	if why != SkipRateLimited {
+		p.until.CompareAndSwap(until, 0)
+		return NotSkipped, 0
+	}
+	hold := now + int64(probeHold)
+	p.hold.Store(hold)
+	if !p.until.CompareAndSwap(until, hold) {
+		// Another caller took the probe, or the tier was parked again.
+		return p.check(epoch), 0
+	}
+	return NotSkipped, hold
+}
+
+// endProbe ends the hold of a cool-down's probe, unless the tier was
+// parked again meanwhile.
+func (p *parking) endProbe(probe int64) {
+	if probe != 0 {
+		p.until.CompareAndSwap(probe, 0)
+	}
 }
 
 // parked reports whether the tier is parked now.
@@ -46,6 +104,22 @@ func (p *parking) parkOnce(epoch time.Time, why Skip, d time.Duration) bool {
 		if p.until.CompareAndSwap(u, now+int64(d)) {
 			p.why.Store(uint32(why))
 			return true
+		}
+	}
+}
+
+// coolDown parks the tier for d for why, unless it is parked longer
+// already (a quota's parking outlasts a server's retry delay).
+func (p *parking) coolDown(epoch time.Time, why Skip, d time.Duration) {
+	for {
+		u := p.until.Load()
+		next := sinceEpoch(epoch) + int64(d)
+		if u >= next && u != p.hold.Load() {
+			return
+		}
+		if p.until.CompareAndSwap(u, next) {
+			p.why.Store(uint32(why))
+			return
 		}
 	}
 }

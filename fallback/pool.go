@@ -204,7 +204,7 @@ func (p *Pool[In, Out]) Call(ctx context.Context, in In) (Out, error) {
 	var zero Out
 	var last error
 	for {
-		m, tok, why := p.p.enter(key, tried, rules.tokens)
+		m, tok, probe, why := p.p.enter(key, tried, rules.tokens)
 		if m < 0 {
 			switch {
 			case last != nil:
@@ -215,10 +215,10 @@ func (p *Pool[In, Out]) Call(ctx context.Context, in In) (Out, error) {
 			return zero, &SkipError{Tier: p.p.name, Skip: why}
 		}
 		tried |= 1 << m
-		out, err, v, latency := p.callMember(ctx, rec, m, tok, rules, in)
+		out, err, v, latency := p.callMember(ctx, rec, m, tok, probe, rules, in)
 		if err == nil || !rotates(v.Class) || ctx.Err() != nil || !p.p.another(tried) {
-			if err != nil && v.Class == classify.QuotaExhausted {
-				// This member is parked; the tier is not.
+			if err != nil && (v.Class == classify.QuotaExhausted || v.Class == classify.RateLimited) {
+				// This member is parked, or cooling down; the tier is not.
 				rec.memberFailed()
 			}
 			return out, err
@@ -230,7 +230,8 @@ func (p *Pool[In, Out]) Call(ctx context.Context, in In) (Out, error) {
 
 // callMember makes one call on member m, holding its breaker token tok,
 // and settles it: the member's breaker, limiter, latency and parking.
-func (p *Pool[In, Out]) callMember(ctx context.Context, rec *call, m int, tok breaker.Token, rules poolRules, in In) (Out, error, classify.Verdict, time.Duration) {
+func (p *Pool[In, Out]) callMember(ctx context.Context, rec *call, m int, tok breaker.Token, probe int64, rules poolRules, in In) (Out, error, classify.Verdict, time.Duration) {
+	defer p.p.members[m].endProbe(probe)
 	rec.enter(p.p.members[m].id)
 	before, _ := rec.usage()
 	start := time.Now()
@@ -334,9 +335,12 @@ const (
 	MemberQuota
 	// MemberAuth: its credentials were refused (401, 403, an invalid key).
 	MemberAuth
+	// MemberCooling: the server answered 429 with a time to come back
+	// (RetryInfo, Retry-After); it is out until then.
+	MemberCooling
 )
 
-var memberOutNames = [...]string{MemberIn: "in", MemberQuota: "quota", MemberAuth: "auth"}
+var memberOutNames = [...]string{MemberIn: "in", MemberQuota: "quota", MemberAuth: "auth", MemberCooling: "cooling"}
 
 // String names the reason.
 func (o MemberOut) String() string { return name(memberOutNames[:], o, "invalid") }
@@ -400,6 +404,8 @@ func (m *poolMember) out(epoch time.Time) MemberOut {
 		return MemberQuota
 	case skipAuth:
 		return MemberAuth
+	case SkipRateLimited:
+		return MemberCooling
 	}
 	return MemberIn
 }
@@ -412,8 +418,10 @@ const skipAuth Skip = 255
 // admitting it, its limiter admitting tokens now — and takes its breaker
 // token and a place in flight. m is -1 when none can serve; why says what
 // kept the last candidate out (SkipRateLimited, SkipQuota, SkipOpen), or
-// skipAuth when every member is out for its credentials.
-func (p *pool) enter(key string, tried uint64, tokens int64) (m int, tok breaker.Token, why Skip) {
+// skipAuth when every member is out for its credentials. probe is set
+// when the call is the one let through at the end of the member's
+// cool-down (done ends its hold).
+func (p *pool) enter(key string, tried uint64, tokens int64) (m int, tok breaker.Token, probe int64, why Skip) {
 	n := len(p.members)
 	why = SkipOpen
 	auth := 0
@@ -424,34 +432,37 @@ func (p *pool) enter(key string, tried uint64, tokens int64) (m int, tok breaker
 		}
 		tried |= 1 << m
 		pm := &p.members[m]
-		switch pm.check(p.epoch) {
+		out, held := pm.parking.enter(p.epoch)
+		switch out {
 		case skipAuth:
 			auth++
 			continue
-		case SkipQuota:
-			why = SkipQuota
+		case SkipQuota, SkipRateLimited:
+			why = out
 			continue
 		}
 		if pm.breaker != nil {
 			t, err := pm.breaker.Allow()
 			if err != nil {
+				pm.endProbe(held)
 				why = SkipOpen
 				continue
 			}
 			tok = t
 		}
 		if pm.limiter != nil && !pm.limiter.Allow(tokens) {
+			pm.endProbe(held)
 			tok.Done(breaker.Ignored)
 			tok, why = breaker.Token{}, SkipRateLimited
 			continue
 		}
 		pm.inflight.Add(1)
-		return m, tok, NotSkipped
+		return m, tok, held, NotSkipped
 	}
 	if auth == n {
 		why = skipAuth
 	}
-	return -1, breaker.Token{}, why
+	return -1, breaker.Token{}, 0, why
 }
 
 // choose returns the best member not in tried (regardless of health:
@@ -551,6 +562,11 @@ func (p *pool) done(m int, tok breaker.Token, v classify.Verdict, o breaker.Outc
 	case classify.RateLimited:
 		if pm.limiter != nil {
 			pm.limiter.Throttle(v.RetryAfter)
+		}
+		if v.RetryAfter > 0 {
+			// The server said when this key may come back: until then the
+			// member is out of rotation, limiter or not.
+			pm.coolDown(p.epoch, SkipRateLimited, coolDownOf(v, maxQuotaPark))
 		}
 	case classify.QuotaExhausted:
 		// Reported once per time out of rotation, however many calls in

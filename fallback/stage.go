@@ -79,9 +79,13 @@ var errPoolAuth = classify.Wrap(errors.New("tierguard: every member of the pool 
 // them, parked the tier or its model if the class says so, and returns
 // where the request goes next.
 func runStage[In, Out any, A attempter[In, Out]](e *engine, a A, r *request, st *stage, model string, in In) (out Out, h held, end stageEnd) {
-	if why := e.preflight(st, model); why != NotSkipped {
-		end.err = &SkipError{Tier: st.name, Model: model, Skip: why}
-		return out, h, e.skipped(r, st, model, why, end.err)
+	skip, probe := e.preflight(st, model)
+	if skip != NotSkipped {
+		end.err = &SkipError{Tier: st.name, Model: model, Skip: skip}
+		return out, h, e.skipped(r, st, model, skip, end.err)
+	}
+	if probe != 0 {
+		defer st.parking.endProbe(probe)
 	}
 	if st.breaker != nil && st.breaker.State() == breaker.Open {
 		// An open tier is skipped before anything else is spent: no clock
@@ -343,10 +347,16 @@ func (s *stageRun[In, Out, A]) failed(r *request, ae *attemptEnd, mine *call, me
 	e.attemptFailed(r, st, s.model, s.n, latency, v, d, ae.err, &desc)
 	r.member = ""
 	s.end, s.last = stageEnd{verdict: v, route: d.route, err: ae.err}, d
-	if memberFailure {
-		// A pool's member ran out of quota: the member is parked, not the
-		// tier.
+	switch {
+	case memberFailure:
+		// A pool's member ran out of quota, or was told to wait: the
+		// member is parked or cooling down, not the tier.
 		s.last.park = classify.ParkNone
+	case v.Class == classify.RateLimited && v.RetryAfter > 0:
+		// The server said when to come back: until then, other requests
+		// skip the tier without a call (SkipRateLimited), whatever this
+		// one does next.
+		st.parking.coolDown(e.epoch, SkipRateLimited, coolDownOf(v, e.maxQuotaPark))
 	}
 	if !d.retry {
 		s.decided = true

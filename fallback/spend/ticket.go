@@ -168,7 +168,8 @@ func (t *Ticket) skipped(b *binding, e *fallback.Event) {
 }
 
 // skipCause is the class a skip of the first tier stands for: the parked
-// quota, the retired model, the deadline; for an open breaker, the class
+// quota, the rate limit (a server's cool-down, a local limiter), the
+// retired model, the deadline; for an open breaker, the class
 // of the last failure seen on its model, the one that tripped it (or kept
 // it open), so that a 429 storm's fallbacks stay the 429s' once the
 // breaker opens; else a local rejection.
@@ -180,6 +181,10 @@ func skipCause(l *Ledger, e *fallback.Event) classify.Class {
 		}
 	case fallback.SkipQuota:
 		return classify.QuotaExhausted
+	case fallback.SkipRateLimited:
+		// Cooling down after the server's 429, or over a local limit: a
+		// rate limit either way.
+		return classify.RateLimited
 	case fallback.SkipRetired:
 		return classify.Retired
 	case fallback.SkipBudget:

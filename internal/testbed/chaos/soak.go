@@ -260,16 +260,21 @@ func Run(cfg Config) (*Report, error) {
 		}
 	}()
 	chain, err := fallback.New(fallback.Config[string, string]{
-		Stages:         stages,
-		Total:          total,
-		MinAttempt:     minAttempt,
-		Cache:          h.cache,
-		Default:        defaultAnswer,
-		QuotaCooldown:  parkFor,
-		RetiredRecheck: parkFor,
-		Key:            keyOf,
-		Observer:       h,
-		AbandonAfter:   abandonAfter,
+		Stages:        stages,
+		Total:         total,
+		MinAttempt:    minAttempt,
+		Cache:         h.cache,
+		Default:       defaultAnswer,
+		QuotaCooldown: parkFor,
+		// A server's delay (RetryInfo, Retry-After) is honoured across
+		// requests up to MaxQuotaCooldown: the hostile ones drawn here
+		// (a verdict asking for math.MaxInt64) park a tier for as long as
+		// a quota does, not for the 5 minutes the library allows a 429.
+		MaxQuotaCooldown: parkFor,
+		RetiredRecheck:   parkFor,
+		Key:              keyOf,
+		Observer:         h,
+		AbandonAfter:     abandonAfter,
 	})
 	if err != nil {
 		return nil, err

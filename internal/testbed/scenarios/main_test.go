@@ -29,6 +29,8 @@ func tiny() options {
 	o.outage = outageConfig{loadConfig: load, Start: 100 * time.Millisecond, Len: 300 * time.Millisecond}
 	o.flaky = flakyConfig{loadConfig: load, Unavailable: 0.2}
 	o.storm = stormConfig{loadConfig: load, Start: 50 * time.Millisecond, Len: 400 * time.Millisecond, RetryDelay: 50 * time.Millisecond}
+	o.storm12 = stormConfig{loadConfig: load, Start: 50 * time.Millisecond, Len: 1300 * time.Millisecond, RetryDelay: 600 * time.Millisecond}
+	o.storm12.Duration = 2200 * time.Millisecond
 	o.slow = slowConfig{loadConfig: load, ProSlow: time.Second, TryTimeout: 100 * time.Millisecond}
 	o.invalid = invalidConfig{loadConfig: load, Shares: []float64{1}}
 	o.quota = quotaConfig{loadConfig: load, Quota: 10, Window: 200 * time.Millisecond, Over: 0.3}
@@ -194,6 +196,25 @@ func TestStorm(t *testing.T) {
 	}
 	if s := tg.median("stormSuccess"); s < 0.8 {
 		t.Errorf("success in storm %v", s)
+	}
+	assertInTime(t, res, 100)
+}
+
+// TestLongStorm: a server delay longer than the deadline is honoured
+// across requests: pro gets a few calls per delay, not one per request,
+// the storm is answered by flash, and pro answers again after it.
+func TestLongStorm(t *testing.T) {
+	res := scenarioLongStorm(tiny().storm12, 1, 1)
+	tg := res.find("tierguard pro → flash")
+	plain := res.find("plain loop: pro once, then flash")
+	if tg.median("proPerWindow") >= plain.median("proPerWindow")/4 {
+		t.Errorf("tierguard: %v pro calls per delay, the plain loop %v", tg.median("proPerWindow"), plain.median("proPerWindow"))
+	}
+	if s := tg.median("stormSuccess"); s < 0.8 {
+		t.Errorf("success in storm %v", s)
+	}
+	if p := tg.median("proAfter"); p < 0.5 {
+		t.Errorf("answered by pro after the delay: %v", p)
 	}
 	assertInTime(t, res, 100)
 }
