@@ -7,7 +7,7 @@
 // Total:
 //
 //	for each stage (model tier) in order:
-//	    preflight: skip a tier whose model is retired, or parked for quota
+//	    preflight: skip a tier whose model is retired, or parked (quota, a server's delay)
 //	    bulkhead:  take a slot or skip (no upstream call)
 //	    breaker:   allow, or skip (no upstream call)
 //	    retry:     attempt 1..N, each with min(TryTimeout, remaining − reserve)
@@ -17,12 +17,30 @@
 //	cache lookup, then the default answer
 //	otherwise an *Error that says why each tier failed
 //
+// What a tier knows travels with its call: the code that receives an
+// upstream response reports its usage, model and finish reason with
+// Report, and a Pool reports the member each call went to, through the
+// call's context — so any wrapper passes it on, and a response nobody
+// waits for any more still reaches observers (LateReply).
+//
+// Where to read what happens on a 429 with RetryInfo of 30 s: classify
+// (classify.go, hints.go) makes it RateLimited with RetryAfter 30 s;
+// retry.Policy.Decide (retry/retry.go) retries only if the wait fits the
+// deadline; stage.go (stageRun.failed) gives the tier up when it does not
+// and cools it down (parking.go) so that later requests skip it until the
+// server's time, one request probing at its end; pool.go does the same for
+// the member whose key got the 429 and rotates to another at once;
+// ratelimit (limiter.go) holds and slows a stage's Limiter; engine.go
+// (decide) says how it counts for the breaker.
+//
 // Retries live inside the breaker, so a request counts once toward tripping
 // it; the breaker lives inside the bulkhead, so an open circuit frees its
-// slot at once. Each tier's attempts leave a reserve (by default the sum of
-// the later tiers' MinAttempt) so a slow primary cannot eat the fallback's
-// chance to answer; when less than a useful attempt is left the tier is
-// skipped.
+// slot at once. Each tier's attempts leave a reserve for the later tiers
+// — by default what each has been seen to need (a high quantile of its
+// latency, within its MinAttempt and TryTimeout, plus a tenth), and for
+// tiers not seen yet half of what remains — so a slow primary cannot eat
+// the fallback's chance to answer; when less than a useful attempt is
+// left the tier is skipped (Stage.Reserve sets the reserve by hand).
 //
 // Errors follow classify's table, overridable per chain (Config.Table):
 // Transient and RateLimited retry in place within the budget; QuotaExhausted,
