@@ -175,7 +175,6 @@ const (
 // raised again on the caller's goroutine.
 func (c *Chain[In, Out]) hedged(st *stage, b budget.Budget, base context.Context, per, remaining time.Duration, in In, tok breaker.Token) (Out, attemptEnd) {
 	st.hedges.attempted()
-	first, _ := base.(*call)
 	var deadline time.Time
 	if per != budget.Unlimited {
 		if d, ok := b.Deadline(); ok {
@@ -184,46 +183,11 @@ func (c *Chain[In, Out]) hedged(st *stage, b budget.Budget, base context.Context
 			deadline = time.Now().Add(per)
 		}
 	}
-	ctx := budget.NewContext(base, deadline)
-	results := make(chan hedged[Out], 2)
-	var state atomic.Int32
-	// lostOutcome is what a probe left running reports when it returns: a
-	// race lost to the next tier says nothing of this tier's health, one
-	// lost to another member of this tier's pool means the tier answered,
-	// and a call abandoned for ignoring its context failed.
-	var lostOutcome atomic.Uint32
-	lostOutcome.Store(uint32(breaker.Ignored))
-	tier := c.tiers[st.index]
-	go func() {
-		var res hedged[Out]
-		detach.Run(func() {
-			t0 := c.now()
-			out, err := tier.Call(ctx, in)
-			if err == nil {
-				err = c.check(st, out)
-			}
-			res = hedged[Out]{out: out, err: err, timedOut: err != nil && ctx.Expired(), latency: c.now() - t0}
-		}, func(o detach.Outcome) {
-			if o.Ended() {
-				res = hedged[Out]{ended: &o}
-			}
-			if !state.CompareAndSwap(callRunning, callReturned) {
-				// Left to finish: its slot and its probe are its own to
-				// give back.
-				if st.bulkhead != nil {
-					st.bulkhead.Release()
-				}
-				if tok.IsProbe() {
-					tok.Done(breaker.Outcome(lostOutcome.Load()))
-				}
-				if state.Load() == callStuck {
-					c.counters.Stuck.Add(-1)
-				}
-			}
-			results <- res
-		})
-	}()
-	var end attemptEnd
+	r := &race[In, Out]{c: c, st: st, b: b, base: base, in: in, tok: tok, ctx: budget.NewContext(base, deadline),
+		results: make(chan hedged[Out], 2), pending: 1}
+	r.first, _ = base.(*call)
+	r.lostOutcome.Store(uint32(breaker.Ignored))
+	go r.runFirst()
 	delay, hedging := st.latency.delay()
 	var timer <-chan time.Time
 	var t *time.Timer
@@ -238,72 +202,18 @@ func (c *Chain[In, Out]) hedged(st *stage, b budget.Budget, base context.Context
 	var ctxDone <-chan struct{}
 	var abandon <-chan time.Time
 	if c.abandonAfter > 0 {
-		ctxDone = ctx.Done()
-	}
-	var hc *hedgeCall
-	// failedFirst is the first call's result once it failed.
-	var failedFirst *hedged[Out]
-	pending, late := 1, false
-	hedgeReturned := false
-	cancelHedge := func() {
-		if hc != nil {
-			hc.ctx.Cancel()
-		}
-	}
-	// abandonHedge marks a hedge still running when the attempt gives up
-	// on its calls: it is left behind too, and gives back its own guards.
-	abandonHedge := func() {
-		if hc != nil && !hedgeReturned {
-			end.hedge.err = errAbandoned
-			hc.ctx.Cancel()
-		}
+		ctxDone = r.ctx.Done()
 	}
 	for {
 		select {
-		case res := <-results:
-			pending--
-			hedgeReturned = hedgeReturned || res.hedge
-			switch {
-			case res.ended != nil && res.hedge:
-				// The first call, if still running, is left to finish.
-				end.slotLeft = state.CompareAndSwap(callRunning, callLost)
-				ctx.Cancel()
-				end.ended = res.ended
-				var zero Out
-				return zero, end
-			case res.ended != nil:
-				cancelHedge()
-				ctx.Cancel()
-				return res.out, attemptEnd{ended: res.ended, hedge: end.hedge}
-			case res.err == nil && res.hedge:
-				end.hedge.won, end.hedge.latency = true, res.latency
-				if failedFirst != nil {
-					// The first call had failed while the hedge ran: its
-					// failure still counts for its tier.
-					end.hedge.primaryErr = failedFirst.err
-				}
-				if hc.end.stage == st {
-					lostOutcome.Store(uint32(breaker.Success))
-				}
-				end.slotLeft = state.CompareAndSwap(callRunning, callLost)
-				ctx.Cancel()
-				return res.out, end
-			case res.err == nil:
-				cancelHedge()
-				return res.out, end
-			case res.hedge:
-				end.hedge.err = res.err
-			default:
-				failedFirst = &res
-				if pending > 0 && c.abandonAfter > 0 {
-					// The hedge runs on, in a window of its own: from now
-					// on the abandonment follows it.
-					ctxDone, abandon = hc.ctx.Done(), nil
-				}
+		case res := <-r.results:
+			if out, end, done := r.returned(res); done {
+				return out, end
 			}
-			if pending == 0 {
-				ctx.Cancel()
-				return failedFirst.out, attemptEnd{err: failedFirst.err, timedOut: failedFirst.timedOut, hedge: end.hedge}
+			if r.failedFirst != nil && r.pending > 0 && c.abandonAfter > 0 && !res.hedge {
+				// The hedge runs on, in a window of its own: from now on
+				// the abandonment follows it.
+				ctxDone, abandon = r.hc.ctx.Done(), nil
 			}
 		case <-ctxDone:
 			ctxDone = nil
@@ -312,73 +222,215 @@ func (c *Chain[In, Out]) hedged(st *stage, b budget.Budget, base context.Context
 			abandon = a.C
 		case <-abandon:
 			abandon = nil
-			if failedFirst != nil {
-				// Only a hedge is left, and it gives back its own guards.
-				abandonHedge()
-				return failedFirst.out, attemptEnd{err: failedFirst.err, timedOut: failedFirst.timedOut, hedge: end.hedge}
+			if out, end, done := r.abandoned(); done {
+				return out, end
 			}
-			lostOutcome.Store(uint32(breaker.Failure))
-			if state.CompareAndSwap(callRunning, callStuck) {
-				c.counters.Stuck.Add(1)
-				c.counters.Abandoned.Add(1)
-				abandonHedge()
-				var zero Out
-				return zero, attemptEnd{err: errAbandoned, abandoned: true, hedge: end.hedge}
-			}
-			// It returned meanwhile: its result is on its way.
-			lostOutcome.Store(uint32(breaker.Ignored))
 		case <-timer:
 			timer = nil
-			hc, late = c.prepareHedge(b, st, base, first, c.hedgeModel(st, in), late), true
-			if hc == nil {
+			if !r.startHedge() {
 				// No hedge now (the budget is spent, the next tier is
 				// busy): look again while the first call runs, a quarter
 				// of the delay later — the budget refills as other
 				// requests make attempts.
 				t.Reset(max(delay/4, time.Millisecond))
 				timer = t.C
-				continue
 			}
-			end.hedge = &hc.end
-			pending++
-			hedgeTier := c.tiers[hc.end.stage.index]
-			var hctx context.Context = hc.ctx
-			if first != nil {
-				// The hedge's replies and members are its own call's; on
-				// the same tier, it avoids the first call's member.
-				hc.end.rec = &call{Context: hc.ctx, e: c.engine, reqCtx: first.reqCtx, obs: first.obs, st: hc.end.stage,
-					model: hc.end.model, n: first.n, hedge: true, avoid: hc.avoid, tokens: first.tokens}
-				hctx = hc.end.rec
-			}
-			go func(hc *hedgeCall) {
-				var res hedged[Out]
-				released := false
-				detach.Run(func() {
-					t0 := c.now()
-					out, err := hedgeTier.Call(hctx, in)
-					if err == nil {
-						err = c.check(hc.end.stage, out)
-					}
-					lost := err != nil && hc.ctx.Err() != nil && !hc.ctx.Expired() && base.Err() == nil
-					latency := c.now() - t0
-					v, o := c.outcomeOf(hc.end.stage, err, lost)
-					released = true
-					hc.release(v, o, latency)
-					res = hedged[Out]{out: out, err: err, hedge: true, latency: latency}
-				}, func(o detach.Outcome) {
-					if o.Ended() {
-						if !released {
-							// A panic decides nothing for the hedge's guards.
-							hc.release(classify.Verdict{Class: classify.Canceled}, breaker.Ignored, 0)
-						}
-						res = hedged[Out]{hedge: true, ended: &o}
-					}
-					hc.ctx.Cancel()
-					results <- res
-				})
-			}(hc)
 		}
 	}
+}
+
+// race is one hedged attempt: its first call and, once started, its hedge.
+// The calls run on goroutines of their own and hand their results over
+// results; state and lostOutcome are shared with the first call's
+// goroutine.
+type race[In, Out any] struct {
+	c     *Chain[In, Out]
+	st    *stage
+	b     budget.Budget
+	base  context.Context
+	in    In
+	tok   breaker.Token
+	first *call
+	ctx   *budget.Context
+
+	results chan hedged[Out]
+	state   atomic.Int32
+	// lostOutcome is what a probe left running reports when it returns: a
+	// race lost to the next tier says nothing of this tier's health, one
+	// lost to another member of this tier's pool means the tier answered,
+	// and a call abandoned for ignoring its context failed.
+	lostOutcome atomic.Uint32
+
+	end attemptEnd
+	hc  *hedgeCall
+	// failedFirst is the first call's result once it failed.
+	failedFirst   *hedged[Out]
+	pending       int
+	late          bool
+	hedgeReturned bool
+}
+
+// runFirst makes the first call. Left to finish (the race lost, or
+// abandoned), it gives back its own slot and probe when it returns.
+func (r *race[In, Out]) runFirst() {
+	c, st, ctx := r.c, r.st, r.ctx
+	var res hedged[Out]
+	detach.Run(func() {
+		t0 := c.now()
+		out, err := c.tiers[st.index].Call(ctx, r.in)
+		if err == nil {
+			err = c.check(st, out)
+		}
+		res = hedged[Out]{out: out, err: err, timedOut: err != nil && ctx.Expired(), latency: c.now() - t0}
+	}, func(o detach.Outcome) {
+		if o.Ended() {
+			res = hedged[Out]{ended: &o}
+		}
+		if !r.state.CompareAndSwap(callRunning, callReturned) {
+			if st.bulkhead != nil {
+				st.bulkhead.Release()
+			}
+			if r.tok.IsProbe() {
+				r.tok.Done(breaker.Outcome(r.lostOutcome.Load()))
+			}
+			if r.state.Load() == callStuck {
+				c.counters.Stuck.Add(-1)
+			}
+		}
+		r.results <- res
+	})
+}
+
+// cancelHedge cancels a hedge that started.
+func (r *race[In, Out]) cancelHedge() {
+	if r.hc != nil {
+		r.hc.ctx.Cancel()
+	}
+}
+
+// abandonHedge marks a hedge still running when the attempt gives up on
+// its calls: it is left behind too, and gives back its own guards.
+func (r *race[In, Out]) abandonHedge() {
+	if r.hc != nil && !r.hedgeReturned {
+		r.end.hedge.err = errAbandoned
+		r.hc.ctx.Cancel()
+	}
+}
+
+// returned takes one call's result; done is set when the attempt is over.
+func (r *race[In, Out]) returned(res hedged[Out]) (out Out, end attemptEnd, done bool) {
+	r.pending--
+	r.hedgeReturned = r.hedgeReturned || res.hedge
+	switch {
+	case res.ended != nil && res.hedge:
+		// The first call, if still running, is left to finish.
+		r.end.slotLeft = r.state.CompareAndSwap(callRunning, callLost)
+		r.ctx.Cancel()
+		r.end.ended = res.ended
+		return out, r.end, true
+	case res.ended != nil:
+		r.cancelHedge()
+		r.ctx.Cancel()
+		return res.out, attemptEnd{ended: res.ended, hedge: r.end.hedge}, true
+	case res.err == nil && res.hedge:
+		r.end.hedge.won, r.end.hedge.latency = true, res.latency
+		if r.failedFirst != nil {
+			// The first call had failed while the hedge ran: its failure
+			// still counts for its tier.
+			r.end.hedge.primaryErr = r.failedFirst.err
+		}
+		if r.hc.end.stage == r.st {
+			r.lostOutcome.Store(uint32(breaker.Success))
+		}
+		r.end.slotLeft = r.state.CompareAndSwap(callRunning, callLost)
+		r.ctx.Cancel()
+		return res.out, r.end, true
+	case res.err == nil:
+		r.cancelHedge()
+		return res.out, r.end, true
+	case res.hedge:
+		r.end.hedge.err = res.err
+	default:
+		r.failedFirst = &res
+	}
+	if r.pending == 0 {
+		r.ctx.Cancel()
+		f := r.failedFirst
+		return f.out, attemptEnd{err: f.err, timedOut: f.timedOut, hedge: r.end.hedge}, true
+	}
+	return out, end, false
+}
+
+// abandoned gives up on a call that outlived its context by
+// AbandonAfter; done is set when the attempt is over.
+func (r *race[In, Out]) abandoned() (out Out, end attemptEnd, done bool) {
+	if f := r.failedFirst; f != nil {
+		// Only a hedge is left, and it gives back its own guards.
+		r.abandonHedge()
+		return f.out, attemptEnd{err: f.err, timedOut: f.timedOut, hedge: r.end.hedge}, true
+	}
+	r.lostOutcome.Store(uint32(breaker.Failure))
+	if r.state.CompareAndSwap(callRunning, callStuck) {
+		r.c.counters.Stuck.Add(1)
+		r.c.counters.Abandoned.Add(1)
+		r.abandonHedge()
+		return out, attemptEnd{err: errAbandoned, abandoned: true, hedge: r.end.hedge}, true
+	}
+	// It returned meanwhile: its result is on its way.
+	r.lostOutcome.Store(uint32(breaker.Ignored))
+	return out, end, false
+}
+
+// startHedge starts the hedge, if one can run now.
+func (r *race[In, Out]) startHedge() bool {
+	c := r.c
+	hc := c.prepareHedge(r.b, r.st, r.base, r.first, c.hedgeModel(r.st, r.in), r.late)
+	r.late = true
+	if hc == nil {
+		return false
+	}
+	r.hc, r.end.hedge = hc, &hc.end
+	r.pending++
+	var hctx context.Context = hc.ctx
+	if first := r.first; first != nil {
+		// The hedge's replies and members are its own call's; on the same
+		// tier, it avoids the first call's member.
+		hc.end.rec = &call{Context: hc.ctx, e: c.engine, reqCtx: first.reqCtx, obs: first.obs, st: hc.end.stage,
+			model: hc.end.model, n: first.n, hedge: true, avoid: hc.avoid, tokens: first.tokens}
+		hctx = hc.end.rec
+	}
+	go r.runHedge(hc, hctx)
+	return true
+}
+
+// runHedge makes the hedge's call and releases its guards.
+func (r *race[In, Out]) runHedge(hc *hedgeCall, hctx context.Context) {
+	c := r.c
+	var res hedged[Out]
+	released := false
+	detach.Run(func() {
+		t0 := c.now()
+		out, err := c.tiers[hc.end.stage.index].Call(hctx, r.in)
+		if err == nil {
+			err = c.check(hc.end.stage, out)
+		}
+		lost := err != nil && hc.ctx.Err() != nil && !hc.ctx.Expired() && r.base.Err() == nil
+		latency := c.now() - t0
+		v, o := c.outcomeOf(hc.end.stage, err, lost)
+		released = true
+		hc.release(v, o, latency)
+		res = hedged[Out]{out: out, err: err, hedge: true, latency: latency}
+	}, func(o detach.Outcome) {
+		if o.Ended() {
+			if !released {
+				// A panic decides nothing for the hedge's guards.
+				hc.release(classify.Verdict{Class: classify.Canceled}, breaker.Ignored, 0)
+			}
+			res = hedged[Out]{hedge: true, ended: &o}
+		}
+		hc.ctx.Cancel()
+		r.results <- res
+	})
 }
 
 // hedgeModel is the model a next-tier hedge of st would use for in.

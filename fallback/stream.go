@@ -460,6 +460,8 @@ type pump[In, Chunk any] struct {
 	yield   func(Chunk, error) bool
 	partial *strings.Builder
 	in      In
+	// outcome is how the stream counts for its breaker when it ends.
+	outcome breaker.Outcome
 }
 
 // run streams the rest of the answer. done is set when the request is over
@@ -468,15 +470,15 @@ type pump[In, Chunk any] struct {
 func (p *pump[In, Chunk]) run(in In) (ie *IncompleteError, done bool) {
 	c, r, st, op := p.c, p.r, p.st, p.op
 	res := &p.s.res
-	outcome := breaker.Ignored
+	p.outcome = breaker.Ignored
 	defer func() {
 		// Cancel first, so the tier sees its context end as its sequence is
 		// stopped. An abandoned reader keeps the slot and the token.
 		if op.stop() {
 			r.slotHandedOff, r.tokenHandedOff = p.h.slot, p.h.tok.IsProbe()
-			outcome = breaker.Failure
+			p.outcome = breaker.Failure
 		}
-		c.exit(r, st, &p.h, outcome)
+		c.exit(r, st, &p.h, p.outcome)
 	}()
 	c.answeredBy(r, st, st.index > 0 || res.Continued)
 	if res.Chunks == 0 {
@@ -490,15 +492,41 @@ func (p *pump[In, Chunk]) run(in In) (ie *IncompleteError, done bool) {
 		ev.Latency = last - op.start
 		r.obs.Observe(r.ctx, ev)
 	}
-	tier := c.tiers[st.index]
-	validator := c.validators[st.index]
-	keepText := p.partial != nil || validator != nil || c.writer != nil
-	var text strings.Builder
-	chunks, bytes := 0, 0
-	var finish string
-	// d is what the chunks said about the response, for observers; the
+	// d is what the stream said about its response, for observers; the
 	// usage comes from the tier's Report.
 	var d Reply
+	var rl relayed
+	if p.relay(&rl, last) {
+		// The consumer stopped: cancel upstream, decide nothing.
+		op.cut.CompareAndSwap(cutNone, cutConsumer)
+		v := classify.Verdict{Class: classify.Canceled, Reason: "consumer stopped"}
+		p.ended(rl.chunks, v, nil, false, &d)
+		c.end(r, nil, v, res.Chunks)
+		return nil, true
+	}
+	op.pending = nil
+	res.FinishReason = rl.finish
+	d.Response.FinishReason = rl.finish
+	return p.settle(in, &rl, &d)
+}
+
+// relayed is what a stream delivered to its consumer.
+type relayed struct {
+	chunks, bytes int
+	finish        string
+	text          strings.Builder
+	// err is the error that ended the stream; nil for a clean end.
+	err error
+}
+
+// relay hands the stream's chunks to the consumer — those held back
+// before the commit point first — until the stream ends or the consumer
+// stops (stopped), keeping in rl what it delivered.
+func (p *pump[In, Chunk]) relay(rl *relayed, last time.Duration) (stopped bool) {
+	c, r, st, op := p.c, p.r, p.st, p.op
+	res := &p.s.res
+	tier := c.tiers[st.index]
+	keepText := p.partial != nil || c.validators[st.index] != nil || c.writer != nil
 	idleFor := c.idle[st.index]
 	var idle *time.Timer
 	if idleFor > 0 {
@@ -512,7 +540,6 @@ func (p *pump[In, Chunk]) run(in In) (ie *IncompleteError, done bool) {
 		idle.Stop()
 		defer idle.Stop()
 	}
-	var cerr error
 	for i := 0; ; i++ {
 		var ch Chunk
 		if i < len(op.pending) {
@@ -522,12 +549,12 @@ func (p *pump[In, Chunk]) run(in In) (ie *IncompleteError, done bool) {
 				idle.Reset(idleFor)
 			}
 			var ok bool
-			ch, cerr, ok = op.src.next()
+			ch, rl.err, ok = op.src.next()
 			if idle != nil {
 				idle.Stop()
 			}
-			if !ok || cerr != nil {
-				break
+			if !ok || rl.err != nil {
+				return false
 			}
 			if r.obs != nil {
 				now := c.now()
@@ -537,44 +564,43 @@ func (p *pump[In, Chunk]) run(in In) (ie *IncompleteError, done bool) {
 			}
 		}
 		info := tier.Inspect(ch)
-		chunks++
+		rl.chunks++
 		res.Chunks++
 		res.Bytes += len(info.Text)
-		bytes += len(info.Text)
+		rl.bytes += len(info.Text)
 		if info.FinishReason != "" {
-			finish = info.FinishReason
+			rl.finish = info.FinishReason
 		}
 		if keepText {
-			text.WriteString(info.Text)
+			rl.text.WriteString(info.Text)
 			if p.partial != nil {
 				p.partial.WriteString(info.Text)
 			}
 		}
 		if !p.yield(ch, nil) {
-			// The consumer stopped: cancel upstream, decide nothing.
-			op.cut.CompareAndSwap(cutNone, cutConsumer)
-			v := classify.Verdict{Class: classify.Canceled, Reason: "consumer stopped"}
-			p.ended(chunks, v, nil, false, &d)
-			c.end(r, nil, v, res.Chunks)
-			return nil, true
+			return true
 		}
 	}
-	op.pending = nil
-	res.FinishReason = finish
-	d.Response.FinishReason = finish
+}
+
+// settle ends a stream that ran to its end: complete (validated, written
+// back), or incomplete with why.
+func (p *pump[In, Chunk]) settle(in In, rl *relayed, d *Reply) (ie *IncompleteError, done bool) {
+	c, r, st, op := p.c, p.r, p.st, p.op
+	res := &p.s.res
 	var cause error
 	var v classify.Verdict
 	switch {
-	case finish != "" && cerr == nil:
+	case rl.finish != "" && rl.err == nil:
 		// The answer ended with its finish reason and the stream closed
 		// cleanly after it. A finish reason alone does not end an answer:
 		// Vertex AI puts STOP on every chunk, and an error event after it
 		// means the answer was cut.
-		if validator != nil {
-			if verr := validator.Validate(text.String()); verr != nil {
+		if validator := c.validators[st.index]; validator != nil {
+			if verr := validator.Validate(rl.text.String()); verr != nil {
 				verr = asInvalidOutput(verr)
 				v = classify.Classify(verr)
-				p.ended(chunks, v, verr, false, &d)
+				p.ended(rl.chunks, v, verr, false, d)
 				var zero Chunk
 				p.yield(zero, verr)
 				c.end(r, verr, v, res.Chunks)
@@ -582,32 +608,32 @@ func (p *pump[In, Chunk]) run(in In) (ie *IncompleteError, done bool) {
 			}
 		}
 		res.Complete = true
-		outcome = breaker.Success
-		p.ended(chunks, classify.Verdict{}, nil, false, &d)
+		p.outcome = breaker.Success
+		p.ended(rl.chunks, classify.Verdict{}, nil, false, d)
 		if c.writer != nil {
-			c.writer.Put(r.ctx, in, text.String())
+			c.writer.Put(r.ctx, in, rl.text.String())
 		}
 		c.end(r, nil, classify.Verdict{}, res.Chunks)
 		return nil, true
 	case op.cut.Load() == cutIdle && r.ctx.Err() == nil:
 		cause = ErrIdleTimeout
 		v = classify.Verdict{Class: classify.Transient, Reason: "stream idle too long"}
-	case cerr == nil:
+	case rl.err == nil:
 		cause = ErrNoFinishReason
 		v = classify.Verdict{Class: classify.Transient, Reason: "stream ended without a finish reason"}
 	default:
-		cause = cerr
+		cause = rl.err
 		// Past the commit point the deadline cutting a long answer is not
 		// the tier hanging: classified, not counted as a timeout.
-		v, _, _ = c.classifyFailure(r, st, st.try, failed{err: cerr})
+		v, _, _ = c.classifyFailure(r, st, st.try, failed{err: rl.err})
 	}
 	a := c.table.Action(v.Class)
 	if a.BreakerFailure {
-		outcome = breaker.Failure
+		p.outcome = breaker.Failure
 	}
 	c.park(st, p.model, v, a.Park)
-	ie = &IncompleteError{Tier: st.name, Chunks: chunks, Bytes: bytes, FinishReason: finish, Cause: cause, V: v}
-	p.ended(chunks, v, ie, true, &d)
+	ie = &IncompleteError{Tier: st.name, Chunks: rl.chunks, Bytes: rl.bytes, FinishReason: rl.finish, Cause: cause, V: v}
+	p.ended(rl.chunks, v, ie, true, d)
 	return ie, false
 }
 

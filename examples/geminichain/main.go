@@ -3,8 +3,8 @@
 //
 // By default it needs no setup: it starts tierguard's in-process fake
 // Gemini server and tells a short story against it (a healthy primary, an
-// outage with a rate-limited fallback, a retired model skipped by
-// preflight). With -real it sends the questions to the Gemini API instead,
+// outage with a rate-limited fallback whose 30 s delay the chain keeps to,
+// a retired model skipped by preflight). With -real it sends the questions to the Gemini API instead,
 // with the key in GEMINI_API_KEY:
 //
 //	go run ./cmd/geminichain
@@ -159,11 +159,12 @@ func story(ctx context.Context, srv *fakegemini.Server, catalog *fallback.Catalo
 		Params: fakegemini.Params{RetryDelay: 30 * time.Second}}}})
 	ask(ctx, chain, q1)
 
-	fmt.Fprintln(out, "\n3. Same outage, a question nobody asked before: the default answers.")
+	fmt.Fprintln(out, "\n3. Same outage, a question nobody asked before: flash asked for 30 s,")
+	fmt.Fprintln(out, "   so it is skipped without a call until then, and the default answers.")
 	ask(ctx, chain, q2)
 
-	fmt.Fprintln(out, "\n4. Pro is retired; the catalog no longer lists it, flash is back:")
-	fmt.Fprintln(out, "   pro is skipped without an upstream call.")
+	fmt.Fprintln(out, "\n4. Pro is retired; the catalog no longer lists it, and flash is back,")
+	fmt.Fprintln(out, "   inside the 30 s it asked for: neither is called, the default answers.")
 	srv.Retire(proModel)
 	srv.SetScript(flashModel, fakegemini.Script{Reply: reply})
 	if err := catalog.Refresh(ctx); err != nil {

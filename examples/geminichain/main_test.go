@@ -38,8 +38,9 @@ func TestStory(t *testing.T) {
 	s := buf.String()
 	assert.Contains(t, s, `source=tier tier="pro" degraded=false upstream calls=1`)
 	assert.Contains(t, s, `source=cache tier="" degraded=true upstream calls=3`)
-	assert.Contains(t, s, `source=default tier="" degraded=true upstream calls=3`)
+	assert.Contains(t, s, `source=default tier="" degraded=true upstream calls=2`, "flash cools down: no call in its 30 s")
+	assert.Contains(t, s, "flash skipped (rate_limited)")
 	assert.Contains(t, s, "pro   skipped (retired)")
-	assert.Contains(t, s, `source=tier tier="flash" degraded=true upstream calls=1`)
+	assert.Contains(t, s, `source=default tier="" degraded=true upstream calls=0`)
 	assert.EqualValues(t, 0, srv.Count("gemini-2.5-pro", fakegemini.Canceled))
 }
