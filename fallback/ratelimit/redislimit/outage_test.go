@@ -84,7 +84,10 @@ func TestFleetKeepsToItsSharesWhileRedisIsOut(t *testing.T) {
 			srv := redisserver.Start(t)
 			const pods, quota, per = 4, 400, 2 * time.Second
 			cfg := ratelimit.Config{Name: "gemini-2.5-pro", Requests: quota, Per: per}
-			opts := redislimit.Options{Pods: pods, RequestBound: 20 * time.Millisecond, RetryHealth: 50 * time.Millisecond, OpTimeout: 300 * time.Millisecond}
+			// A bound that a loaded machine's Redis answers within: a pod
+			// that finds Redis slower keeps to its share while the others
+			// take the fleet's rate (see Options.Pods).
+			opts := redislimit.Options{Pods: pods, RequestBound: 100 * time.Millisecond, RetryHealth: 50 * time.Millisecond, OpTimeout: 300 * time.Millisecond}
 			p := prefix(t)
 			fleet := make([]pod, pods)
 			for i := range fleet {
@@ -122,6 +125,22 @@ func TestFleetKeepsToItsSharesWhileRedisIsOut(t *testing.T) {
 			t.Logf("%d admitted in %v; worst window of %v: %d (%.0f %% of the quota), from %v (the outage began at %v)",
 				len(admitted), admitted[len(admitted)-1].Round(time.Millisecond), per, worst, 100*float64(worst)/quota,
 				from.Round(time.Millisecond), began.Round(time.Millisecond))
+			var outages []uint64
+			for _, x := range fleet {
+				outages = append(outages, x.store.Stats().Outages)
+			}
+			t.Logf("outages seen by each pod: %v", outages)
+			if worst > quota*110/100 {
+				// Where the calls went, by tenth of a second around the
+				// worst window.
+				hist := map[int]int{}
+				for _, at := range admitted {
+					if at >= from && at < from+per {
+						hist[int((at-from)/(100*time.Millisecond))]++
+					}
+				}
+				t.Logf("the worst window's calls by 100 ms: %v", hist)
+			}
 			assert.LessOrEqual(t, worst, quota*110/100, "no window over 110 % of the quota")
 			// Within the outage the shares start empty and come back at
 			// (quota − burst) per window, together: 360 per 2 s.

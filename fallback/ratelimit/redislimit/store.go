@@ -67,7 +67,12 @@ type Options struct {
 	// fills at the share's rate. Turns at hand (Prefetch) are used first:
 	// the fleet counted them. Set it to the number of replicas, or the
 	// most you run: more pods than Pods still exceed the quota while Redis
-	// is out (by Pods running/Pods), fewer only waste part of it. 0 or 1:
+	// is out (by Pods running/Pods), fewer only waste part of it. While
+	// some processes reach Redis and others do not (a partition, or a
+	// host so loaded that Redis answers it slower than RequestBound),
+	// those that do take the fleet's whole rate and the others their
+	// shares on top of it: keep RequestBound well above Redis's p99 round
+	// trip, so that a loaded host does not flap between the two. 0 or 1:
 	// each process keeps to the whole quota alone (the local limiter's own
 	// limit), which a fleet of N processes exceeds N times over while
 	// Redis is out.
