@@ -240,3 +240,54 @@ type refundingStore struct {
 
 func (s *refundingStore) Join(string, ratelimit.Quota) (ratelimit.Member, error) { return s, nil }
 func (s *refundingStore) Refund(n int64)                                         { s.refunds = append(s.refunds, n) }
+
+// TestADelayedCallTakesItsFleetTurn: a call the local limiter admits to
+// act after a wait takes its fleet turn when it is admitted; before, only
+// calls admitted at once asked the fleet, so a process that waited for
+// its local turns (Wait, a stage's LimitWait) spent the fleet's quota
+// without it knowing. When the fleet refuses, the local turn goes back
+// and the refusal says when the later of the two turns comes.
+func TestADelayedCallTakesItsFleetTurn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &countingStore{}
+		l := newLimiter(t, ratelimit.Config{Name: "pro", Requests: 61, Burst: 1, Store: s}) // one a second
+		require.True(t, l.Allow(0))
+		r := l.Reserve(0)
+		require.Equal(t, time.Second, r.Delay())
+		assert.Equal(t, 2, s.takes, "the delayed call asked the fleet")
+		r.Cancel()
+		assert.Equal(t, 1, s.refunds, "and gives its fleet turn back when cancelled")
+		s.refuse = true
+		r = l.Reserve(0)
+		assert.True(t, r.Retry())
+		assert.Equal(t, 3*time.Second, r.Delay(), "the fleet's turn, later than the local one")
+		assert.InDelta(t, 0, l.Stats().Requests, 1e-9, "the local turn went back")
+		s.refuse = false
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		start := time.Now()
+		require.NoError(t, l.Wait(ctx, 0))
+		assert.Equal(t, time.Second, time.Since(start))
+		assert.Equal(t, 4, s.takes)
+	})
+}
+
+// countingStore is a fleet that counts its takes and refunds, and refuses
+// for 3 s when told to.
+type countingStore struct {
+	refuse         bool
+	takes, refunds int
+}
+
+func (s *countingStore) Join(string, ratelimit.Quota) (ratelimit.Member, error) { return s, nil }
+func (s *countingStore) Take(int64) (bool, time.Duration) {
+	s.takes++
+	if s.refuse {
+		return false, 3 * time.Second
+	}
+	return true, 0
+}
+func (s *countingStore) Adjust(int64)       {}
+func (s *countingStore) Hold(time.Duration) {}
+func (s *countingStore) Leave()             {}
+func (s *countingStore) Refund(int64)       { s.refunds++ }

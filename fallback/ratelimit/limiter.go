@@ -92,9 +92,12 @@ type Config struct {
 }
 
 // Store shares limiters' quotas across processes. A Store must keep every
-// decision local-first and fail open: a slow or unreachable backend never
-// makes a call wait longer than the store's own bound, and never refuses
-// a call the local limiter admits.
+// decision local-first: it is asked only for calls the local limiter
+// admits (now, or to act after a wait: their fleet turn is taken when
+// they are admitted), and a slow or unreachable backend never makes a
+// call wait longer than the store's own bound; without its backend a
+// store decides alone (redislimit: by the process's share of the quota,
+// or on the local limit).
 type Store interface {
 	// Join registers a limiter by name with its fleet-wide quota.
 	Join(name string, q Quota) (Member, error)
@@ -407,18 +410,19 @@ func (l *Limiter) reserve(now, tokens, limit int64, take bool) Reservation {
 		act = h
 	}
 	r.delay = time.Duration(act - now)
-	if r.delay > 0 {
-		l.delayed.Add(1)
-		return r
-	}
-	r.delay = 0
 	if l.member != nil {
+		// A call to be made later takes its fleet turn now too: counted a
+		// little early by the fleet, rather than never.
 		if ok, in := l.member.Take(tokens); !ok {
 			l.giveBack(now, r)
 			l.refusal()
-			return Reservation{l: l, ok: true, retry: true, delay: max(in, time.Millisecond)}
+			return Reservation{l: l, ok: true, retry: true, delay: max(in, r.delay, time.Millisecond)}
 		}
 		r.fleet = true
+	}
+	if r.delay > 0 {
+		l.delayed.Add(1)
+		return r
 	}
 	l.admitted.Add(1)
 	return r
