@@ -291,3 +291,118 @@ func (s *countingStore) Adjust(int64)       {}
 func (s *countingStore) Hold(time.Duration) {}
 func (s *countingStore) Leave()             {}
 func (s *countingStore) Refund(int64)       { s.refunds++ }
+
+// TestMixedCallersNeverExceedTheQuota: 64 callers mix every way of asking
+// — Take, Allow, TakeWithin and waiting, Reserve and waiting, Reserve and
+// cancelling, taking and then giving the turn back (as a chain does when a
+// later limiter refuses) — on a limiter with a request and a token limit.
+// Counting only the calls made, at the time they are made, no window of a
+// minute holds more than the quota of either limit. Without the callers
+// that reserve and cancel (which lose quota, as x/time/rate's do), the
+// quota is also used. (A turn given back while a waiting reservation
+// counts on it is rare in this mix: TestCancelGivesATurnTakenAtOnceBackWhole
+// is the test that fails if such a turn comes back.)
+func TestMixedCallersNeverExceedTheQuota(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		ways   uint64
+		useful bool
+	}{{"every way", 6, false}, {"without reserve and cancel", 4, true}} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				made, tokens, l := mixedCallers(t, c.ways)
+				idx := make([]int, len(made))
+				for i := range idx {
+					idx[i] = i
+				}
+				slices.SortFunc(idx, func(a, b int) int { return int(made[a] - made[b]) })
+				worstCalls, worstTokens := 0, int64(0)
+				for i := range idx {
+					calls, toks := 0, int64(0)
+					for j := i; j < len(idx) && made[idx[j]]-made[idx[i]] < time.Minute; j++ {
+						calls++
+						toks += tokens[idx[j]]
+					}
+					worstCalls, worstTokens = max(worstCalls, calls), max(worstTokens, toks)
+				}
+				t.Logf("%d calls made; worst minute %d calls (quota 120), %d tokens (quota 12,000); %+v", len(made), worstCalls, worstTokens, l.Stats())
+				assert.LessOrEqual(t, worstCalls, 120)
+				assert.LessOrEqual(t, worstTokens, int64(12_000))
+				assert.Positive(t, len(made))
+				if c.useful {
+					assert.Greater(t, worstCalls, 100, "and the quota is used")
+				}
+			})
+		})
+	}
+}
+
+// mixedCallers runs 64 callers for three minutes, each asking in one of
+// the first ways ways at random, and returns when each call was made and
+// with how many tokens.
+func mixedCallers(t *testing.T, ways uint64) ([]time.Duration, []int64, *ratelimit.Limiter) {
+	l := newLimiter(t, ratelimit.Config{Name: "pro", Requests: 120, Burst: 12, Tokens: 12_000, TokenBurst: 1_200})
+	start := time.Now()
+	var mu sync.Mutex
+	var made []time.Duration
+	var tokens []int64
+	call := func(n int64) {
+		mu.Lock()
+		made = append(made, time.Since(start))
+		tokens = append(tokens, n)
+		mu.Unlock()
+	}
+	var wg sync.WaitGroup
+	for i := range 64 {
+		wg.Go(func() {
+			rng := uint64(i)*0x9e3779b97f4a7c15 + 1
+			next := func(n uint64) uint64 {
+				rng ^= rng << 13
+				rng ^= rng >> 7
+				rng ^= rng << 17
+				return rng % n
+			}
+			for time.Since(start) < 3*time.Minute {
+				n := int64(next(150))
+				switch next(ways) {
+				case 0:
+					if r := l.Take(n); r.OK() && !r.Retry() {
+						call(n)
+					}
+				case 1:
+					if l.Allow(n) {
+						call(n)
+					}
+				case 2:
+					if r := l.TakeWithin(n, time.Duration(next(3000))*time.Millisecond); r.OK() && !r.Retry() {
+						time.Sleep(r.Delay())
+						call(n)
+					}
+				case 3:
+					if r := l.Take(n); r.OK() && !r.Retry() {
+						// A later limiter refused, at once or a moment later.
+						time.Sleep(time.Duration(next(3)) * time.Millisecond)
+						r.Cancel()
+					}
+				case 4:
+					if r := l.Reserve(n); r.OK() {
+						if r.Delay() > 2*time.Second {
+							r.Cancel()
+						} else {
+							time.Sleep(r.Delay())
+							call(n)
+						}
+					}
+				case 5:
+					if r := l.Reserve(n); r.OK() {
+						time.Sleep(time.Duration(next(uint64(r.Delay()/time.Millisecond)+1)) * time.Millisecond)
+						r.Cancel() // gave up while waiting
+					}
+				}
+				time.Sleep(time.Duration(next(40)) * time.Millisecond)
+			}
+		})
+	}
+	wg.Wait()
+	return made, tokens, l
+}
