@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -65,17 +66,21 @@ type Options struct {
 	// share starts empty when the store stops using Redis (the fleet may
 	// have spent the quota just before), so the switch adds no burst; it
 	// fills at the share's rate. Turns at hand (Prefetch) are used first:
-	// the fleet counted them. Set it to the number of replicas, or the
-	// most you run: more pods than Pods still exceed the quota while Redis
-	// is out (by Pods running/Pods), fewer only waste part of it. While
-	// some processes reach Redis and others do not (a partition, or a
-	// host so loaded that Redis answers it slower than RequestBound),
-	// those that do take the fleet's whole rate and the others their
-	// shares on top of it: keep RequestBound well above Redis's p99 round
-	// trip, so that a loaded host does not flap between the two. 0 or 1:
-	// each process keeps to the whole quota alone (the local limiter's own
-	// limit), which a fleet of N processes exceeds N times over while
-	// Redis is out.
+	// the fleet counted them. When Redis answers again the store tells the
+	// fleet's bucket, in the background, what the share admitted that
+	// still counts (its state as a bucket: at most its burst), so that the
+	// fleet's burst does not come on top of the shares' last window.
+	// Set it to the number of replicas, or the most you run: more pods
+	// than Pods still exceed the quota while Redis is out (by Pods
+	// running/Pods), fewer only waste part of it. While some processes
+	// reach Redis and others do not (a partition, or a host so loaded
+	// that Redis answers it slower than RequestBound), those that do take
+	// the fleet's whole rate and the others their shares on top of it
+	// until they are back: keep RequestBound well above Redis's p99
+	// round trip, so that a loaded host does not flap between the two.
+	// 0 or 1: each process keeps to the whole quota alone (the local
+	// limiter's own limit), which a fleet of N processes exceeds N times
+	// over while Redis is out.
 	Pods int
 	// OnError, when set, is called with every failed Redis operation, from
 	// the store's own goroutines or from a call that timed out. It must not
@@ -122,7 +127,8 @@ func (o Options) normalize() (Options, error) {
 
 // Error is a failed Redis operation, as Options.OnError receives it.
 type Error struct {
-	// Op is the operation: "take", "adjust" or "hold".
+	// Op is the operation: "take", "adjust", "hold" or "settle" (what a
+	// share admitted while Redis was out, told to the fleet).
 	Op string
 	// Limit is the limit's hashed id (see ID).
 	Limit string
@@ -315,6 +321,20 @@ type share struct {
 	on       bool
 	// outage is the store's outage the share was emptied for.
 	outage uint64
+	// owedReq and owedTok are what the share admitted that the fleet has
+	// not been told of yet (see settleLocked).
+	owedReq, owedTok int64
+}
+
+// owed is what of the share's admissions still counts at now: no more
+// than were admitted, and no more than the share has not yet earned back
+// at its rate — its state as a bucket, which is what the fleet's bucket
+// needs to hold so that no window counts them twice or not at all.
+func (b *shareBucket) owed(now float64, admitted int64) int64 {
+	if !b.set || admitted <= 0 {
+		return 0
+	}
+	return min(admitted, int64(math.Ceil(max(b.tat-now, 0)/b.interval)))
 }
 
 // member is one limiter's part: its turns at hand and the fleet's last
@@ -340,6 +360,9 @@ func (m *member) Take(tokens int64) (bool, time.Duration) {
 	s := m.s
 	now := time.Now()
 	m.mu.Lock()
+	if m.share.owedReq|m.share.owedTok != 0 && s.healthy.Load() && s.ctx.Err() == nil {
+		m.settleLocked()
+	}
 	if now.Before(m.blockedUntil) {
 		in := m.blockedUntil.Sub(now)
 		m.mu.Unlock()
@@ -431,7 +454,32 @@ func (m *member) byShareLocked(tokens int64) (bool, time.Duration) {
 	}
 	sh.req.take(now, need)
 	sh.tok.take(now, ntok)
+	sh.owedReq += need
+	sh.owedTok += ntok
 	return true, 0
+}
+
+// settleLocked tells the fleet, once the store uses Redis again, what the
+// process's share admitted while it did not, as far as it still counts
+// (owed): the fleet's bucket takes it as debt, in the background. Without
+// it the fleet's bucket, full again, would admit its burst on top of what
+// the shares admitted just before — and while some processes reach Redis
+// and others do not, the fleet's rate on top of the shares'. m.mu must be
+// held.
+func (m *member) settleLocked() {
+	sh := &m.share
+	if sh.owedReq == 0 && sh.owedTok == 0 {
+		return
+	}
+	now := float64(time.Since(m.s.epoch))
+	req, tok := sh.req.owed(now, sh.owedReq), sh.tok.owed(now, sh.owedTok)
+	sh.owedReq, sh.owedTok = 0, 0
+	if req > 0 && m.req.interval > 0 {
+		m.background("settle", adjustScript, m.keys[:1], m.req.interval, m.req.window, req)
+	}
+	if tok > 0 && m.tok.interval > 0 {
+		m.background("settle", adjustScript, m.keys[1:], m.tok.interval, m.tok.window, tok)
+	}
 }
 
 type takeResult struct {
@@ -548,9 +596,11 @@ func (m *member) Refund(tokens int64) {
 			now := float64(time.Since(m.s.epoch))
 			if m.req.interval > 0 {
 				m.share.req.refund(now, 1)
+				m.share.owedReq = max(m.share.owedReq-1, 0)
 			}
 			if m.tok.interval > 0 {
 				m.share.tok.refund(now, tokens)
+				m.share.owedTok = max(m.share.owedTok-max(tokens, 0), 0)
 			}
 		}
 		return
