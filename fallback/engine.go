@@ -757,51 +757,84 @@ func (e *engine) endOnPanic(r *request) {
 }
 
 // admit takes the attempt's turn with its rate limiters — the tenant's,
-// then the tier's — for one call of cost tokens. A turn that is not now
-// is waited for only when the stage allows it and the wait fits the
-// budget minus the reserve, decided before waiting as a retry is;
-// otherwise the turns are given back and the error says when to come
-// back. It returns the reservations, to give back if the call is not
-// made after all.
+// then the tier's — for one call of cost tokens. Each limiter is asked to
+// take the turn now, or within the wait the attempt may still make (the
+// stage's LimitWait and what the budget leaves after the reserve, decided
+// before waiting as a retry is): a limiter whose turn does not come in
+// time takes nothing, so callers contending for the last turns lose none
+// of them. When one refuses, the turns the earlier ones took are given
+// back and the error says when to come back; a fleet's refusal that fits
+// is waited out and the turns taken again. It returns the reservations,
+// to give back if the call is not made after all.
 func (e *engine) admit(r *request, st *stage, lims [2]*ratelimit.Limiter, cost int64, try budget.Try) ([2]ratelimit.Reservation, error) {
 	for {
+		wait := limitWaitLeft(r, st, try)
 		var res [2]ratelimit.Reservation
 		var delay time.Duration
-		retry, by := false, 0
+		by := 0
 		for i, l := range lims {
 			if l == nil {
 				continue
 			}
-			res[i] = l.Reserve(cost)
+			res[i] = l.TakeWithin(cost, wait)
 			if !res[i].OK() {
 				unadmit(res)
 				return res, &ratelimit.LimitedError{Name: l.Name()}
 			}
+			if res[i].Retry() {
+				// Nothing held by this one: give back the others'.
+				unadmit(res)
+				d := res[i].Delay()
+				if d > wait || !r.budget.Fits(d, try) {
+					return res, &ratelimit.LimitedError{Name: l.Name(), RetryIn: d}
+				}
+				r.limitWait += d
+				if err := e.sleep(r, d); err != nil {
+					return res, err
+				}
+				delay = -1
+				break
+			}
 			if d := res[i].Delay(); d > delay {
 				delay, by = d, i
 			}
-			retry = retry || res[i].Retry()
 		}
-		if delay == 0 && !retry {
+		switch {
+		case delay < 0:
+			// A refusal was waited out: the turns are taken again.
+			continue
+		case delay == 0:
 			return res, nil
-		}
-		if delay > st.limitWait-r.limitWait || !r.budget.Fits(delay, try) {
+		case delay > st.limitWait-r.limitWait || !r.budget.Fits(delay, try):
+			// Scheduling ate the margin the turns were taken within.
 			unadmit(res)
 			return res, &ratelimit.LimitedError{Name: lims[by].Name(), RetryIn: delay}
-		}
-		if retry {
-			// The fleet's turn is taken again after the wait.
-			unadmit(res)
 		}
 		r.limitWait += delay
 		if err := e.sleep(r, delay); err != nil {
 			unadmit(res)
 			return res, err
 		}
-		if !retry {
-			return res, nil
-		}
+		return res, nil
 	}
+}
+
+// limitWaitLeft is the longest the attempt may still wait for its
+// limiters: what is left of the stage's LimitWait, and no more than lets
+// a useful attempt fit the budget after the reserve (budget.Fits).
+func limitWaitLeft(r *request, st *stage, try budget.Try) time.Duration {
+	wait := st.limitWait - r.limitWait
+	if wait <= 0 {
+		return 0
+	}
+	if r.budget.Limited() {
+		avail, useful := budget.Sub(r.budget.Remaining(), try.Reserve), max(try.MinUseful, 1)
+		if avail < useful {
+			return 0
+		}
+		wait = min(wait, avail-useful)
+	}
+	return wait
 }
 
 // unadmit gives back the turns of a call that is not made.

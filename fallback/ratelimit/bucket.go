@@ -24,6 +24,11 @@ type bucket struct {
 	// slow multiplies interval while a 429 has lowered the rate: the bits
 	// of a float64 ≥ 1, or 0 for 1.
 	slow atomic.Uint64
+	// pending counts the reservations being scheduled to act later (their
+	// compare-and-swap not done yet), and horizon is the highest tat such
+	// a reservation (or a hold) left: a refund of turns taken at once is
+	// whole only when nothing scheduled later was placed behind them.
+	pending, horizon atomic.Int64
 }
 
 func (b *bucket) init(interval float64, burst int64) {
@@ -61,23 +66,87 @@ func (b *bucket) cost(n int64) int64 {
 
 // reserve takes n tokens at now, into the future if need be: the caller
 // may act at act (now: at once). after is tat once they are taken and c
-// their cost, for cancel. n above the burst can never be served: ok is
-// false and nothing is taken. With limit set, tokens that would only be
-// there after limit are not taken either (ok false).
+// their cost, for cancel or refund. n above the burst can never be served:
+// ok is false and nothing is taken. With limit set, tokens that would only
+// be there after limit are not taken either (ok false, act says when they
+// would be): the check and the take are one compare-and-swap, so a caller
+// that will not wait never takes a turn it has to give back.
 func (b *bucket) reserve(now, n, limit int64) (after, act, c int64, ok bool) {
 	if n > b.burst {
 		return 0, 0, 0, false
 	}
 	c = b.cost(n)
+	marked := false
 	for {
 		t := b.tat.Load()
 		next := max(t, now) + c
 		act = max(next-b.window, now)
 		if act > limit {
+			if marked {
+				b.pending.Add(-1)
+			}
 			return 0, act, 0, false
 		}
+		if act > now && !marked {
+			// Scheduled to act later: refunds of the turns before it must
+			// see it before it is placed (see refund).
+			b.pending.Add(1)
+			marked = true
+			continue
+		}
 		if b.tat.CompareAndSwap(t, next) {
+			if marked {
+				if act > now {
+					b.raiseHorizon(next)
+				}
+				b.pending.Add(-1)
+			}
 			return next, act, c, true
+		}
+	}
+}
+
+// raiseHorizon records that a reservation scheduled to act later, or a
+// hold, reaches tat.
+func (b *bucket) raiseHorizon(tat int64) {
+	for {
+		h := b.horizon.Load()
+		if h >= tat || b.horizon.CompareAndSwap(h, tat) {
+			return
+		}
+	}
+}
+
+// refund gives back, whole, the tokens of a reservation that acted at
+// once (its act was the time it was taken) and whose call is not made:
+// tat moves back by their cost, even when calls admitted at once since
+// then were placed behind them — they were admitted with these tokens
+// counted, so the bucket without them admits no more than it would have
+// had they never been taken. A reservation scheduled to act later behind
+// them is different: its time to act was computed with them, and moving
+// tat back under it would let another call act in its turn. Then only
+// what no later reservation holds comes back, as cancel does.
+func (b *bucket) refund(now, after, c, act int64) {
+	if c == 0 {
+		return
+	}
+	for {
+		t := b.tat.Load()
+		restore := c
+		// Read pending before horizon: a reservation raises the horizon
+		// before it stops counting as pending.
+		if b.pending.Load() > 0 || b.horizon.Load() > after {
+			if act < now {
+				return
+			}
+			restore = c - max(t-after, 0)
+			if restore <= 0 {
+				return
+			}
+		}
+		next := max(t-restore, now)
+		if next >= t || b.tat.CompareAndSwap(t, next) {
+			return
 		}
 	}
 }
@@ -128,10 +197,13 @@ func (b *bucket) adjust(now, n int64) {
 }
 
 // hold empties the bucket until until: its next token comes back then.
+// A refund of turns taken before it gives back only what the hold does
+// not cover.
 func (b *bucket) hold(until int64) {
+	next := until + b.window - b.cost(1)
+	b.raiseHorizon(next)
 	for {
 		t := b.tat.Load()
-		next := until + b.window - b.cost(1)
 		if next <= t || b.tat.CompareAndSwap(t, next) {
 			return
 		}

@@ -30,6 +30,19 @@
 // nothing (TestCancelAfterAPartialCancel). The root module does not depend
 // on x/time: only its tests do.
 //
+// A caller that will not wait, or only so long, asks with Take or
+// TakeWithin: the turn is taken if it comes in time, and otherwise nothing
+// is taken (Reservation.Retry) — the check and the take are the same
+// compare-and-swap. Reserving and cancelling instead loses quota under
+// contention: a cancelled reservation gives back only what no reservation
+// placed behind it holds, so callers that reserve and cancel together
+// keep pushing the bucket's next turn away while its quota goes unused. A
+// turn taken at once and given back (Cancel, or a later limit or the
+// fleet refusing the call) comes back whole — the calls admitted behind
+// it were admitted with it counted — unless a reservation to act later
+// was placed behind it. A fallback.Stage takes its limiters' turns this
+// way.
+//
 // A Group gives each key (tenant, API key) its own limiter, named by a hash
 // of the key. A Store shares a limiter's quota across processes; the
 // redislimit module provides one over Redis, local-first and failing open.

@@ -47,3 +47,17 @@ func ExampleNewGroup() {
 	fmt.Println(g.Get("acme").Allow(0), g.Get("acme").Allow(0), g.Get("globex").Allow(0))
 	// Output: true false true
 }
+
+// Take asks for a turn now, taking nothing when there is none: a caller
+// that will not wait moves on (to another tier) without a turn to give
+// back, so callers contending for the last turns lose none of them.
+func ExampleLimiter_Take() {
+	l, _ := ratelimit.New(ratelimit.Config{Name: "pro", Requests: 61, Burst: 1}) // one a second
+	for range 2 {
+		r := l.Take(0)
+		fmt.Println(r.Retry(), r.Delay().Round(time.Second))
+	}
+	// Output:
+	// false 0s
+	// true 1s
+}

@@ -92,9 +92,12 @@ type Config struct {
 }
 
 // Store shares limiters' quotas across processes. A Store must keep every
-// decision local-first and fail open: a slow or unreachable backend never
-// makes a call wait longer than the store's own bound, and never refuses
-// a call the local limiter admits.
+// decision local-first: it is asked only for calls the local limiter
+// admits (now, or to act after a wait: their fleet turn is taken when
+// they are admitted), and a slow or unreachable backend never makes a
+// call wait longer than the store's own bound; without its backend a
+// store decides alone (redislimit: by the process's share of the quota,
+// or on the local limit).
 type Store interface {
 	// Join registers a limiter by name with its fleet-wide quota.
 	Join(name string, q Quota) (Member, error)
@@ -112,7 +115,8 @@ type Quota struct {
 	TokenBurst int64
 }
 
-// Member is one limiter's part in a Store.
+// Member is one limiter's part in a Store. A Member may also implement
+// Refunder.
 type Member interface {
 	// Take asks the fleet for one call of tokens tokens. ok is false when
 	// the fleet's quota is spent, with the time until it is back; a store
@@ -126,6 +130,16 @@ type Member interface {
 	Hold(d time.Duration)
 	// Leave releases the member.
 	Leave()
+}
+
+// Refunder is implemented by a Member that can take back the turn of a
+// call it granted (Take answered true) when the call is not made after
+// all: another limiter refused it, or the caller gave up. Without it the
+// fleet is given back the call's tokens (Adjust) but not its request.
+type Refunder interface {
+	// Refund gives back one call of tokens tokens granted by Take. It
+	// must not block.
+	Refund(tokens int64)
 }
 
 // Limiter admits calls at a configured rate: requests per minute, tokens
@@ -237,15 +251,19 @@ func (l *Limiter) Close() {
 
 func (l *Limiter) now() int64 { return int64(time.Since(l.epoch)) }
 
-// Reservation is a call admitted now or later by Reserve. It is a small
+// Reservation is a call admitted now or later by Reserve, Take or
+// TakeWithin, or refused by Take or TakeWithin (Retry). It is a small
 // value: no allocation.
 type Reservation struct {
 	l                *Limiter
+	at               int64
 	reqAfter, reqC   int64
 	tokAfter, tokC   int64
 	reqAct, tokAct   int64
+	tokens           int64
 	delay            time.Duration
 	ok, retry, taken bool
+	fleet            bool
 }
 
 // OK reports whether the call can be admitted at all: false when its
@@ -256,59 +274,117 @@ func (r Reservation) OK() bool { return r.ok }
 // at once.
 func (r Reservation) Delay() time.Duration { return r.delay }
 
-// Retry is set when the fleet's quota (Config.Store) is spent: nothing is
-// held, and the caller reserves again after Delay.
+// Retry is set when nothing is held: the fleet's quota (Config.Store) is
+// spent, or — from Take and TakeWithin — the call's turn comes later than
+// the caller would wait. Delay then says when to try again.
 func (r Reservation) Retry() bool { return r.retry }
 
-// Cancel gives the reservation's tokens back if its time to act has not
-// come yet, except those later reservations were scheduled on — as
-// golang.org/x/time/rate's Reservation.Cancel does. A caller that decides
-// not to wait cancels.
+// Cancel gives back the turn of a call that will not be made. A call
+// admitted at once (no Delay when it was taken) gets its tokens back
+// whole, even if calls admitted since were placed behind it — they were
+// admitted with its tokens counted — unless a reservation to act later
+// was placed behind it (its time to act counts on them). A reservation
+// to act later gets its tokens back only before its time to act has
+// come, and not those later reservations were scheduled on, as
+// golang.org/x/time/rate's Reservation.Cancel does. A reservation that
+// holds nothing (Retry, or not OK) cancels nothing.
 func (r Reservation) Cancel() {
 	if !r.taken {
 		return
 	}
 	l := r.l
-	l.cancelLocal(l.now(), r)
-	if r.tokC != 0 && l.member != nil && r.delay == 0 {
-		// The fleet granted these tokens with the call.
-		l.member.Adjust(-tokensOf(r))
+	l.giveBack(l.now(), r)
+	if r.fleet {
+		// The fleet granted the call.
+		if f, ok := l.member.(Refunder); ok {
+			f.Refund(r.tokens)
+		} else if r.tokC != 0 {
+			l.member.Adjust(-r.tokens)
+		}
 	}
 	l.cancelled.Add(1)
 }
 
-// cancelLocal gives a reservation's tokens back to the local buckets.
-func (l *Limiter) cancelLocal(now int64, r Reservation) {
-	if l.req != nil {
-		l.req.cancel(now, r.reqAfter, r.reqC, r.reqAct)
+// giveBack gives a reservation's tokens back to the local buckets: whole
+// for a turn that was taken to act at once (refund), otherwise as
+// x/time/rate's cancel does.
+func (l *Limiter) giveBack(now int64, r Reservation) {
+	if l.req != nil && r.reqC != 0 {
+		if r.reqAct <= r.at {
+			l.req.refund(now, r.reqAfter, r.reqC, r.reqAct)
+		} else {
+			l.req.cancel(now, r.reqAfter, r.reqC, r.reqAct)
+		}
 	}
-	if l.tok != nil {
-		l.tok.cancel(now, r.tokAfter, r.tokC, r.tokAct)
+	if l.tok != nil && r.tokC != 0 {
+		if r.tokAct <= r.at {
+			l.tok.refund(now, r.tokAfter, r.tokC, r.tokAct)
+		} else {
+			l.tok.cancel(now, r.tokAfter, r.tokC, r.tokAct)
+		}
 	}
-}
-
-// tokensOf recovers a reservation's token count from its cost, for the
-// fleet's correction.
-func tokensOf(r Reservation) int64 {
-	return int64(math.Round(float64(r.tokC) / (r.l.tok.interval * r.l.tok.slowdown())))
 }
 
 // Reserve reserves one call that will use tokens tokens (0 when the
 // limiter has no token limit, or the count is unknown), to be made after
 // the reservation's Delay. Calls are served in the order they reserved.
+//
+// A caller that will not wait whatever the Delay should use Take (or
+// TakeWithin) instead: Reserve takes a turn that comes later too, and a
+// reservation to act later that is cancelled after another caller
+// reserved behind it gives back only part of its turn, so reserving and
+// cancelling under contention loses quota.
 func (l *Limiter) Reserve(tokens int64) Reservation {
-	return l.reserve(l.now(), tokens, math.MaxInt64)
+	return l.reserve(l.now(), tokens, math.MaxInt64, false)
 }
 
-// reserve reserves at now, unless the call could only act after limit.
-func (l *Limiter) reserve(now, tokens, limit int64) Reservation {
-	r := Reservation{l: l, ok: true, taken: true}
+// Take admits one call of tokens tokens if its turn is now: it takes the
+// turn and returns a Reservation with no Delay. Otherwise it takes
+// nothing — there is nothing to cancel — and returns a Reservation with
+// Retry set and Delay saying how long until the call could be admitted
+// (not OK when it never can: its tokens exceed TokenBurst). The check and
+// the take are one compare-and-swap per limit, so callers that contend
+// for the last turns lose none of them: it is how a caller that will not
+// wait asks, where Reserve and Cancel would lose quota.
+func (l *Limiter) Take(tokens int64) Reservation {
+	now := l.now()
+	return l.reserve(now, tokens, now, true)
+}
+
+// TakeWithin is Take for a caller that would wait up to maxWait: when the
+// call's turn comes within maxWait it is taken, to act after the
+// Reservation's Delay (≤ maxWait); otherwise nothing is taken, Retry is
+// set and Delay says when the turn would come. A negative maxWait is 0.
+func (l *Limiter) TakeWithin(tokens int64, maxWait time.Duration) Reservation {
+	now := l.now()
+	limit := int64(math.MaxInt64)
+	if maxWait < time.Duration(math.MaxInt64-now) {
+		limit = now + int64(max(maxWait, 0))
+	}
+	return l.reserve(now, tokens, limit, true)
+}
+
+// reserve reserves at now, unless the call could only act after limit:
+// then nothing is held, and with take the refusal says Retry.
+func (l *Limiter) reserve(now, tokens, limit int64, take bool) Reservation {
+	if l.tok != nil && tokens > l.tok.burst {
+		// Never: no wait makes room for it.
+		l.refusal()
+		return Reservation{l: l}
+	}
+	r := Reservation{l: l, at: now, tokens: tokens, ok: true, taken: true}
+	if h := l.hold.Load(); h > limit {
+		// A 429's wait reaches past what the caller would wait: take
+		// nothing.
+		l.refusal()
+		return Reservation{l: l, ok: true, retry: take, delay: time.Duration(h - now)}
+	}
 	act := now
 	if l.req != nil {
 		after, a, c, ok := l.req.reserve(now, 1, limit)
 		if !ok {
 			l.refusal()
-			return Reservation{l: l, ok: ok || a > limit, delay: time.Duration(max(a-now, 0))}
+			return Reservation{l: l, ok: ok || a > limit, retry: take && a > limit, delay: time.Duration(max(a-now, 0))}
 		}
 		r.reqAfter, r.reqC, r.reqAct, act = after, c, a, max(act, a)
 	}
@@ -316,29 +392,37 @@ func (l *Limiter) reserve(now, tokens, limit int64) Reservation {
 		after, a, c, ok := l.tok.reserve(now, tokens, limit)
 		if !ok {
 			if l.req != nil {
-				l.req.cancel(now, r.reqAfter, r.reqC, r.reqAct)
+				l.giveBack(now, r)
 			}
 			l.refusal()
-			return Reservation{l: l, ok: a > limit, delay: time.Duration(max(a-now, 0))}
+			return Reservation{l: l, ok: a > limit, retry: take && a > limit, delay: time.Duration(max(a-now, 0))}
 		}
 		r.tokAfter, r.tokC, r.tokAct, act = after, c, a, max(act, a)
 	}
 	if h := l.hold.Load(); h > act {
 		// A 429's wait reaches past the buckets' own.
+		if h > limit {
+			// It came while the turns were taken.
+			l.giveBack(now, r)
+			l.refusal()
+			return Reservation{l: l, ok: true, retry: take, delay: time.Duration(h - now)}
+		}
 		act = h
 	}
 	r.delay = time.Duration(act - now)
+	if l.member != nil {
+		// A call to be made later takes its fleet turn now too: counted a
+		// little early by the fleet, rather than never.
+		if ok, in := l.member.Take(tokens); !ok {
+			l.giveBack(now, r)
+			l.refusal()
+			return Reservation{l: l, ok: true, retry: true, delay: max(in, r.delay, time.Millisecond)}
+		}
+		r.fleet = true
+	}
 	if r.delay > 0 {
 		l.delayed.Add(1)
 		return r
-	}
-	r.delay = 0
-	if l.member != nil {
-		if ok, in := l.member.Take(tokens); !ok {
-			l.cancelLocal(now, r)
-			l.refusal()
-			return Reservation{l: l, ok: true, retry: true, delay: max(in, time.Millisecond)}
-		}
 	}
 	l.admitted.Add(1)
 	return r
@@ -352,37 +436,34 @@ func (l *Limiter) refusal() {
 }
 
 // Allow admits one call of tokens tokens if it can be made now, and
-// reports whether it was.
+// reports whether it was. It is Take, as a bool.
 func (l *Limiter) Allow(tokens int64) bool {
-	now := l.now()
-	r := l.reserve(now, tokens, now)
-	if !r.ok || r.retry {
-		return false
-	}
-	if r.delay > 0 {
-		// The buckets had room, but a 429's wait holds.
-		r.Cancel()
-		return false
-	}
-	return true
+	r := l.Take(tokens)
+	return r.ok && !r.retry
 }
 
 // Wait admits one call of tokens tokens, waiting for its turn unless that
 // turn comes after ctx's deadline: then it returns a *LimitedError at once,
-// without waiting. It returns ctx's error if ctx ends first.
+// without waiting and without taking a turn. It returns ctx's error if
+// ctx ends first.
 func (l *Limiter) Wait(ctx context.Context, tokens int64) error {
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		r := l.Reserve(tokens)
+		maxWait := time.Duration(math.MaxInt64)
+		d, limited := ctx.Deadline()
+		if limited {
+			maxWait = time.Until(d)
+		}
+		r := l.TakeWithin(tokens, maxWait)
 		if !r.ok {
 			return &LimitedError{Name: l.name}
 		}
-		if r.delay == 0 {
+		if r.delay == 0 && !r.retry {
 			return nil
 		}
-		if d, ok := ctx.Deadline(); ok && time.Until(d) < r.delay {
+		if limited && time.Until(d) < r.delay {
 			r.Cancel()
 			return &LimitedError{Name: l.name, RetryIn: r.delay}
 		}

@@ -203,8 +203,9 @@ func TestGroupHidesKeys(t *testing.T) {
 	assert.Equal(t, 3, n)
 }
 
-// TestAdmittingAllocatesNothing: Reserve and Allow on the success path
-// allocate nothing.
+// TestAdmittingAllocatesNothing: Reserve, Take, TakeWithin and Allow on
+// the success path allocate nothing, and neither does a refusal or a
+// turn given back.
 func TestAdmittingAllocatesNothing(t *testing.T) {
 	l := newLimiter(t, ratelimit.Config{Name: "pro", Requests: 1 << 30, Tokens: 1 << 40})
 	assert.Zero(t, testing.AllocsPerRun(1000, func() {
@@ -214,6 +215,14 @@ func TestAdmittingAllocatesNothing(t *testing.T) {
 		}
 		l.Passed()
 		l.Allow(10)
+		l.Take(10).Cancel()
+		l.TakeWithin(10, time.Second)
+	}))
+	tight := newLimiter(t, ratelimit.Config{Name: "pro", Requests: 2, Burst: 1})
+	assert.Zero(t, testing.AllocsPerRun(1000, func() {
+		if r := tight.Take(0); !r.Retry() {
+			r.Cancel()
+		}
 	}))
 }
 
@@ -295,6 +304,53 @@ func BenchmarkLimiter(b *testing.B) {
 					}
 				}
 			})
+		})
+		b.Run(c.name+"/take/serial", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if r := l.Take(100); r.Retry() {
+					b.Fatal("refused")
+				}
+			}
+		})
+		b.Run(c.name+"/take/parallel", func(b *testing.B) {
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if r := l.Take(100); r.Retry() {
+						b.Fatal("refused")
+					}
+				}
+			})
+		})
+	}
+}
+
+// BenchmarkRefused is a caller that will not wait asking a limiter whose
+// turn is not now: Take takes nothing, where Reserve and Cancel take a
+// turn and give it back.
+func BenchmarkRefused(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		try  func(l *ratelimit.Limiter)
+	}{
+		{"take", func(l *ratelimit.Limiter) { l.Take(0) }},
+		{"reserve+cancel", func(l *ratelimit.Limiter) {
+			if r := l.Reserve(0); r.Delay() > 0 {
+				r.Cancel()
+			}
+		}},
+	} {
+		l, err := ratelimit.New(ratelimit.Config{Name: "b", Requests: 2, Burst: 1, Per: time.Hour})
+		if err != nil {
+			b.Fatal(err)
+		}
+		l.Allow(0)
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				c.try(l)
+			}
 		})
 	}
 }

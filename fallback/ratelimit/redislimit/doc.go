@@ -16,8 +16,14 @@
 // call is admitted by the process's own limiter first, then takes a fleet
 // turn the process already holds (prefetched in the background); only a
 // call that finds none waits on Redis, at most Options.RequestBound (5 ms).
-// When Redis is slow, down or unreachable, calls go on under the local
-// limit alone, nothing waits on Redis again until a background check finds
-// it answering, and then the fleet limit applies again. Keys hold a hash of
-// the limiter's name (ID), never the name.
+// When Redis is slow, down or unreachable, nothing waits on Redis again
+// until a background check finds it answering, and then the fleet limit
+// applies again. Meanwhile each process keeps to its share of the quota,
+// 1/Options.Pods of it — set Pods to the number of processes — so that
+// the fleet stays near its quota (within 110 % in the tests, killed or
+// paused); without Pods each process goes on under its local limit alone,
+// the whole quota, and a fleet of N processes spends N times it. Keys
+// hold a hash of the limiter's name (ID), never the name.
+//
+//	store, err := redislimit.New(rdb, redislimit.Options{Prefix: "myservice:ratelimit:", Pods: 8})
 package redislimit

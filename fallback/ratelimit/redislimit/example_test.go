@@ -10,10 +10,11 @@ import (
 )
 
 // Every pod builds the same limiter over one store: together they stay
-// under the tier's quota of 1,000 requests and 4M tokens a minute.
+// under the tier's quota of 1,000 requests and 4M tokens a minute. Eight
+// pods share it: while Redis is out, each keeps to an eighth.
 func ExampleNew() {
 	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
-	store, err := redislimit.New(rdb, redislimit.Options{Prefix: "myservice:ratelimit:"})
+	store, err := redislimit.New(rdb, redislimit.Options{Prefix: "myservice:ratelimit:", Pods: 8})
 	if err != nil {
 		log.Fatal(err)
 	}

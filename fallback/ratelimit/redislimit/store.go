@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -34,8 +35,9 @@ type Options struct {
 	Prefix string
 	// RequestBound is the longest a call waits on Redis: only when the
 	// process holds no prefetched turn of its own. Past the bound the
-	// call is admitted on the local limit alone (fail open), and the store
-	// stops waiting on Redis until a background check finds it healthy.
+	// call is decided without Redis — by the process's share of the quota
+	// (Pods), or on the local limit alone — and the store stops waiting on
+	// Redis until a background check finds it healthy.
 	// Size it at two or three times Redis's p99 round trip, well below the
 	// model call's latency. DefaultRequestBound when zero.
 	RequestBound time.Duration
@@ -56,6 +58,30 @@ type Options struct {
 	// RetryHealth is how often an unhealthy store checks Redis again in the
 	// background. DefaultRetryHealth when zero.
 	RetryHealth time.Duration
+	// Pods is how many processes are expected to share each quota: while
+	// the store cannot use Redis (down, paused, slower than RequestBound,
+	// or closed), each of its limiters keeps to a share of 1/Pods of its
+	// quota — of its burst and of its rate — so that the fleet together
+	// stays near its quota instead of each process spending all of it. A
+	// share starts empty when the store stops using Redis (the fleet may
+	// have spent the quota just before), so the switch adds no burst; it
+	// fills at the share's rate. Turns at hand (Prefetch) are used first:
+	// the fleet counted them. When Redis answers again the store tells the
+	// fleet's bucket, in the background, what the share admitted that
+	// still counts (its state as a bucket: at most its burst), so that the
+	// fleet's burst does not come on top of the shares' last window.
+	// Set it to the number of replicas, or the most you run: more pods
+	// than Pods still exceed the quota while Redis is out (by Pods
+	// running/Pods), fewer only waste part of it. While some processes
+	// reach Redis and others do not (a partition, or a host so loaded
+	// that Redis answers it slower than RequestBound), those that do take
+	// the fleet's whole rate and the others their shares on top of it
+	// until they are back: keep RequestBound well above Redis's p99
+	// round trip, so that a loaded host does not flap between the two.
+	// 0 or 1: each process keeps to the whole quota alone (the local
+	// limiter's own limit), which a fleet of N processes exceeds N times
+	// over while Redis is out.
+	Pods int
 	// OnError, when set, is called with every failed Redis operation, from
 	// the store's own goroutines or from a call that timed out. It must not
 	// block. Errors name limits by their hashed id only.
@@ -80,6 +106,7 @@ func (o Options) normalize() (Options, error) {
 	check(o.Prefetch >= 0, "Prefetch must not be negative, got %d", o.Prefetch)
 	check(o.HoldFor >= 0, "HoldFor must not be negative, got %v", o.HoldFor)
 	check(o.RetryHealth >= 0, "RetryHealth must not be negative, got %v", o.RetryHealth)
+	check(o.Pods >= 0, "Pods must not be negative, got %d", o.Pods)
 	if err := errors.Join(errs...); err != nil {
 		return o, fmt.Errorf("redislimit: invalid options: %w", err)
 	}
@@ -100,7 +127,8 @@ func (o Options) normalize() (Options, error) {
 
 // Error is a failed Redis operation, as Options.OnError receives it.
 type Error struct {
-	// Op is the operation: "take", "adjust" or "hold".
+	// Op is the operation: "take", "adjust", "hold" or "settle" (what a
+	// share admitted while Redis was out, told to the fleet).
 	Op string
 	// Limit is the limit's hashed id (see ID).
 	Limit string
@@ -133,10 +161,11 @@ func ID(name string) string {
 // Config is the fleet's quota, so one process alone can never exceed it),
 // then takes a fleet turn the process holds at hand, prefetched in the
 // background. Only a call that finds none waits on Redis, at most
-// RequestBound. It fails open: when Redis is slow, down or unreachable,
-// calls are admitted on the local limit alone, the store stops waiting on
-// Redis, and a background check every RetryHealth brings the fleet's limit
-// back when Redis answers again.
+// RequestBound. It fails open, to a share: when Redis is slow, down or
+// unreachable, calls are decided by the process's share of the quota
+// (Options.Pods; on the local limit alone without it), the store stops
+// waiting on Redis, and a background check every RetryHealth brings the
+// fleet's limit back when Redis answers again.
 type Store struct {
 	client redis.UniversalClient
 	opts   Options
@@ -147,8 +176,12 @@ type Store struct {
 	healthy   atomic.Bool
 	checking  atomic.Bool
 	lastCheck atomic.Int64
+	// outages counts the times the store stopped using Redis: a member
+	// empties its share when it sees a new one.
+	outages atomic.Uint64
+	epoch   time.Time
 
-	takes, granted, refused, failedOpen, errs atomic.Uint64
+	takes, granted, refused, failedOpen, errs, shareRefused atomic.Uint64
 }
 
 // New returns a store over client. The client stays the caller's: Close
@@ -162,15 +195,17 @@ func New(client redis.UniversalClient, opts Options) (*Store, error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &Store{client: client, opts: opts, ctx: ctx, cancel: cancel}
+	s := &Store{client: client, opts: opts, ctx: ctx, cancel: cancel, epoch: time.Now()}
 	s.healthy.Store(true)
 	return s, nil
 }
 
 // Close stops the store's background work and waits for it, at most
-// OpTimeout. Limiters that use the store fail open afterwards.
+// OpTimeout. Limiters that use the store keep to their share of the quota
+// afterwards (Options.Pods), or to their local limit without one.
 func (s *Store) Close() error {
 	s.cancel()
+	s.down()
 	done := make(chan struct{})
 	go func() { s.wg.Wait(); close(done) }()
 	select {
@@ -183,10 +218,14 @@ func (s *Store) Close() error {
 // Stats are a store's running figures.
 type Stats struct {
 	// Takes counts the calls that asked Redis for turns; Granted and
-	// Refused how Redis answered; FailedOpen, the calls admitted without
-	// the fleet because Redis did not answer in time; Errors, failed
-	// operations.
-	Takes, Granted, Refused, FailedOpen, Errors uint64
+	// Refused how Redis answered; FailedOpen, the calls decided without
+	// the fleet because Redis did not answer in time (by the process's
+	// share when Options.Pods is above 1, otherwise admitted on the local
+	// limit); ShareRefused, those of them the share refused; Errors,
+	// failed operations.
+	Takes, Granted, Refused, FailedOpen, ShareRefused, Errors uint64
+	// Outages counts the times the store stopped using Redis.
+	Outages uint64
 	// Healthy is false while the store is not waiting on Redis.
 	Healthy bool
 }
@@ -194,7 +233,15 @@ type Stats struct {
 // Stats returns the store's figures.
 func (s *Store) Stats() Stats {
 	return Stats{Takes: s.takes.Load(), Granted: s.granted.Load(), Refused: s.refused.Load(),
-		FailedOpen: s.failedOpen.Load(), Errors: s.errs.Load(), Healthy: s.healthy.Load()}
+		FailedOpen: s.failedOpen.Load(), ShareRefused: s.shareRefused.Load(), Errors: s.errs.Load(),
+		Outages: s.outages.Load(), Healthy: s.healthy.Load()}
+}
+
+// down marks the store as not using Redis, counting a new outage.
+func (s *Store) down() {
+	if s.healthy.CompareAndSwap(true, false) {
+		s.outages.Add(1)
+	}
 }
 
 // Join registers a limiter's fleet quota. It implements ratelimit.Store.
@@ -205,22 +252,89 @@ func (s *Store) Join(name string, q ratelimit.Quota) (ratelimit.Member, error) {
 	id := ID(name)
 	m := &member{s: s, id: id, keys: []string{s.opts.Prefix + "{" + id + "}:r", s.opts.Prefix + "{" + id + "}:t"}}
 	per := float64(q.Per.Microseconds())
+	pods := float64(max(s.opts.Pods, 1))
 	if q.Requests > 0 {
 		// The same shape as the local bucket: no window of Per holds more
 		// than Requests.
 		m.req = bucket{interval: per / float64(max(q.Requests-q.Burst, 1)), burst: int64(q.Burst)}
 		m.req.window = m.req.interval * float64(q.Burst)
+		m.share.req = newShare(float64(q.Per)/float64(max(q.Requests-q.Burst, 1))*pods, float64(q.Burst)/pods)
 	}
 	if q.Tokens > 0 {
 		m.tok = bucket{interval: per / float64(q.Tokens-q.TokenBurst), burst: q.TokenBurst}
 		m.tok.window = m.tok.interval * float64(q.TokenBurst)
+		m.share.tok = newShare(float64(q.Per)/float64(q.Tokens-q.TokenBurst)*pods, float64(q.TokenBurst)/pods)
 	}
+	m.share.on = s.opts.Pods > 1
 	return m, nil
 }
 
 type bucket struct {
 	interval, window float64 // µs
 	burst            int64
+}
+
+// shareBucket is one limit of a process's share, kept while the store
+// cannot use Redis: a bucket of the limit's burst and rate divided by
+// Options.Pods, on the process's monotonic clock (ns since the store's
+// epoch), guarded by the member's lock.
+type shareBucket struct {
+	interval, window float64 // ns
+	tat              float64
+	set              bool
+}
+
+// newShare returns a share of interval ns per unit and burst units
+// (fractional: a share of a burst of 10 among 4 pods holds 2.5). A
+// share's burst below one unit still admits one at a time, at its rate.
+func newShare(interval, burst float64) shareBucket {
+	return shareBucket{interval: interval, window: max(burst, 1) * interval, set: true}
+}
+
+// wait is how long until n units fit at now (0: they fit now).
+func (b *shareBucket) wait(now float64, n int64) float64 {
+	if !b.set || n <= 0 {
+		return 0
+	}
+	next := max(b.tat, now) + float64(n)*b.interval
+	return max(next-b.window-now, 0)
+}
+
+func (b *shareBucket) take(now float64, n int64) {
+	if b.set && n > 0 {
+		b.tat = max(b.tat, now) + float64(n)*b.interval
+	}
+}
+
+func (b *shareBucket) refund(now float64, n int64) {
+	if b.set && n > 0 {
+		b.tat = max(b.tat-float64(n)*b.interval, now)
+	}
+}
+
+// empty leaves the share with nothing at now: it fills at its rate.
+func (b *shareBucket) empty(now float64) { b.tat = now + b.window }
+
+// share is a member's share of its quota while Redis is out.
+type share struct {
+	req, tok shareBucket
+	on       bool
+	// outage is the store's outage the share was emptied for.
+	outage uint64
+	// owedReq and owedTok are what the share admitted that the fleet has
+	// not been told of yet (see settleLocked).
+	owedReq, owedTok int64
+}
+
+// owed is what of the share's admissions still counts at now: no more
+// than were admitted, and no more than the share has not yet earned back
+// at its rate — its state as a bucket, which is what the fleet's bucket
+// needs to hold so that no window counts them twice or not at all.
+func (b *shareBucket) owed(now float64, admitted int64) int64 {
+	if !b.set || admitted <= 0 {
+		return 0
+	}
+	return min(admitted, int64(math.Ceil(max(b.tat-now, 0)/b.interval)))
 }
 
 // member is one limiter's part: its turns at hand and the fleet's last
@@ -238,6 +352,7 @@ type member struct {
 	// blockedUntil is when the fleet said its next turn comes.
 	blockedUntil time.Time
 	refilling    bool
+	share        share
 }
 
 // Take implements ratelimit.Member.
@@ -245,6 +360,9 @@ func (m *member) Take(tokens int64) (bool, time.Duration) {
 	s := m.s
 	now := time.Now()
 	m.mu.Lock()
+	if m.share.owedReq|m.share.owedTok != 0 && s.healthy.Load() && s.ctx.Err() == nil {
+		m.settleLocked()
+	}
 	if now.Before(m.blockedUntil) {
 		in := m.blockedUntil.Sub(now)
 		m.mu.Unlock()
@@ -266,12 +384,13 @@ func (m *member) Take(tokens int64) (bool, time.Duration) {
 		m.mu.Unlock()
 		return true, 0
 	}
-	m.mu.Unlock()
 	if !s.healthy.Load() || s.ctx.Err() != nil {
-		s.failedOpen.Add(1)
+		ok, in := m.byShareLocked(tokens)
+		m.mu.Unlock()
 		s.checkHealth()
-		return true, 0
+		return ok, in
 	}
+	m.mu.Unlock()
 	// Nothing at hand: ask the fleet, for this call and the next ones,
 	// waiting no longer than the bound.
 	res := make(chan takeResult, 1)
@@ -281,16 +400,85 @@ func (m *member) Take(tokens int64) (bool, time.Duration) {
 	select {
 	case r := <-res:
 		if r.err != nil {
-			s.failedOpen.Add(1)
-			return true, 0
+			return m.byShare(tokens)
 		}
 		return r.ok, r.retryIn
 	case <-t.C:
-		// Slower than the bound: admit on the local limit, and wait on
-		// Redis no more until it answers in time again.
-		s.healthy.Store(false)
-		s.failedOpen.Add(1)
+		// Slower than the bound: decide on the process's share, and wait
+		// on Redis no more until it answers in time again.
+		s.down()
+		return m.byShare(tokens)
+	}
+}
+
+// byShare decides a call the fleet could not: by the process's share of
+// the quota (Options.Pods), or on the local limit alone without one.
+func (m *member) byShare(tokens int64) (bool, time.Duration) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.byShareLocked(tokens)
+}
+
+// byShareLocked is byShare with m.mu held.
+func (m *member) byShareLocked(tokens int64) (bool, time.Duration) {
+	s := m.s
+	s.failedOpen.Add(1)
+	sh := &m.share
+	if !sh.on {
 		return true, 0
+	}
+	now := float64(time.Since(s.epoch))
+	if o := s.outages.Load(); o != sh.outage {
+		// A new outage (or the store was closed): the fleet may have
+		// spent the quota just before it, so the share starts empty.
+		sh.outage = o
+		sh.req.empty(now)
+		sh.tok.empty(now)
+	}
+	need := int64(0)
+	if m.req.interval > 0 {
+		need = 1
+	}
+	ntok := int64(0)
+	if m.tok.interval > 0 {
+		ntok = tokens
+	}
+	if ntok > 0 && float64(ntok)*sh.tok.interval > sh.tok.window {
+		// More tokens than the share's burst: it can never pass by the
+		// share; let the local limit (which admitted it) decide.
+		ntok = 0
+	}
+	if w := max(sh.req.wait(now, need), sh.tok.wait(now, ntok)); w > 0 {
+		s.shareRefused.Add(1)
+		return false, max(time.Duration(w), time.Millisecond)
+	}
+	sh.req.take(now, need)
+	sh.tok.take(now, ntok)
+	sh.owedReq += need
+	sh.owedTok += ntok
+	return true, 0
+}
+
+// settleLocked tells the fleet, once the store uses Redis again, what the
+// process's share admitted while it did not, as far as it still counts
+// (owed): the fleet's bucket takes it as debt, in the background. Without
+// it the fleet's bucket, full again, would admit its burst on top of what
+// the shares admitted just before — and while some processes reach Redis
+// and others do not, the fleet's rate on top of the shares'. m.mu must be
+// held.
+func (m *member) settleLocked() {
+	sh := &m.share
+	if sh.owedReq == 0 && sh.owedTok == 0 {
+		return
+	}
+	now := float64(time.Since(m.s.epoch))
+	req, tok := sh.req.owed(now, sh.owedReq), sh.tok.owed(now, sh.owedTok)
+	sh.owedReq, sh.owedTok = 0, 0
+	if req > 0 && m.req.interval > 0 {
+		m.background("settle", adjustScript, m.keys[:1], m.req.interval, m.req.window, req)
+	}
+	if tok > 0 && m.tok.interval > 0 {
+		m.background("settle", adjustScript, m.keys[1:], m.tok.interval, m.tok.window, tok)
 	}
 }
 
@@ -395,6 +583,36 @@ func (m *member) Hold(d time.Duration) {
 	m.background("hold", holdScript, m.keys[:1], m.req.interval, m.req.window, d.Microseconds())
 }
 
+// Refund implements ratelimit.Refunder: a call the store granted is not
+// made after all (another limiter refused it). Its turn goes back among
+// the turns at hand while the store uses Redis — it was the fleet's, and
+// is dropped with them after HoldFor — or to the process's share while
+// it does not. Nothing is sent to Redis.
+func (m *member) Refund(tokens int64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.s.healthy.Load() || m.s.ctx.Err() != nil {
+		if m.share.on {
+			now := float64(time.Since(m.s.epoch))
+			if m.req.interval > 0 {
+				m.share.req.refund(now, 1)
+				m.share.owedReq = max(m.share.owedReq-1, 0)
+			}
+			if m.tok.interval > 0 {
+				m.share.tok.refund(now, tokens)
+				m.share.owedTok = max(m.share.owedTok-max(tokens, 0), 0)
+			}
+		}
+		return
+	}
+	if m.req.interval > 0 {
+		m.handReq++
+	}
+	if m.tok.interval > 0 {
+		m.handTok += max(tokens, 0)
+	}
+}
+
 // Leave implements ratelimit.Member.
 func (m *member) Leave() {}
 
@@ -416,7 +634,7 @@ func (m *member) background(op string, sc *redis.Script, keys []string, args ...
 
 func (s *Store) fail(op, id string, err error) {
 	s.errs.Add(1)
-	s.healthy.Store(false)
+	s.down()
 	if s.opts.OnError != nil {
 		s.opts.OnError(&Error{Op: op, Limit: id, Err: err})
 	}

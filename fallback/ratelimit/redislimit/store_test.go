@@ -194,9 +194,9 @@ func TestRedisPausedBoundsTheWait(t *testing.T) {
 func TestOptionsAreChecked(t *testing.T) {
 	_, err := redislimit.New(nil, redislimit.Options{})
 	assert.Error(t, err)
-	_, err = redislimit.New(client(t, redisserver.Need(t, shared).Addr), redislimit.Options{Prefix: "a b{", RequestBound: -1, Prefetch: -1})
+	_, err = redislimit.New(client(t, redisserver.Need(t, shared).Addr), redislimit.Options{Prefix: "a b{", RequestBound: -1, Prefetch: -1, Pods: -1})
 	require.Error(t, err)
-	for _, f := range []string{"Prefix", "RequestBound", "Prefetch"} {
+	for _, f := range []string{"Prefix", "RequestBound", "Prefetch", "Pods"} {
 		assert.Contains(t, err.Error(), f)
 	}
 	assert.Len(t, redislimit.ID("tenant/acme"), 32)
