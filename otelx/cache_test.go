@@ -79,7 +79,7 @@ func TestCacheHitOfAPlainCacheIsUnknown(t *testing.T) {
 		Cache:  cacheFunc(func(context.Context, string) (string, bool) { return "cached", true }),
 	})
 	instrument(t, chain, otelx.Options{MeterProvider: h.mp, MetricAttributes: []attribute.Key{otelx.KeyTenant}})
-	_, err := chain.Do(otelx.WithTenant(context.Background(), "acme"), "q")
+	_, err := chain.Do(fallback.WithRequest(context.Background(), fallback.Request{Tenant: "acme"}), "q")
 	require.NoError(t, err)
 	hits := ints(t, findMetric(t, h.collect(t), otelx.MetricCacheHits))
 	assert.Equal(t, map[string]int64{

@@ -55,7 +55,7 @@ func ExampleInstrument() {
 	}
 	defer func() { _ = inst.Close() }()
 
-	ctx := otelx.WithRequestID(context.Background(), "req-42")
+	ctx := fallback.WithRequest(context.Background(), fallback.Request{ID: "req-42"})
 	res, err := chain.Do(ctx, "What is a circuit breaker?")
 	if err != nil {
 		panic(err)

@@ -88,10 +88,5 @@ var (
 	PrevFirstChunkBuckets = prevFirstChunkBuckets
 )
 
-// The context getters, for the tests.
-var (
-	RequestID  = requestID
-	Tenant     = tenant
-	Scenario   = scenario
-	Attributes = attributes
-)
+// The context getter, for the tests.
+var Attributes = attributes

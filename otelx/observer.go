@@ -118,9 +118,14 @@ func (i *Instrumentation) Observe(ctx context.Context, e fallback.Event) context
 	return ctx
 }
 
-// readLabels reads the request labels from ctx.
+// readLabels reads the request labels from ctx: its fallback.Request and
+// the attributes of WithAttributes.
 func (i *Instrumentation) readLabels(r *reqState, ctx context.Context) {
-	r.id, r.tenant, r.scenario = requestID(ctx), tenant(ctx), scenario(ctx)
+	req := fallback.RequestFrom(ctx)
+	r.id, r.scenario = req.ID, req.Scenario
+	if i.tenantLabels {
+		r.tenant = req.Tenant
+	}
 	r.labels = attributes(ctx)
 	if len(i.metricKeys) == 0 {
 		return
@@ -132,7 +137,8 @@ func (i *Instrumentation) readLabels(r *reqState, ctx context.Context) {
 		case KeyRequestID:
 			v, found = r.id, r.id != ""
 		case KeyTenant:
-			v, found = r.tenant, r.tenant != ""
+			// Listing it is the opt-in, with or without TenantLabels.
+			v, found = req.Tenant, req.Tenant != ""
 		case KeyScenario:
 			v, found = r.scenario, r.scenario != ""
 		default:

@@ -40,6 +40,12 @@ type Options struct {
 	// each distinct value of a listed label is a new time series, and each
 	// request with such labels costs a few allocations more.
 	MetricAttributes []attribute.Key
+	// TenantLabels puts the request's tenant (its fallback.Request's) on
+	// spans and log events. Off by default: a tenant id is often personal
+	// data. The request id and the scenario always label spans and log
+	// events; metrics carry the tenant only when MetricAttributes lists
+	// KeyTenant.
+	TenantLabels bool
 	// PreviousNames also emits the GenAI metrics under the names of the
 	// conventions before SemConvVersion — gen_ai.client.operation.duration,
 	// gen_ai.client.token.usage (successes only, by gen_ai.token.type) and
@@ -75,7 +81,9 @@ type Instrumentation struct {
 	m          instruments
 	hits       cacheHits
 	metricKeys []attribute.Key
-	prevNames  bool
+	// tenantLabels is Options.TenantLabels.
+	tenantLabels bool
+	prevNames    bool
 
 	registration metric.Registration
 	closed       atomic.Bool
@@ -147,11 +155,12 @@ func New(opts Options) (*Instrumentation, error) {
 	}
 	_, noopTP := tp.(tracenoop.TracerProvider)
 	i := &Instrumentation{
-		tracer:     tp.Tracer(ScopeName),
-		traces:     !noopTP,
-		logger:     opts.Logger,
-		metricKeys: append([]attribute.Key(nil), opts.MetricAttributes...),
-		prevNames:  opts.PreviousNames,
+		tracer:       tp.Tracer(ScopeName),
+		traces:       !noopTP,
+		logger:       opts.Logger,
+		metricKeys:   append([]attribute.Key(nil), opts.MetricAttributes...),
+		prevNames:    opts.PreviousNames,
+		tenantLabels: opts.TenantLabels,
 	}
 	i.reg.Store(&registry{stages: map[stageKey]*stageState{}, ops: map[opKey]*opState{}, endpoints: map[endpointKey]endpoint{}, prev: i.prevNames})
 	i.watched.Store(&watchList{})

@@ -68,7 +68,7 @@ func TestPrimaryDownFallsBack(t *testing.T) {
 		))
 		instrument(t, c, h.options())
 
-		ctx, cancel := context.WithTimeout(otelx.WithRequestID(context.Background(), "req-1"), 10*time.Second)
+		ctx, cancel := context.WithTimeout(fallback.WithRequest(context.Background(), fallback.Request{ID: "req-1"}), 10*time.Second)
 		defer cancel()
 		res, err := c.Do(ctx, "question")
 		require.NoError(t, err)
@@ -569,15 +569,14 @@ type cacheFunc func(context.Context, string) (string, bool)
 func (f cacheFunc) Get(ctx context.Context, in string) (string, bool) { return f(ctx, in) }
 
 // Request ids and tenants stay off metrics unless listed; listed labels
-// are copied onto the request-scoped metrics.
+// are copied onto the request-scoped metrics. The request's id and
+// scenario label its spans and logs, its tenant only with TenantLabels.
 func TestMetricAttributesAreOptIn(t *testing.T) {
-	ctx := otelx.WithScenario(otelx.WithTenant(otelx.WithRequestID(context.Background(), "req-9"), "acme"), "drill")
+	ctx := fallback.WithRequest(context.Background(), fallback.Request{ID: "req-9", Tenant: "acme", Scenario: "drill"})
 	ctx = otelx.WithAttributes(ctx, attribute.String("feature", "summary"))
-	assert.Equal(t, "req-9", otelx.RequestID(ctx))
-	assert.Equal(t, "acme", otelx.Tenant(ctx))
-	assert.Equal(t, "drill", otelx.Scenario(ctx))
 	assert.Equal(t, []attribute.KeyValue{attribute.String("feature", "summary")}, otelx.Attributes(ctx))
 
+	tenantLabels := true
 	run := func(keys ...attribute.Key) (*harness, map[string]int64) {
 		h := newHarness(t)
 		c := newChain(t, twoTiers(
@@ -585,7 +584,7 @@ func TestMetricAttributesAreOptIn(t *testing.T) {
 			fallback.Stage[string, string]{Tier: newTier("flash", ok("flash"))},
 		))
 		opts := h.options()
-		opts.MetricAttributes = keys
+		opts.MetricAttributes, opts.TenantLabels = keys, tenantLabels
 		instrument(t, c, opts)
 		_, err := c.Do(ctx, "q")
 		require.NoError(t, err)
@@ -611,10 +610,19 @@ func TestMetricAttributesAreOptIn(t *testing.T) {
 	assert.Equal(t, "drill", l["scenario"])
 	assert.Equal(t, "summary", l["feature"])
 
-	_, attempts = run(otelx.KeyTenant, "feature", "absent")
+	tenantLabels = false
+	h, attempts = run(otelx.KeyTenant, "feature", "absent")
 	assert.Equal(t, map[string]int64{
 		kv(opAttr, proTier, otelx.AttrClass.String("ok"), otelx.KeyTenant.String("acme"), attribute.String("feature", "summary")): 1,
-	}, attempts)
+	}, attempts, "listing KeyTenant puts it on metrics")
+	for _, s := range h.spansNamed("tierguard generate_content") {
+		a := spanAttrs(s)
+		assert.NotContains(t, a, otelx.KeyTenant, "no tenant on spans without TenantLabels")
+		if !s.Parent().IsValid() {
+			assert.Equal(t, "req-9", a[otelx.KeyRequestID].AsString())
+		}
+	}
+	assert.NotContains(t, h.logsWith(t, "attempt succeeded")[0], "tenant")
 }
 
 // An Instrumentation put in Config.Observer, with Watch for the guards,

@@ -137,7 +137,7 @@ func TestNothingSensitiveIsExported(t *testing.T) {
 		streams := secretStream(t)
 		inst.Attach(streams)
 
-		ctx := otelx.WithRequestID(context.Background(), "req-safe")
+		ctx := fallback.WithRequest(context.Background(), fallback.Request{ID: "req-safe"})
 		input := "summarise " + promptSecret
 		res, err := withCache.Do(ctx, input)
 		require.NoError(t, err)

@@ -86,7 +86,7 @@ func TestLogsThroughTheOtelslogBridge(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = inst.Close() })
 
-	_, err = chain.Do(otelx.WithRequestID(context.Background(), "req-7"), "q")
+	_, err = chain.Do(fallback.WithRequest(context.Background(), fallback.Request{ID: "req-7"}), "q")
 	require.NoError(t, err)
 
 	var request, proAttempt sdktrace.ReadOnlySpan

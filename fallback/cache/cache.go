@@ -218,7 +218,8 @@ func (c *Cache[In, Out]) scopeOf(ctx context.Context, in In) Scope {
 	if c.cfg.Scope != nil {
 		s = c.cfg.Scope(ctx, in)
 	} else {
-		s = ScopeFrom(ctx)
+		r := fallback.RequestFrom(ctx)
+		s = Scope{Tenant: r.Tenant, Scenario: r.Scenario}
 	}
 	if c.cfg.ShareAcrossTenants {
 		s.Tenant = ""

@@ -206,17 +206,17 @@ func TestSemanticNeverMixesValues(t *testing.T) {
 func TestTenantsAndScenariosAreIsolated(t *testing.T) {
 	emb := newFixed(map[string][]float32{"q? [id 17]": axis(0, 4), "Q?  [ID 17]": axis(0, 4), "question, reworded [id 18]": at(0.99, 4)})
 	c := newCache(t, cache.Config[string, string]{Semantic: semantic(emb, 0.5), Template: cache.TemplateConfig[string]{Refill: cache.SubstituteVars}})
-	acme := cache.WithScope(bg, cache.Scope{Tenant: "acme", Scenario: "chat"})
+	acme := fallback.WithRequest(bg, fallback.Request{Tenant: "acme", Scenario: "chat"})
 	c.Put(acme, "q? [id 17]", "acme's answer for 17")
 	settle(t, c, 1)
 	for _, ctx := range []context.Context{
 		bg,
-		cache.WithScope(bg, cache.Scope{Tenant: "globex", Scenario: "chat"}),
-		cache.WithScope(bg, cache.Scope{Tenant: "acme", Scenario: "report"}),
+		fallback.WithRequest(bg, fallback.Request{Tenant: "globex", Scenario: "chat"}),
+		fallback.WithRequest(bg, fallback.Request{Tenant: "acme", Scenario: "report"}),
 	} {
 		for _, q := range []string{"Q?  [ID 17]", "q? [id 18]", "question, reworded [id 18]"} {
 			_, _, ok := c.Match(ctx, q)
-			assert.False(t, ok, "%v %q", cache.ScopeFrom(ctx), q)
+			assert.False(t, ok, "%v %q", fallback.RequestFrom(ctx), q)
 		}
 	}
 	_, hit, ok := c.Match(acme, "Q?  [ID 17]")
@@ -227,9 +227,9 @@ func TestTenantsAndScenariosAreIsolated(t *testing.T) {
 
 	shared := newCache(t, cache.Config[string, string]{ShareAcrossTenants: true})
 	shared.Put(acme, "public fact", "x")
-	_, _, ok = shared.Match(cache.WithScope(bg, cache.Scope{Tenant: "globex", Scenario: "chat"}), "public fact")
+	_, _, ok = shared.Match(fallback.WithRequest(bg, fallback.Request{Tenant: "globex", Scenario: "chat"}), "public fact")
 	assert.True(t, ok, "shared across tenants")
-	_, _, ok = shared.Match(cache.WithScope(bg, cache.Scope{Tenant: "globex", Scenario: "report"}), "public fact")
+	_, _, ok = shared.Match(fallback.WithRequest(bg, fallback.Request{Tenant: "globex", Scenario: "report"}), "public fact")
 	assert.False(t, ok, "still apart by scenario")
 
 	type req struct{ tenant, text string }
@@ -317,8 +317,8 @@ func TestEmbeddingsCountTowardTheBound(t *testing.T) {
 func TestInvalidation(t *testing.T) {
 	type answer struct{ Model, Text string }
 	c := newCache(t, cache.Config[string, answer]{Model: func(a answer) string { return a.Model }})
-	acme := cache.WithScope(bg, cache.Scope{Tenant: "acme"})
-	globex := cache.WithScope(bg, cache.Scope{Tenant: "globex"})
+	acme := fallback.WithRequest(bg, fallback.Request{Tenant: "acme"})
+	globex := fallback.WithRequest(bg, fallback.Request{Tenant: "globex"})
 	c.Put(acme, "a1", answer{"pro", "x"})
 	c.Put(acme, "a2", answer{"flash", "x"})
 	c.Put(globex, "g1", answer{"pro", "x"})
@@ -490,7 +490,7 @@ func TestUsageIsRecorded(t *testing.T) {
 	emb := newFixed(map[string][]float32{"stored": axis(0, 4), "lookup ü": axis(1, 4)})
 	log := &usageLog{}
 	c := newCache(t, cache.Config[string, string]{Semantic: cache.SemanticConfig{Embedder: emb, Usage: log}})
-	acme := cache.WithScope(bg, cache.Scope{Tenant: "acme"})
+	acme := fallback.WithRequest(bg, fallback.Request{Tenant: "acme"})
 	c.Put(acme, "stored", "a")
 	settle(t, c, 1)
 	c.Match(acme, "lookup ü")
@@ -568,7 +568,7 @@ func TestConcurrentUse(t *testing.T) {
 	var wg sync.WaitGroup
 	for w := range 4 {
 		wg.Go(func() {
-			ctx := cache.WithScope(bg, cache.Scope{Tenant: fmt.Sprint(w % 2)})
+			ctx := fallback.WithRequest(bg, fallback.Request{Tenant: fmt.Sprint(w % 2)})
 			for i := range 300 {
 				q := fmt.Sprintf("question %d about item %d", i%37, i%11)
 				c.Put(ctx, q, strings.Repeat("a", i))

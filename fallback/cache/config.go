@@ -35,7 +35,8 @@ type Config[In, Out any] struct {
 	// Prompt returns the text a request is matched on: the user's
 	// question, or the variable part of the prompt. Required.
 	Prompt func(in In) string
-	// Scope returns a request's scope; nil means ScopeFrom(ctx). It sees
+	// Scope returns a request's scope; nil means the tenant and scenario
+	// of the request's fallback.Request (fallback.RequestFrom). It sees
 	// the context the chain passes to the cache (the request's, with its
 	// values), both when an answer is written and when one is looked up.
 	Scope func(ctx context.Context, in In) Scope

@@ -51,7 +51,7 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	ctx := cache.WithScope(context.Background(), cache.Scope{Tenant: "acme"})
+	ctx := fallback.WithRequest(context.Background(), fallback.Request{Tenant: "acme"})
 	for _, q := range []string{"How do I reset my password?", "Where is order 1234?"} {
 		if _, err := chain.Do(ctx, q); err != nil {
 			panic(err)

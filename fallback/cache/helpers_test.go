@@ -103,7 +103,7 @@ func (u *usageLog) RecordEmbedding(ctx context.Context, e cache.EmbeddingUsage) 
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	u.got = append(u.got, e)
-	u.ten = append(u.ten, cache.ScopeFrom(ctx).Tenant)
+	u.ten = append(u.ten, fallback.RequestFrom(ctx).Tenant)
 }
 
 func (u *usageLog) all() ([]cache.EmbeddingUsage, []string) {

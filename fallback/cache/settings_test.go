@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tierguard/tierguard/fallback"
 	"github.com/tierguard/tierguard/fallback/cache"
 )
 
@@ -45,8 +46,8 @@ func TestTTLTooLongIsRefused(t *testing.T) {
 // tenant or scenario cannot make two entries one.
 func TestEntryIDsDoNotCollideOnNUL(t *testing.T) {
 	c := newCache(t, cache.Config[string, string]{})
-	a := cache.WithScope(bg, cache.Scope{Tenant: "a\x00b", Scenario: "c"})
-	b := cache.WithScope(bg, cache.Scope{Tenant: "a", Scenario: "b\x00c"})
+	a := fallback.WithRequest(bg, fallback.Request{Tenant: "a\x00b", Scenario: "c"})
+	b := fallback.WithRequest(bg, fallback.Request{Tenant: "a", Scenario: "b\x00c"})
 	c.Put(a, "q", "for a")
 	c.Put(b, "q", "for b")
 	assert.Equal(t, 2, c.Stats().Entries, "two scopes, two entries")
@@ -67,8 +68,8 @@ func TestEntryIDsDoNotCollideOnNUL(t *testing.T) {
 	assert.Equal(t, uint64(1), c.Stats().Invalidated)
 
 	// The key cannot borrow from the scenario either.
-	c.Put(cache.WithScope(bg, cache.Scope{Tenant: "t", Scenario: "s\x00q"}), "r", "1")
-	c.Put(cache.WithScope(bg, cache.Scope{Tenant: "t", Scenario: "s"}), "q\x00r", "2")
+	c.Put(fallback.WithRequest(bg, fallback.Request{Tenant: "t", Scenario: "s\x00q"}), "r", "1")
+	c.Put(fallback.WithRequest(bg, fallback.Request{Tenant: "t", Scenario: "s"}), "q\x00r", "2")
 	assert.Equal(t, 3, c.Stats().Entries)
 }
 

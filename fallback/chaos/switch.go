@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tierguard/tierguard/breaker"
+	"github.com/tierguard/tierguard/fallback"
 )
 
 // MaxDrill is the longest a drill may last. A drill is a bounded
@@ -479,42 +480,23 @@ func (s *Switch) Status() Status {
 	return st
 }
 
-// labels are the request labels rules can be scoped by.
+// labels are the request labels rules can be scoped by: the tenant and
+// scenario of the request's fallback.Request, and whether it is enrolled.
 type labels struct {
 	tenant, scenario string
 	enrolled         bool
 }
 
-type labelsKey struct{}
+type enrolledKey struct{}
 
 func labelsOf(ctx context.Context) labels {
-	l, _ := ctx.Value(labelsKey{}).(*labels)
-	if l == nil {
-		return labels{}
-	}
-	return *l
-}
-
-func withLabels(ctx context.Context, edit func(*labels)) context.Context {
-	l := labelsOf(ctx)
-	edit(&l)
-	return context.WithValue(ctx, labelsKey{}, &l)
-}
-
-// WithTenant returns a context whose requests a rule with that Tenant
-// matches. The tenant is only compared, never reported.
-func WithTenant(ctx context.Context, tenant string) context.Context {
-	return withLabels(ctx, func(l *labels) { l.tenant = tenant })
-}
-
-// WithScenario returns a context whose requests a rule with that Scenario
-// matches (a feature, a job kind, a load-test phase).
-func WithScenario(ctx context.Context, scenario string) context.Context {
-	return withLabels(ctx, func(l *labels) { l.scenario = scenario })
+	r := fallback.RequestFrom(ctx)
+	enrolled, _ := ctx.Value(enrolledKey{}).(bool)
+	return labels{tenant: r.Tenant, scenario: r.Scenario, enrolled: enrolled}
 }
 
 // Enroll returns a context whose requests take part in drills whose rules
 // ask for Enrolled ones.
 func Enroll(ctx context.Context) context.Context {
-	return withLabels(ctx, func(l *labels) { l.enrolled = true })
+	return context.WithValue(ctx, enrolledKey{}, true)
 }

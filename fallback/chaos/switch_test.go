@@ -230,13 +230,16 @@ func TestScopes(t *testing.T) {
 		bg := context.Background()
 		assert.Equal(t, "fail_gemini_503_overloaded", fault(pro, bg))
 		assert.Equal(t, "none", fault(flash, bg), "the last rule is pro's")
-		assert.Equal(t, "fail_gemini_400_api_key_invalid", fault(flash, chaos.WithTenant(bg, "acme")))
-		assert.Equal(t, "none", fault(flash, chaos.WithTenant(bg, "other")))
-		assert.Equal(t, "fail_gemini_499_cancelled", fault(flash, chaos.WithScenario(bg, "report")))
+		req := func(tenant, scenario string) context.Context {
+			return fallback.WithRequest(bg, fallback.Request{Tenant: tenant, Scenario: scenario})
+		}
+		assert.Equal(t, "fail_gemini_400_api_key_invalid", fault(flash, req("acme", "")))
+		assert.Equal(t, "none", fault(flash, req("other", "")))
+		assert.Equal(t, "fail_gemini_499_cancelled", fault(flash, req("", "report")))
 		assert.Equal(t, "fail_gemini_429_per_day_quota", fault(flash, chaos.Enroll(bg)))
-		both := chaos.WithScenario(chaos.WithTenant(bg, "acme"), "report")
-		assert.Equal(t, "fail_gemini_400_api_key_invalid", fault(pro, both), "first rule wins; labels accumulate")
-		assert.Equal(t, "fail_gemini_499_cancelled", fault(pro, chaos.WithTenant(both, "other")), "a later label replaces")
+		both := chaos.Enroll(req("acme", "report"))
+		assert.Equal(t, "fail_gemini_400_api_key_invalid", fault(pro, both), "first rule wins; the request's labels and enrolment combine")
+		assert.Equal(t, "fail_gemini_499_cancelled", fault(pro, fallback.WithRequest(both, fallback.Request{Tenant: "other", Scenario: "report"})), "a later request replaces")
 
 		st := sw.Status()
 		assert.Equal(t, []uint64{2, 2, 1, 1}, []uint64{st.Rules[0].Injected, st.Rules[1].Injected, st.Rules[2].Injected, st.Rules[3].Injected})

@@ -39,11 +39,11 @@ func ExampleNew() {
 		return
 	}
 	ctx := context.Background()
-	res, _ := router.DoFor(ctx, "acme", "support", "refund order 42")
+	res, _ := router.Do(fallback.WithRequest(ctx, fallback.Request{Tenant: "acme", Scenario: "support"}), "refund order 42")
 	fmt.Printf("support: %q from %s, show degraded: %v, calls: %d\n", res.Value, res.Tier, res.ShowDegraded, res.UpstreamCalls)
-	_, err = router.DoFor(ctx, "acme", "risk", "approve this loan?")
+	_, err = router.Do(fallback.WithRequest(ctx, fallback.Request{Tenant: "acme", Scenario: "risk"}), "approve this loan?")
 	fmt.Println("risk:", errors.Is(err, overloaded))
-	_, err = router.DoFor(ctx, "acme", "medicl", "dose?")
+	_, err = router.Do(fallback.WithRequest(ctx, fallback.Request{Tenant: "acme", Scenario: "medicl"}), "dose?")
 	fmt.Println(err)
 	// Output:
 	// support: "a person will confirm your refund" from flash, show degraded: true, calls: 3

@@ -353,17 +353,12 @@ type Result[Out any] struct {
 }
 
 // Do runs in through the route of the request's tenant and scenario, read
-// from the spend.Ticket in ctx (spend.Ledger.Admit's).
+// from ctx's fallback.Request (fallback.WithRequest, or the spend.Ticket
+// of spend.Ledger.Admit): the tenant the route is chosen for is the one the
+// ledger bills and the cache isolates.
 func (r *Router[In, Out]) Do(ctx context.Context, in In) (Result[Out], error) {
-	req, ok := spend.RequestFrom(ctx)
-	if !ok {
-		return Result[Out]{}, errors.New("route: the context carries no spend.Ticket; use DoFor")
-	}
-	return r.DoFor(ctx, req.Tenant, req.Scenario, in)
-}
-
-// DoFor runs in through the route of tenant's scenario.
-func (r *Router[In, Out]) DoFor(ctx context.Context, tenant, scenario string, in In) (Result[Out], error) {
+	req := fallback.RequestFrom(ctx)
+	tenant, scenario := req.Tenant, req.Scenario
 	c, err := r.Lookup(tenant, scenario)
 	if err != nil {
 		return Result[Out]{}, err

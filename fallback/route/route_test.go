@@ -127,7 +127,7 @@ func TestMaxAttempts(t *testing.T) {
 	r := newRouter(t, route.Config[string, string]{Routes: []route.Route[string, string]{
 		{Scenario: "support", MaxAttempts: 3, Candidates: []route.Candidate[string, string]{cand(pro, "pro", ""), cand(flash, "flash", "")}},
 	}})
-	res, err := r.DoFor(context.Background(), "acme", "support", "q")
+	res, err := r.Do(fallback.WithRequest(context.Background(), fallback.Request{Tenant: "acme", Scenario: "support"}), "q")
 	require.Error(t, err)
 	assert.Equal(t, 3, res.UpstreamCalls)
 	assert.Equal(t, int64(2), pro.calls.Load())
@@ -140,7 +140,7 @@ func TestFailClosed(t *testing.T) {
 	r := newRouter(t, route.Config[string, string]{Routes: []route.Route[string, string]{
 		{Scenario: "risk", Fallback: route.FailClosed, MaxAttempts: 1, Candidates: []route.Candidate[string, string]{cand(model, "risk-model", "")}},
 	}})
-	res, err := r.DoFor(context.Background(), "acme", "risk", "q")
+	res, err := r.Do(fallback.WithRequest(context.Background(), fallback.Request{Tenant: "acme", Scenario: "risk"}), "q")
 	require.Error(t, err)
 	var fe *fallback.Error
 	require.ErrorAs(t, err, &fe)
@@ -157,14 +157,14 @@ func TestReadOnlyFallbackAndDegraded(t *testing.T) {
 			Candidates: []route.Candidate[string, string]{cand(pro, "pro", ""), cand(flash, "flash", "")}},
 		{Scenario: "draft", Candidates: []route.Candidate[string, string]{cand(pro, "pro", ""), cand(flash, "flash", "")}},
 	}})
-	res, err := r.DoFor(context.Background(), "acme", "support", "q")
+	res, err := r.Do(fallback.WithRequest(context.Background(), fallback.Request{Tenant: "acme", Scenario: "support"}), "q")
 	require.NoError(t, err)
 	assert.Equal(t, "flash", res.Value)
 	assert.True(t, res.Degraded && res.ShowDegraded && res.ReadOnly)
 	assert.Equal(t, int64(1), pro.writes.Load(), "the first candidate may write")
 	assert.Equal(t, int64(0), flash.writes.Load(), "the fallback may not")
 
-	res, err = r.DoFor(context.Background(), "acme", "draft", "q")
+	res, err = r.Do(fallback.WithRequest(context.Background(), fallback.Request{Tenant: "acme", Scenario: "draft"}), "q")
 	require.NoError(t, err)
 	assert.True(t, res.Degraded)
 	assert.False(t, res.ShowDegraded || res.ReadOnly)
@@ -210,8 +210,9 @@ func TestLedger(t *testing.T) {
 	est := c.Estimate(fallback.Usage{InputTokens: 1000, OutputTokens: 1000})
 	assert.Equal(t, spend.Estimate{Tokens: 2000, Cost: spend.MustParseAmount("0.0055")}, est, "pro's batch price, the dearer")
 
+	// A request that names no scenario has no route to take.
 	_, err = r.Do(context.Background(), "q")
-	assert.ErrorContains(t, err, "no spend.Ticket")
+	assert.ErrorContains(t, err, `unknown scenario ""`)
 }
 
 func BenchmarkLookup(b *testing.B) {

@@ -26,6 +26,8 @@ type Ticket struct {
 	l    *Ledger
 	acct *account
 	req  Request
+	// freq is req as the rest of tierguard reads it.
+	freq fallback.Request
 	est  Estimate
 	// day and month are the periods the estimate was booked in.
 	day, month int64
@@ -47,11 +49,16 @@ type Ticket struct {
 	causeSet        bool
 }
 
-// Value finds the Ticket for TicketFrom; every other key goes to the
-// parent context.
+// Value finds the Ticket for TicketFrom, and the request's
+// fallback.Request (its ID, Tenant and Scenario) for fallback.RequestFrom,
+// so that the cache, otelx, chaos rules and routes see the tenant the
+// ledger bills; every other key goes to the parent context.
 func (t *Ticket) Value(key any) any {
-	if key == (ticketKey{}) {
+	switch key {
+	case ticketKey{}:
 		return t
+	case fallback.RequestKey{}:
+		return &t.freq
 	}
 	return t.Context.Value(key)
 }
@@ -67,6 +74,7 @@ const (
 
 func (t *Ticket) init(ctx context.Context, l *Ledger, a *account, req Request, est Estimate, cal *calendar) {
 	t.Context, t.l, t.acct, t.req, t.est, t.day, t.month = ctx, l, a, req, est, cal.day, cal.month
+	t.freq = fallback.Request{ID: req.ID, Tenant: req.Tenant, Scenario: req.Scenario}
 	t.rec = Record{Request: req, Estimate: est, TierIndex: -1}
 	t.n, t.spill, t.primary, t.answer, t.causeSet = 0, t.spill[:0], -1, -1, false
 	t.state.Store(ticketOpen)

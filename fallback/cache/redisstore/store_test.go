@@ -101,7 +101,7 @@ func TestAnswerCachedByOneProcessIsServedByAnother(t *testing.T) {
 	require.NoError(t, cmd.Wait())
 	require.True(t, said, "the child saved its answer")
 
-	acme := cache.WithScope(bg, cache.Scope{Tenant: "acme"})
+	acme := fallback.WithRequest(bg, fallback.Request{Tenant: "acme"})
 	want := answer{Model: "gemini-2.5-pro", Text: "Use the reset link."}
 	require.Eventually(t, func() bool { _, ok := here.Get(acme, "How do I reset my password?"); return ok }, 10*time.Second, 5*time.Millisecond)
 	for _, tc := range []struct {
@@ -113,7 +113,7 @@ func TestAnswerCachedByOneProcessIsServedByAnother(t *testing.T) {
 		assert.Equal(t, want, got)
 		assert.Equal(t, tc.want, hit)
 	}
-	_, ok := here.Get(cache.WithScope(bg, cache.Scope{Tenant: "globex"}), "How do I reset my password?")
+	_, ok := here.Get(fallback.WithRequest(bg, fallback.Request{Tenant: "globex"}), "How do I reset my password?")
 	assert.False(t, ok, "the tenant travels with the entry")
 
 	later := newCache(t, newStore(t, addr, pfx, time.Minute))
@@ -125,7 +125,7 @@ func TestAnswerCachedByOneProcessIsServedByAnother(t *testing.T) {
 
 func child(t *testing.T, addr, pfx string) {
 	c := newCache(t, newStore(t, addr, pfx, time.Minute))
-	c.Put(cache.WithScope(bg, cache.Scope{Tenant: "acme"}), "How do I reset my password?", answer{Model: "gemini-2.5-pro", Text: "Use the reset link."})
+	c.Put(fallback.WithRequest(bg, fallback.Request{Tenant: "acme"}), "How do I reset my password?", answer{Model: "gemini-2.5-pro", Text: "Use the reset link."})
 	require.Eventually(t, func() bool { return c.Stats().Saved == 1 }, 10*time.Second, 5*time.Millisecond)
 	fmt.Println("child: saved")
 }
@@ -136,8 +136,8 @@ func TestInvalidationsReachEveryProcess(t *testing.T) {
 	a := newCache(t, newStore(t, addr, pfx, time.Minute))
 	b := newCache(t, newStore(t, addr, pfx, time.Minute))
 	waitSubscribed(t, addr, pfx+"ch", 2)
-	acme := cache.WithScope(bg, cache.Scope{Tenant: "acme"})
-	globex := cache.WithScope(bg, cache.Scope{Tenant: "globex"})
+	acme := fallback.WithRequest(bg, fallback.Request{Tenant: "acme"})
+	globex := fallback.WithRequest(bg, fallback.Request{Tenant: "globex"})
 	a.Put(acme, "q1", answer{"pro", "1"})
 	a.Put(acme, "q2", answer{"flash", "2"})
 	a.Put(globex, "q3", answer{"pro", "3"})

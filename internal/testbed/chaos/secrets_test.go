@@ -178,7 +178,7 @@ func TestNoSecretInAnyLibrarySignal(t *testing.T) {
 			}
 		}
 	}
-	ctx := otelx.WithRequestID(context.Background(), "req-chaos")
+	ctx := fallback.WithRequest(context.Background(), fallback.Request{ID: "req-chaos"})
 	prompt := gemrest.Request{Prompt: "summarise " + promptSecret, System: "system " + promptSecret}
 
 	res, err := everyPath.Do(ctx, prompt)
