@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/tierguard/tierguard/fallback"
+	"github.com/tierguard/tierguard/internal/modelid"
 )
 
 // Rates are prices per million tokens.
@@ -33,7 +34,12 @@ type Price struct {
 	// Model is the model id as a tier reports it ("gemini-2.5-flash"). An
 	// id ending in "*" is a prefix: "gemini-2.5-flash-preview-*" prices
 	// every preview; the longest matching prefix wins, and an exact id
-	// wins over any prefix. A leading "models/" is ignored on both sides.
+	// wins over any prefix. Ids are compared in one normal form, on both
+	// sides: surrounding white space removed, lower-cased, a resource path
+	// cut after its last "models/" segment ("models/x",
+	// "publishers/google/models/x" and " X" are all "x"). A version
+	// suffix is part of the id ("gemini-2.0-flash-001" is not
+	// "gemini-2.0-flash"): list the versions, or use a prefix.
 	Model string `json:"model"`
 	// CostGroup is the group this price applies to ("" for the list
 	// price). A gateway often sells one model in several groups (a batch
@@ -122,7 +128,7 @@ func NewPrices(t PriceTable) (*Prices, error) {
 		p.entries = append(p.entries, e)
 	}
 	for i, pr := range t.Prices {
-		model := strings.TrimPrefix(pr.Model, "models/")
+		model := modelid.Normalize(pr.Model)
 		e := priceEntry{model: model, group: pr.CostGroup, rates: pr.Rates.filled(), perRequest: pr.PerRequest, longAbove: pr.LongContextAbove}
 		switch {
 		case strings.TrimSuffix(model, "*") == "":
@@ -239,7 +245,7 @@ func (p *Prices) find(model, group string) int {
 	if p == nil {
 		return -1
 	}
-	model = strings.TrimPrefix(model, "models/")
+	model = modelid.Normalize(model)
 	if i, ok := p.lookup(model, group); ok {
 		return i
 	}
