@@ -27,6 +27,11 @@ type account struct {
 	reached [numMeters]uint8
 	// dirty is set when mine changed since the last exchange.
 	dirty bool
+	// unpricedSeen is totals.Unpriced when it was last looked at; blind
+	// marks the cost meters that fail closed for the rest of their period
+	// because an unpriced model was billed (Config.Unpriced).
+	unpricedSeen int64
+	blind        [numMeters]bool
 
 	totals Totals
 	models []modelTotals // by price entry, unpriced last
@@ -57,6 +62,7 @@ func (a *account) roll(cal *calendar) {
 func (a *account) reset(ms ...Meter) {
 	for _, m := range ms {
 		a.mine[m], a.fleet[m], a.synced[m], a.reserved[m], a.reached[m] = 0, 0, 0, 0, 0
+		a.blind[m] = false
 	}
 }
 
@@ -81,9 +87,54 @@ func (c *crossings) add(e Event) {
 	}
 }
 
+// noteUnpriced looks for attempts billed without a price since it last
+// looked, and reports whether a tenant with a cost limit had some: then
+// an UnpricedUsage event is due (unpricedEvent), and with
+// FailClosedUnpriced the cost meters fail closed until their periods
+// end; a.mu is held.
+func (a *account) noteUnpriced(l *Ledger) bool {
+	if a.totals.Unpriced == a.unpricedSeen {
+		return false
+	}
+	a.unpricedSeen = a.totals.Unpriced
+	if !a.allow.costLimited() {
+		return false
+	}
+	if l.unpriced == FailClosedUnpriced {
+		for _, m := range [...]Meter{DailyCost, MonthlyCost} {
+			if a.allow.Limit(m) > 0 {
+				a.blind[m] = true
+			}
+		}
+	}
+	return true
+}
+
+// unpricedEvent is the UnpricedUsage event of a; a.mu is held.
+func (a *account) unpricedEvent(cal *calendar) Event {
+	m := a.allow.costMeter()
+	return Event{Kind: UnpricedUsage, Tenant: a.tenant, Meter: m, Used: a.used(m), Limit: a.allow.Limit(m), ResetAt: cal.end(m.Period())}
+}
+
+// emitUnpriced emits a's UnpricedUsage event, after noteUnpriced found
+// one due; a.mu is not held.
+func (l *Ledger) emitUnpriced(a *account, cal *calendar) {
+	if fns := l.events.Load(); len(fns) > 0 {
+		a.mu.Lock()
+		e := a.unpricedEvent(cal)
+		a.mu.Unlock()
+		for _, fn := range fns {
+			fn(e)
+		}
+	}
+}
+
 // levels checks the meters against the thresholds and records the newly
 // reached ones in out; a.mu is held.
 func (a *account) levels(l *Ledger, cal *calendar, out *crossings) {
+	if a.noteUnpriced(l) {
+		out.add(a.unpricedEvent(cal))
+	}
 	for m := range numMeters {
 		limit := a.allow.Limit(m)
 		if limit <= 0 || int(a.reached[m]) >= len(l.levels) {

@@ -59,6 +59,10 @@ type Config struct {
 	// TenantInErrors puts the tenant id in the text of a *LimitError. Off
 	// by default: tenant ids stay out of logs that quote errors.
 	TenantInErrors bool
+	// Unpriced says what a tenant's cost limit does about a model the
+	// price table has no price for; see UnpricedPolicy. The zero value is
+	// FailClosedUnpriced.
+	Unpriced UnpricedPolicy
 
 	// Store, when set, shares the limits' figures with the other processes
 	// that use the same store: see Store. Requests never wait on it.
@@ -75,6 +79,50 @@ type Config struct {
 	// OnStoreError, when set, receives every failed exchange, on the
 	// ledger's own goroutine. It must not block.
 	OnStoreError func(error)
+}
+
+// UnpricedPolicy says what a tenant's cost limit (Allowance.DailyCost,
+// MonthlyCost) does about a model the price table has no price for,
+// whose calls would otherwise cost nothing against the limit. Model ids
+// are compared in normal form (see Price.Model), so only a model the
+// table really lacks is unpriced: a version it does not list, a model
+// nobody priced. Tenants without a cost limit are not concerned: their
+// unpriced calls count their tokens, and Totals.Unpriced counts them.
+//
+// Under either policy, Admit refuses a request whose estimate covers an
+// unpriced model (Estimate.Unpriced, set by Prices.Estimate and by the
+// router's estimates): a *LimitError with Refusal UnpricedModel
+// (ErrUnpriced) and a Refused event naming the model. They differ on
+// calls billed for an unpriced model anyway — the estimate did not name
+// the model (written by hand), or the tier picked another: the ledger
+// notices them when it next looks at the tenant (an admission, the end
+// of a request, an exchange with the Store, Use), and emits an
+// UnpricedUsage event each time it finds new ones.
+type UnpricedPolicy uint8
+
+const (
+	// FailClosedUnpriced, the default: once an unpriced call is billed
+	// to a tenant with a cost limit, what the tenant spent is no longer
+	// known, so its cost limits fail closed: every request of the tenant
+	// is refused (UnpricedModel, with ResetAt) until the limit's period
+	// ends — the day, or the month for a monthly limit — or the process
+	// restarts with a table that prices the model.
+	FailClosedUnpriced UnpricedPolicy = iota
+	// RefuseUnpriced refuses only the requests whose estimate covers an
+	// unpriced model; a call billed anyway is reported (UnpricedUsage)
+	// and counts its tokens, not its unknown cost, so the tenant may
+	// spend past its cost limit by that cost.
+	RefuseUnpriced
+)
+
+var unpricedNames = [...]string{FailClosedUnpriced: "fail_closed", RefuseUnpriced: "refuse"}
+
+// String returns "fail_closed" or "refuse".
+func (p UnpricedPolicy) String() string {
+	if int(p) < len(unpricedNames) {
+		return unpricedNames[p]
+	}
+	return "invalid_unpriced_policy"
 }
 
 // Ledger records what requests cost and keeps tenants within their
@@ -98,6 +146,7 @@ type Ledger struct {
 	levels        []float64 // thresholds, then 1
 	shedAt        float64
 	showTenant    bool
+	unpriced      UnpricedPolicy
 	clock         *clock
 
 	others   sync.Map // tenant -> *account, for tenants not in Config.Tenants
@@ -142,6 +191,9 @@ func New(cfg Config) (*Ledger, error) {
 		levels = slices.Compact(levels)
 	}
 	levels = append(slices.Clone(levels), 1)
+	if cfg.Unpriced > RefuseUnpriced {
+		bad("Unpriced: unknown policy %d", cfg.Unpriced)
+	}
 	if math.IsNaN(cfg.ShedAt) || cfg.ShedAt < 0 {
 		bad("ShedAt must not be negative, got %v", cfg.ShedAt)
 	}
@@ -158,6 +210,7 @@ func New(cfg Config) (*Ledger, error) {
 		prices: cfg.Prices, tenants: make(map[string]*account, len(cfg.Tenants)), def: cfg.Default,
 		refuseUnknown: cfg.RefuseUnknown, maxTenants: int64(cmpOr(cfg.MaxTenants, defaultMaxTenants)),
 		levels: levels, shedAt: cmpOr(cfg.ShedAt, defaultShedAt), showTenant: cfg.TenantInErrors,
+		unpriced: cfg.Unpriced,
 	}
 	loc := cfg.Location
 	if loc == nil {
@@ -263,6 +316,14 @@ type Estimate struct {
 	Tokens int64
 	// Cost is the expected cost.
 	Cost Amount
+	// Unpriced is set when the estimate covers a model the price table
+	// has no price for, whose cost Cost leaves out: Prices.Estimate sets
+	// it, and so do the router's estimates when any candidate is one.
+	// Under a cost limit, Admit refuses such a request (UnpricedModel).
+	Unpriced bool
+	// UnpricedModel names that model, in normal form ("" for a tier that
+	// names none).
+	UnpricedModel string
 }
 
 // of returns the estimate's figure for meter m.
@@ -308,10 +369,14 @@ func (l *Ledger) AdmitInto(t *Ticket, ctx context.Context, req Request, est Esti
 	var lerr *LimitError
 	a.mu.Lock()
 	a.roll(cal)
+	unpriced := a.noteUnpriced(l)
 	if a.allow.limited() {
-		if a.allow.FailClosed && l.store != nil && l.store.stale(time.Now()) {
+		switch {
+		case a.allow.FailClosed && l.store != nil && l.store.stale(time.Now()):
 			lerr = &LimitError{Refusal: Unavailable}
-		} else {
+		case a.allow.costLimited() && (est.Unpriced || a.blind[DailyCost] || a.blind[MonthlyCost]):
+			lerr = l.refuseUnpriced(a, cal, est)
+		default:
 			lerr = l.check(a, cal, req.Priority, est)
 		}
 	}
@@ -322,6 +387,9 @@ func (l *Ledger) AdmitInto(t *Ticket, ctx context.Context, req Request, est Esti
 			a.totals.Refused++
 		}
 		a.mu.Unlock()
+		if unpriced {
+			l.emitUnpriced(a, cal)
+		}
 		lerr.Tenant, lerr.showTenant = req.Tenant, l.showTenant
 		l.emitRefusal(req, lerr)
 		return lerr
@@ -330,8 +398,25 @@ func (l *Ledger) AdmitInto(t *Ticket, ctx context.Context, req Request, est Esti
 		a.reserved[m] += est.of(m)
 	}
 	a.mu.Unlock()
+	if unpriced {
+		l.emitUnpriced(a, cal)
+	}
 	t.init(ctx, l, a, req, est, cal)
 	return nil
+}
+
+// refuseUnpriced is the refusal of a request under a cost limit that
+// cannot be kept: its estimate covers an unpriced model, or the limit
+// fails closed after one was billed; a.mu is held.
+func (l *Ledger) refuseUnpriced(a *account, cal *calendar, est Estimate) *LimitError {
+	m := a.allow.costMeter()
+	if !est.Unpriced {
+		if !a.blind[m] {
+			m = MonthlyCost
+		}
+		return &LimitError{Refusal: UnpricedModel, Meter: m, Used: a.used(m), Limit: a.allow.Limit(m), ResetAt: cal.end(m.Period())}
+	}
+	return &LimitError{Refusal: UnpricedModel, Meter: m, Used: a.used(m), Limit: a.allow.Limit(m), Model: est.UnpricedModel}
 }
 
 // check decides on a request's admission; a.mu is held.
@@ -502,10 +587,14 @@ func (l *Ledger) use(a *account) [4]Usage {
 	var out [4]Usage
 	a.mu.Lock()
 	a.roll(cal)
+	unpriced := a.noteUnpriced(l)
 	for m := range numMeters {
 		out[m] = Usage{Meter: m, ResetAt: cal.end(m.Period()), Used: a.used(m), Reserved: a.reserved[m], Limit: a.allow.Limit(m)}
 	}
 	a.mu.Unlock()
+	if unpriced {
+		l.emitUnpriced(a, cal)
+	}
 	return out
 }
 
@@ -529,9 +618,15 @@ const (
 	StoreFailed
 	// StoreRecovered: an exchange succeeded after one or more failed.
 	StoreRecovered
+	// UnpricedUsage: a tenant with a cost limit was billed for calls to
+	// a model the price table has no price for (see UnpricedPolicy):
+	// Meter is its cost limit, which with FailClosedUnpriced now refuses
+	// every request until ResetAt. The calls' Records name the model
+	// (AttemptCost billed, not priced).
+	UnpricedUsage
 )
 
-var eventKindNames = [...]string{ThresholdReached: "threshold_reached", Refused: "refused", StoreFailed: "store_failed", StoreRecovered: "store_recovered"}
+var eventKindNames = [...]string{ThresholdReached: "threshold_reached", Refused: "refused", StoreFailed: "store_failed", StoreRecovered: "store_recovered", UnpricedUsage: "unpriced_usage"}
 
 // String returns the kind in snake_case.
 func (k EventKind) String() string {
@@ -546,9 +641,13 @@ func (k EventKind) String() string {
 // you mean to.
 type Event struct {
 	Kind EventKind
-	// Tenant and Meter name the meter (ThresholdReached, Refused).
+	// Tenant and Meter name the meter (ThresholdReached, Refused,
+	// UnpricedUsage).
 	Tenant string
 	Meter  Meter
+	// Model is the model without a price of a request refused for it
+	// (Refused with Refusal UnpricedModel), in normal form.
+	Model string
 	// Threshold is the share reached (0.7, 0.9, 1 for the limit).
 	Threshold float64
 	// Used and Limit are the meter's figures; ResetAt when it resets.
@@ -577,7 +676,7 @@ func (l *Ledger) emitRefusal(req Request, err *LimitError) {
 	if len(fns) == 0 {
 		return
 	}
-	e := Event{Kind: Refused, Tenant: req.Tenant, Meter: err.Meter, Used: err.Used, Limit: err.Limit, ResetAt: err.ResetAt, Request: req, Refusal: err.Refusal, Err: err}
+	e := Event{Kind: Refused, Tenant: req.Tenant, Meter: err.Meter, Model: err.Model, Used: err.Used, Limit: err.Limit, ResetAt: err.ResetAt, Request: req, Refusal: err.Refusal, Err: err}
 	if err.Refusal == Shed {
 		e.Threshold = l.shedAt
 	}

@@ -232,10 +232,16 @@ func (p *Prices) Cost(model, group string, u fallback.Usage) (Amount, bool) {
 }
 
 // Estimate returns the estimate of a request expected to use u on model
-// in group: its tokens and, if the model is priced, its cost.
+// in group: its tokens and, if the model is priced, its cost; if it is
+// not, the estimate is marked Unpriced, and a tenant with a cost limit
+// is refused it (see UnpricedPolicy).
 func (p *Prices) Estimate(model, group string, u fallback.Usage) Estimate {
-	c, _ := p.Cost(model, group, u)
-	return Estimate{Tokens: tokensOf(u), Cost: c}
+	c, ok := p.Cost(model, group, u)
+	e := Estimate{Tokens: tokensOf(u), Cost: c}
+	if !ok {
+		e.Unpriced, e.UnpricedModel = true, modelid.Normalize(model)
+	}
+	return e
 }
 
 // find returns the index of the price of model in group, or -1: the

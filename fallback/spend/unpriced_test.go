@@ -5,10 +5,13 @@ import (
 	"errors"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tierguard/tierguard/classify"
 	"github.com/tierguard/tierguard/fallback"
 	"github.com/tierguard/tierguard/fallback/spend"
 	"github.com/tierguard/tierguard/retry"
@@ -100,4 +103,137 @@ func TestModelSpellingsArePriced(t *testing.T) {
 	// A table that lists one model under two spellings lists it twice.
 	_, err := spend.NewPrices(spend.PriceTable{Currency: "USD", Prices: []spend.Price{{Model: "Gemini-2.5-Flash"}, {Model: "gemini-2.5-flash "}}})
 	assert.ErrorContains(t, err, `model "gemini-2.5-flash" listed twice`)
+}
+
+// A model the table does not price (here a version suffix the table does
+// not list) under a cost limit: the request is refused at admission, with
+// an event naming the model, instead of running free of the limit (200
+// of 200 admitted, 2.25 USD against 1 USD, no event, before).
+func TestUnpricedModelIsRefused(t *testing.T) {
+	for _, policy := range []spend.UnpricedPolicy{spend.FailClosedUnpriced, spend.RefuseUnpriced} {
+		t.Run(policy.String(), func(t *testing.T) {
+			admitted, truth, ev := spendAgainst(t, spend.Config{Prices: flashPrices(t), Unpriced: policy}, "Gemini-2.5-Flash-001", func(p *spend.Prices) spend.Estimate {
+				return p.Estimate("Gemini-2.5-Flash-001", "", flashCall)
+			})
+			assert.Zero(t, admitted)
+			assert.Zero(t, truth)
+			require.Equal(t, 200, ev.count(spend.Refused), "every refusal is an event")
+			e := ev.all[0]
+			assert.Equal(t, spend.UnpricedModel, e.Refusal)
+			assert.Equal(t, "gemini-2.5-flash-001", e.Model)
+			assert.Equal(t, spend.DailyCost, e.Meter)
+			assert.Equal(t, int64(amt("1")), e.Limit)
+			require.ErrorIs(t, e.Err, spend.ErrUnpriced)
+			assert.NotErrorIs(t, e.Err, spend.ErrLimitReached)
+			assert.Equal(t, `spend: model "gemini-2.5-flash-001" has no price; refused under the daily cost limit`, e.Err.Error())
+			var le *spend.LimitError
+			require.ErrorAs(t, e.Err, &le)
+			assert.Equal(t, classify.InvalidRequest, le.Verdict().Class, "a configuration error: price the model")
+		})
+	}
+	// The estimate says which model it could not price.
+	est := flashPrices(t).Estimate("gemini-2.5-flash-001 ", "", flashCall)
+	assert.Equal(t, spend.Estimate{Tokens: 1350, Unpriced: true, UnpricedModel: "gemini-2.5-flash-001"}, est)
+	assert.Equal(t, spend.Estimate{Tokens: 1350, Cost: amt("0.01125")}, flashPrices(t).Estimate("gemini-2.5-flash", "", flashCall))
+}
+
+// A tenant without a cost limit may use an unpriced model: its tokens
+// count against its token limit.
+func TestUnpricedModelWithoutCostLimit(t *testing.T) {
+	l := newLedger(t, spend.Config{Prices: flashPrices(t), Tenants: map[string]spend.Allowance{"acme": {DailyTokens: 10_000}}})
+	ev := watch(l)
+	tk, err := l.Admit(context.Background(), spend.Request{Tenant: "acme"}, flashPrices(t).Estimate("gemini-9", "", flashCall))
+	require.NoError(t, err)
+	tk.End()
+	assert.Empty(t, ev.all)
+}
+
+// An estimate that names no model (written by hand) lets a request for an
+// unpriced model through once; by default the tenant's cost limit then
+// fails closed — its spending is no longer known — with an event, until
+// the period ends.
+func TestUnpricedUsageFailsClosed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		admitted, truth, ev := spendAgainst(t, spend.Config{Prices: flashPrices(t)}, "gemini-2.5-flash-001", func(*spend.Prices) spend.Estimate {
+			return spend.Estimate{Tokens: 1350}
+		})
+		assert.Equal(t, 1, admitted, "the first request, whose estimate named no model, ran")
+		assert.Equal(t, amt("0.01125"), truth)
+		assert.Equal(t, 199, ev.count(spend.Refused))
+		require.Equal(t, 1, ev.count(spend.UnpricedUsage), "reported once, when first seen")
+		u := ev.all[0]
+		assert.Equal(t, spend.UnpricedUsage, u.Kind)
+		assert.Equal(t, "acme", u.Tenant)
+		assert.Equal(t, spend.DailyCost, u.Meter)
+		midnight := time.Date(2000, 1, 2, 0, 0, 0, 0, time.UTC)
+		assert.Equal(t, midnight, u.ResetAt)
+		r := ev.all[1]
+		assert.Equal(t, spend.Refused, r.Kind)
+		assert.Equal(t, spend.UnpricedModel, r.Refusal)
+		require.ErrorIs(t, r.Err, spend.ErrUnpriced)
+		assert.Equal(t, "spend: daily cost limit failing closed: a model without a price was billed (resets 2000-01-02T00:00:00Z)", r.Err.Error())
+		var le *spend.LimitError
+		require.ErrorAs(t, r.Err, &le)
+		assert.Equal(t, midnight, le.ResetAt)
+		v := le.Verdict()
+		assert.Equal(t, classify.QuotaExhausted, v.Class)
+		assert.Equal(t, 24*time.Hour, v.RetryAfter)
+		assert.NotContains(t, v.Reason+r.Err.Error(), "acme")
+	})
+}
+
+// The limit fails closed until its period ends; a monthly limit until
+// the month ends.
+func TestUnpricedFailClosedUntilTheReset(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := newLedger(t, spend.Config{Prices: flashPrices(t), Tenants: map[string]spend.Allowance{
+			"daily": {DailyCost: amt("1")}, "monthly": {MonthlyCost: amt("10")},
+		}})
+		ev := watch(l)
+		c, err := fallback.New(fallback.Config[string, reply]{Stages: []fallback.Stage[string, reply]{
+			{Tier: &flashAPI{usage: flashCall}, Model: "gemini-9", Retry: retry.Policy{MaxAttempts: 1}},
+		}})
+		require.NoError(t, err)
+		_, err = l.Attach(c)
+		require.NoError(t, err)
+		run := func(tenant string) error {
+			tk, err := l.Admit(context.Background(), spend.Request{Tenant: tenant}, spend.Estimate{Tokens: 1350})
+			if err != nil {
+				return err
+			}
+			defer tk.End()
+			_, err = c.Do(tk, "q")
+			return err
+		}
+		for _, tenant := range []string{"daily", "monthly"} {
+			require.NoError(t, run(tenant))
+			require.ErrorIs(t, run(tenant), spend.ErrUnpriced, tenant)
+		}
+		time.Sleep(24*time.Hour + time.Millisecond) // past the ledger's midnight timer
+		require.NoError(t, run("daily"), "a new day: the daily limit is open again")
+		err = run("monthly")
+		require.ErrorIs(t, err, spend.ErrUnpriced)
+		var le *spend.LimitError
+		require.ErrorAs(t, err, &le)
+		assert.Equal(t, spend.MonthlyCost, le.Meter)
+		assert.Equal(t, time.Date(2000, 2, 1, 0, 0, 0, 0, time.UTC), le.ResetAt)
+		// Today's call on the daily tenant is found when the ledger next
+		// looks at the tenant: here Use.
+		assert.Equal(t, 2, ev.count(spend.UnpricedUsage))
+		l.Use("daily")
+		assert.Equal(t, 3, ev.count(spend.UnpricedUsage))
+		require.ErrorIs(t, run("daily"), spend.ErrUnpriced, "closed again for the new day")
+	})
+}
+
+// With RefuseUnpriced, a call billed anyway is reported and the tenant
+// goes on; its tokens count.
+func TestUnpricedUsageRefusePolicy(t *testing.T) {
+	admitted, truth, ev := spendAgainst(t, spend.Config{Prices: flashPrices(t), Unpriced: spend.RefuseUnpriced}, "gemini-2.5-flash-001", func(*spend.Prices) spend.Estimate {
+		return spend.Estimate{Tokens: 1350}
+	})
+	assert.Equal(t, 200, admitted)
+	assert.Equal(t, 200*amt("0.01125"), truth, "the cost the policy accepts not to know")
+	assert.Equal(t, 199, ev.count(spend.UnpricedUsage), "each admission found the previous request's call")
+	assert.Zero(t, ev.count(spend.Refused))
 }
