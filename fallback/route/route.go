@@ -125,9 +125,9 @@ func (c *Compiled[In, Out]) Route() Route[In, Out] { return c.route }
 // Estimate returns what a request expected to use u costs on the route's
 // dearest candidate, per the ledger's prices: a reservation that holds
 // whichever candidate answers. Without a ledger or prices it counts
-// tokens only. A candidate whose model the prices do not price marks the
-// estimate Unpriced (naming the first such model), and a tenant with a
-// cost limit is refused it (spend.UnpricedPolicy).
+// tokens only. A candidate whose model the prices do not price makes the
+// cost spend.UnknownCost, and a tenant with a cost limit is refused the
+// request (spend.UnpricedPolicy).
 func (c *Compiled[In, Out]) Estimate(u fallback.Usage) spend.Estimate {
 	var est spend.Estimate
 	var p *spend.Prices
@@ -140,9 +140,6 @@ func (c *Compiled[In, Out]) Estimate(u fallback.Usage) spend.Estimate {
 			e = p.Estimate(m, c.groups[i], u)
 		}
 		est.Tokens, est.Cost = max(est.Tokens, e.Tokens), max(est.Cost, e.Cost)
-		if e.Unpriced && !est.Unpriced {
-			est.Unpriced, est.UnpricedModel = true, e.UnpricedModel
-		}
 	}
 	return est
 }

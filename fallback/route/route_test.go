@@ -231,10 +231,10 @@ func TestEstimateOfAnUnpricedCandidate(t *testing.T) {
 	c, err := r.Lookup("acme", "support")
 	require.NoError(t, err)
 	est := c.Estimate(fallback.Usage{InputTokens: 1000, OutputTokens: 1000})
-	assert.Equal(t, spend.Estimate{Tokens: 2000, Cost: spend.MustParseAmount("0.011"), Unpriced: true, UnpricedModel: "flash-002"}, est)
+	assert.Equal(t, spend.Estimate{Tokens: 2000, Cost: spend.UnknownCost}, est, "flash-002 has no price: the cost is unknown")
+	assert.True(t, est.Unpriced())
 	_, err = l.Admit(context.Background(), spend.Request{Tenant: "acme", Scenario: "support"}, est)
 	require.ErrorIs(t, err, spend.ErrUnpriced)
-	assert.ErrorContains(t, err, `"flash-002"`)
 }
 
 func BenchmarkLookup(b *testing.B) {

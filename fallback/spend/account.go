@@ -93,9 +93,11 @@ func (c *crossings) add(e Event) {
 // FailClosedUnpriced the cost meters fail closed until their periods
 // end; a.mu is held.
 func (a *account) noteUnpriced(l *Ledger) bool {
-	if a.totals.Unpriced == a.unpricedSeen {
-		return false
-	}
+	return a.totals.Unpriced != a.unpricedSeen && a.foundUnpriced(l)
+}
+
+// foundUnpriced is noteUnpriced once it found new unpriced attempts.
+func (a *account) foundUnpriced(l *Ledger) bool {
 	a.unpricedSeen = a.totals.Unpriced
 	if !a.allow.costLimited() {
 		return false

@@ -189,9 +189,6 @@ type LimitError struct {
 	// ResetAt is when the meter's period ends (LimitReached, Shed, and
 	// UnpricedModel when the limit fails closed until then).
 	ResetAt time.Time
-	// Model is the model without a price (UnpricedModel, when the
-	// estimate named it), in normal form.
-	Model string
 	// Tenant is the tenant refused. It is in the error's text only when
 	// Config.TenantInErrors is set.
 	Tenant string
@@ -215,7 +212,7 @@ func (e *LimitError) Error() string {
 		b.WriteString("unknown tenant")
 	case UnpricedModel:
 		if e.ResetAt.IsZero() {
-			b.WriteString("model " + quoteModel(e.Model) + " has no price; refused under the " + e.Meter.phrase() + " limit")
+			b.WriteString("the estimate covers a model without a price; refused under the " + e.Meter.phrase() + " limit")
 		} else {
 			b.WriteString(e.Meter.phrase() + " limit failing closed: a model without a price was billed")
 		}
@@ -246,14 +243,6 @@ func (e *LimitError) Is(target error) bool {
 		return e.Refusal == UnpricedModel
 	}
 	return false
-}
-
-// quoteModel quotes a model id for an error, cut to 64 bytes.
-func quoteModel(m string) string {
-	if len(m) > 64 {
-		m = m[:64] + "…"
-	}
-	return strconv.Quote(m)
 }
 
 // Verdict classifies the refusal, for a caller that maps errors to actions

@@ -232,16 +232,15 @@ func (p *Prices) Cost(model, group string, u fallback.Usage) (Amount, bool) {
 }
 
 // Estimate returns the estimate of a request expected to use u on model
-// in group: its tokens and, if the model is priced, its cost; if it is
-// not, the estimate is marked Unpriced, and a tenant with a cost limit
-// is refused it (see UnpricedPolicy).
+// in group: its tokens and, if the model is priced, its cost. If it is
+// not, the cost is UnknownCost, and a tenant with a cost limit is
+// refused the request (see UnpricedPolicy).
 func (p *Prices) Estimate(model, group string, u fallback.Usage) Estimate {
 	c, ok := p.Cost(model, group, u)
-	e := Estimate{Tokens: tokensOf(u), Cost: c}
 	if !ok {
-		e.Unpriced, e.UnpricedModel = true, modelid.Normalize(model)
+		c = UnknownCost
 	}
-	return e
+	return Estimate{Tokens: tokensOf(u), Cost: c}
 }
 
 // find returns the index of the price of model in group, or -1: the

@@ -3,6 +3,7 @@ package spend_test
 import (
 	"context"
 	"errors"
+	"math"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -120,21 +121,23 @@ func TestUnpricedModelIsRefused(t *testing.T) {
 			require.Equal(t, 200, ev.count(spend.Refused), "every refusal is an event")
 			e := ev.all[0]
 			assert.Equal(t, spend.UnpricedModel, e.Refusal)
-			assert.Equal(t, "gemini-2.5-flash-001", e.Model)
 			assert.Equal(t, spend.DailyCost, e.Meter)
 			assert.Equal(t, int64(amt("1")), e.Limit)
 			require.ErrorIs(t, e.Err, spend.ErrUnpriced)
 			assert.NotErrorIs(t, e.Err, spend.ErrLimitReached)
-			assert.Equal(t, `spend: model "gemini-2.5-flash-001" has no price; refused under the daily cost limit`, e.Err.Error())
+			assert.Equal(t, "spend: the estimate covers a model without a price; refused under the daily cost limit", e.Err.Error())
 			var le *spend.LimitError
 			require.ErrorAs(t, e.Err, &le)
 			assert.Equal(t, classify.InvalidRequest, le.Verdict().Class, "a configuration error: price the model")
 		})
 	}
-	// The estimate says which model it could not price.
+	// The estimate says its cost is unknown.
 	est := flashPrices(t).Estimate("gemini-2.5-flash-001 ", "", flashCall)
-	assert.Equal(t, spend.Estimate{Tokens: 1350, Unpriced: true, UnpricedModel: "gemini-2.5-flash-001"}, est)
-	assert.Equal(t, spend.Estimate{Tokens: 1350, Cost: amt("0.01125")}, flashPrices(t).Estimate("gemini-2.5-flash", "", flashCall))
+	assert.Equal(t, spend.Estimate{Tokens: 1350, Cost: spend.UnknownCost}, est)
+	assert.True(t, est.Unpriced())
+	priced := flashPrices(t).Estimate("gemini-2.5-flash", "", flashCall)
+	assert.Equal(t, spend.Estimate{Tokens: 1350, Cost: amt("0.01125")}, priced)
+	assert.False(t, priced.Unpriced())
 }
 
 // A tenant without a cost limit may use an unpriced model: its tokens
@@ -144,7 +147,11 @@ func TestUnpricedModelWithoutCostLimit(t *testing.T) {
 	ev := watch(l)
 	tk, err := l.Admit(context.Background(), spend.Request{Tenant: "acme"}, flashPrices(t).Estimate("gemini-9", "", flashCall))
 	require.NoError(t, err)
+	use := l.Use("acme")
+	assert.Equal(t, int64(1350), use[spend.DailyTokens].Reserved)
+	assert.Zero(t, use[spend.DailyCost].Reserved, "an unknown cost reserves nothing where nothing limits cost")
 	tk.End()
+	assert.Zero(t, l.Use("acme")[spend.DailyCost].Reserved)
 	assert.Empty(t, ev.all)
 }
 
@@ -236,4 +243,17 @@ func TestUnpricedUsageRefusePolicy(t *testing.T) {
 	assert.Equal(t, 200*amt("0.01125"), truth, "the cost the policy accepts not to know")
 	assert.Equal(t, 199, ev.count(spend.UnpricedUsage), "each admission found the previous request's call")
 	assert.Zero(t, ev.count(spend.Refused))
+}
+
+// An estimate so large that adding it to the meter would overflow is
+// refused at the limit (it wrapped around and was admitted before).
+func TestHugeEstimateIsRefused(t *testing.T) {
+	l := newLedger(t, spend.Config{Prices: flashPrices(t), Tenants: map[string]spend.Allowance{"acme": {DailyCost: amt("1"), DailyTokens: 1 << 40}}})
+	tk, err := l.Admit(context.Background(), spend.Request{Tenant: "acme"}, spend.Estimate{Cost: amt("0.5"), Tokens: 1})
+	require.NoError(t, err)
+	defer tk.End()
+	_, err = l.Admit(context.Background(), spend.Request{Tenant: "acme"}, spend.Estimate{Cost: spend.UnknownCost - 1})
+	require.ErrorIs(t, err, spend.ErrLimitReached)
+	_, err = l.Admit(context.Background(), spend.Request{Tenant: "acme"}, spend.Estimate{Tokens: math.MaxInt64})
+	require.ErrorIs(t, err, spend.ErrLimitReached)
 }
