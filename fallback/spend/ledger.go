@@ -388,14 +388,22 @@ func (l *Ledger) AdmitInto(t *Ticket, ctx context.Context, req Request, est Esti
 		}
 	}
 	if lerr != nil {
+		var full crossing
+		reached := false
 		if lerr.Refusal == Shed {
 			a.totals.Shed++
 		} else {
 			a.totals.Refused++
+			if lerr.Refusal == LimitReached {
+				full, reached = a.reachLimit(cal, lerr.Meter)
+			}
 		}
 		a.mu.Unlock()
 		if unpriced {
 			l.emitUnpriced(a, cal)
+		}
+		if reached {
+			l.emitOne(full.event())
 		}
 		lerr.Tenant, lerr.showTenant = req.Tenant, l.showTenant
 		l.emitRefusal(req, lerr)
@@ -443,9 +451,9 @@ func (l *Ledger) check(a *account, cal *calendar, p Priority, est Estimate) *Lim
 		}
 		switch {
 		case used >= limit || after > limit:
-			return &LimitError{Refusal: LimitReached, Meter: m, Used: used, Limit: limit, ResetAt: cal.end(m.Period())}
+			return &LimitError{Refusal: LimitReached, Meter: m, Used: used, Limit: limit, ResetAt: cal.end(m.Period()), Threshold: 1}
 		case p == Low && l.shedAt < 1 && float64(after) >= l.shedAt*float64(limit):
-			return &LimitError{Refusal: Shed, Meter: m, Used: used, Limit: limit, ResetAt: cal.end(m.Period()), shedAt: l.shedAt}
+			return &LimitError{Refusal: Shed, Meter: m, Used: used, Limit: limit, ResetAt: cal.end(m.Period()), Threshold: l.shedAt}
 		}
 	}
 	return nil
@@ -622,7 +630,12 @@ type EventKind uint8
 
 const (
 	// ThresholdReached: a tenant's use of a meter reached a threshold (a
-	// soft one, or the limit) for the first time in its period.
+	// soft one, or the limit) for the first time in its period. The
+	// limit's (Threshold 1) fires when use reaches the limit or, if that
+	// comes first, at the first request refused at the limit
+	// (LimitReached: used and reserved plus its estimate would pass it),
+	// just before that request's Refused event; Used then says where the
+	// meter stood. Each fires once per period.
 	ThresholdReached EventKind = iota
 	// Refused: Admit refused a request (Refusal says why, shed included).
 	Refused
@@ -658,7 +671,9 @@ type Event struct {
 	// UnpricedUsage).
 	Tenant string
 	Meter  Meter
-	// Threshold is the share reached (0.7, 0.9, 1 for the limit).
+	// Threshold is the share reached (ThresholdReached: 0.7, 0.9, 1 for
+	// the limit), or the share a refusal enforces (Refused: 1 at the
+	// limit, ShedAt for a shed request, 0 for the other refusals).
 	Threshold float64
 	// Used and Limit are the meter's figures; ResetAt when it resets.
 	Used, Limit int64
@@ -686,11 +701,15 @@ func (l *Ledger) emitRefusal(req Request, err *LimitError) {
 	if len(fns) == 0 {
 		return
 	}
-	e := Event{Kind: Refused, Tenant: req.Tenant, Meter: err.Meter, Used: err.Used, Limit: err.Limit, ResetAt: err.ResetAt, Request: req, Refusal: err.Refusal, Err: err}
-	if err.Refusal == Shed {
-		e.Threshold = l.shedAt
-	}
+	e := Event{Kind: Refused, Tenant: req.Tenant, Meter: err.Meter, Threshold: err.Threshold, Used: err.Used, Limit: err.Limit, ResetAt: err.ResetAt, Request: req, Refusal: err.Refusal, Err: err}
 	for _, fn := range fns {
+		fn(e)
+	}
+}
+
+// emitOne sends e to every observer.
+func (l *Ledger) emitOne(e Event) {
+	for _, fn := range l.events.Load() {
 		fn(e)
 	}
 }

@@ -189,12 +189,15 @@ type LimitError struct {
 	// ResetAt is when the meter's period ends (LimitReached, Shed, and
 	// UnpricedModel when the limit fails closed until then).
 	ResetAt time.Time
+	// Threshold is the share of the limit the refusal enforces: 1 at the
+	// limit (LimitReached), Config.ShedAt for a shed request, 0 for the
+	// refusals that are not about a threshold.
+	Threshold float64
 	// Tenant is the tenant refused. It is in the error's text only when
 	// Config.TenantInErrors is set.
 	Tenant string
 
 	showTenant bool
-	shedAt     float64
 }
 
 // Error says which limit refused the request and when it resets.
@@ -205,7 +208,7 @@ func (e *LimitError) Error() string {
 	case LimitReached:
 		b.WriteString(e.Meter.phrase() + " limit reached")
 	case Shed:
-		b.WriteString("low-priority request shed at " + strconv.Itoa(int(e.shedAt*100+0.5)) + "% of the " + e.Meter.phrase() + " limit")
+		b.WriteString("low-priority request shed at " + strconv.Itoa(int(e.Threshold*100+0.5)) + "% of the " + e.Meter.phrase() + " limit")
 	case Unavailable:
 		b.WriteString("shared limits unavailable, failing closed")
 	case UnknownTenant:

@@ -88,11 +88,12 @@ func spendAgainst(t *testing.T, cfg spend.Config, model string, est func(*spend.
 func TestModelSpellingsArePriced(t *testing.T) {
 	for _, model := range []string{"Gemini-2.5-Flash", "gemini-2.5-flash ", "GEMINI-2.5-FLASH", "publishers/google/models/gemini-2.5-flash", "models/gemini-2.5-flash"} {
 		t.Run(model, func(t *testing.T) {
-			admitted, truth, _ := spendAgainst(t, spend.Config{Prices: flashPrices(t)}, model, func(p *spend.Prices) spend.Estimate {
+			admitted, truth, ev := spendAgainst(t, spend.Config{Prices: flashPrices(t)}, model, func(p *spend.Prices) spend.Estimate {
 				return p.Estimate(model, "", flashCall)
 			})
 			assert.LessOrEqual(t, truth, amt("1"), "the API billed %s USD against a limit of 1", truth)
 			assert.Equal(t, 88, admitted, "88 calls of 0.01125 fit in 1 USD")
+			assert.Equal(t, []float64{0.7, 0.9, 1}, ev.thresholds(), "and the limit said so, at the 89th")
 		})
 	}
 	p := flashPrices(t)
