@@ -28,7 +28,9 @@ var defaultThresholds = []float64{0.7, 0.9}
 // counts tokens, prices nothing and limits nothing.
 type Config struct {
 	// Prices prices every attempt's usage; nil counts tokens only (every
-	// attempt is Unpriced, and cost limits never fill).
+	// attempt is Unpriced). Required with any cost limit
+	// (Allowance.DailyCost, MonthlyCost): without prices one would never
+	// fill.
 	Prices *Prices
 
 	// Tenants are the allowances of the tenants you know.
@@ -176,6 +178,21 @@ func New(cfg Config) (*Ledger, error) {
 		errs = append(errs, a.check(fmt.Sprintf("Tenants[%q]", name))...)
 	}
 	errs = append(errs, cfg.Default.check("Default")...)
+	if cfg.Prices == nil {
+		// A cost limit without prices could never fill.
+		if cfg.Default.costLimited() {
+			bad("Prices is required with a cost limit: Default.%s", costFields(cfg.Default))
+		}
+		n := 0
+		for _, a := range cfg.Tenants {
+			if a.costLimited() {
+				n++
+			}
+		}
+		if n > 0 {
+			bad("Prices is required with a cost limit: Tenants[…].DailyCost or .MonthlyCost (%d tenants)", n)
+		}
+	}
 	if cfg.MaxTenants < 0 {
 		bad("MaxTenants must not be negative, got %d", cfg.MaxTenants)
 	}
@@ -227,6 +244,17 @@ func New(cfg Config) (*Ledger, error) {
 		l.store = startSyncer(l, cfg.Store, interval, cmpOr(cfg.SyncTimeout, interval), cmpOr(cfg.MaxStaleness, 10*interval), cfg.OnStoreError)
 	}
 	return l, nil
+}
+
+// costFields names the cost limits a sets.
+func costFields(a Allowance) string {
+	switch {
+	case a.DailyCost > 0 && a.MonthlyCost > 0:
+		return "DailyCost and .MonthlyCost"
+	case a.DailyCost > 0:
+		return "DailyCost"
+	}
+	return "MonthlyCost"
 }
 
 func cmpOr[T comparable](v, def T) T {

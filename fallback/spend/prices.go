@@ -72,7 +72,7 @@ type PriceTable struct {
 	// keeps it. A group not listed here and without prices of its own is
 	// billed at the list price.
 	CostGroups map[string]float64 `json:"cost_groups,omitempty"`
-	// Prices are the models' prices.
+	// Prices are the models' prices. At least one.
 	Prices []Price `json:"prices"`
 }
 
@@ -108,6 +108,9 @@ func NewPrices(t PriceTable) (*Prices, error) {
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	if t.Currency == "" {
 		bad("currency is required")
+	}
+	if len(t.Prices) == 0 {
+		bad("prices: at least one price is required (a table that prices nothing leaves every call unpriced)")
 	}
 	if len(t.Prices) > maxPrices {
 		bad("%d prices, at most %d", len(t.Prices), maxPrices)
@@ -194,7 +197,9 @@ const maxTableBytes = 4 << 20
 // ParsePrices reads a JSON price table (see PriceTable for its fields;
 // amounts are decimal numbers or strings of currency units per million
 // tokens) and compiles it. Unknown fields are refused, so that a typo does
-// not silently price a model at zero.
+// not silently price a model at zero, and so is anything but white space
+// after the table (a second document, a stray brace), so that half a file
+// is not taken for all of it.
 func ParsePrices(data []byte) (*Prices, error) {
 	if len(data) > maxTableBytes {
 		return nil, fmt.Errorf("spend: price table of %d bytes, at most %d", len(data), maxTableBytes)
@@ -204,6 +209,9 @@ func ParsePrices(data []byte) (*Prices, error) {
 	var t PriceTable
 	if err := dec.Decode(&t); err != nil {
 		return nil, fmt.Errorf("spend: reading the price table: %w", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, fmt.Errorf("spend: reading the price table: data after the price table at byte %d (one JSON document only)", dec.InputOffset())
 	}
 	return NewPrices(t)
 }
