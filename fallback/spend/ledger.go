@@ -715,7 +715,8 @@ type Event struct {
 }
 
 // Observe calls fn with every event, on the goroutine where it happened
-// (a request's, or the ledger's own for the Store): keep fn fast. The
+// (a request's, the ledger's own for the Store, or that of a caller of
+// Use or EachUse when it finds unpriced usage): keep fn fast. The
 // returned function removes it.
 func (l *Ledger) Observe(fn func(Event)) (remove func()) { return l.events.Add(fn) }
 
