@@ -30,10 +30,13 @@ const (
 	// attribute, the highest over tenants.
 	metricBudgetUtilization = "tierguard.budget.utilization"
 	// metricBudgetThresholds counts meters reaching a threshold (0.7, 0.9,
-	// 1 for the limit), by meter and threshold.
+	// 1 for the limit), by meter and threshold. The limit counts when use
+	// reaches it or at the first request refused at it, whichever comes
+	// first (see spend.ThresholdReached).
 	metricBudgetThresholds = "tierguard.budget.thresholds"
 	// metricBudgetRefusals counts requests the ledger refused, by meter
-	// and refusal (shed, limit_reached, unavailable, unknown_tenant).
+	// and refusal (shed, limit_reached, unpriced_model, unavailable,
+	// unknown_tenant; the last two without a meter).
 	metricBudgetRefusals = "tierguard.budget.refusals"
 )
 
@@ -202,7 +205,7 @@ func (li *LedgerInstrumentation) event(e spend.Event) {
 	case spend.ThresholdReached:
 		li.thresholds.Add(ctx, 1, metric.WithAttributes(append(kvs, attrThreshold.Float64(e.Threshold))...))
 	case spend.Refused:
-		if e.Refusal != spend.LimitReached && e.Refusal != spend.Shed {
+		if e.Refusal != spend.LimitReached && e.Refusal != spend.Shed && e.Refusal != spend.UnpricedModel {
 			kvs[0] = attrMeter.String("")
 		}
 		li.refusals.Add(ctx, 1, metric.WithAttributes(append(kvs, attrRefusal.String(e.Refusal.String()))...))

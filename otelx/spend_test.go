@@ -163,6 +163,76 @@ func TestLedgerMetrics(t *testing.T) {
 	require.NoError(t, li.Close())
 }
 
+// The README's pattern — Admit with an estimate — refuses before use
+// reaches the limit: the limit's threshold is counted at the first
+// refusal (tierguard_budget_thresholds_total{threshold="1"} never
+// appeared before), and the refusals keep their meter.
+func TestLedgerMetricsLimitAtTheFirstRefusal(t *testing.T) {
+	h := newHarness(t)
+	l, c := spendRig(t)
+	li, err := otelx.InstrumentLedger(l, otelx.Options{MeterProvider: h.mp})
+	require.NoError(t, err)
+	defer li.Close()
+	// Each request uses 200 tokens and is admitted with an estimate of
+	// 250: after four (800 tokens) the fifth would pass the limit.
+	for range 6 {
+		tk, err := l.Admit(context.Background(), spend.Request{Tenant: "acme-secret-tenant", Scenario: "support"}, spend.Estimate{Tokens: 250})
+		if err != nil {
+			require.ErrorIs(t, err, spend.ErrLimitReached)
+			continue
+		}
+		_, err = c.Do(tk, "q")
+		require.NoError(t, err)
+		tk.End()
+	}
+	rm := h.collect(t)
+	m, ok := ledgerMetric(rm, "tierguard.budget.thresholds")
+	require.True(t, ok)
+	thresholds := map[float64]int64{}
+	for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
+		v, _ := dp.Attributes.Value("tierguard.budget.threshold")
+		meter, _ := dp.Attributes.Value("tierguard.budget.meter")
+		assert.Equal(t, "daily_tokens", meter.AsString())
+		thresholds[v.AsFloat64()] += dp.Value
+	}
+	assert.Equal(t, map[float64]int64{0.7: 1, 1: 1}, thresholds, "80% used: 0.7, and the limit at its first refusal")
+
+	m, ok = ledgerMetric(rm, "tierguard.budget.refusals")
+	require.True(t, ok)
+	dps := m.Data.(metricdata.Sum[int64]).DataPoints
+	require.Len(t, dps, 1)
+	assert.Equal(t, int64(2), dps[0].Value)
+	meter, _ := dps[0].Attributes.Value("tierguard.budget.meter")
+	assert.Equal(t, "daily_tokens", meter.AsString())
+	refusal, _ := dps[0].Attributes.Value("tierguard.budget.refusal")
+	assert.Equal(t, "limit_reached", refusal.AsString())
+}
+
+// A request refused for a model without a price counts under its cost
+// meter.
+func TestLedgerMetricsUnpricedRefusal(t *testing.T) {
+	h := newHarness(t)
+	prices, err := spend.NewPrices(spend.PriceTable{Currency: "USD", Prices: []spend.Price{{Model: "pro", Rates: spend.Rates{Input: 1, Output: 1}}}})
+	require.NoError(t, err)
+	l, err := spend.New(spend.Config{Prices: prices, Tenants: map[string]spend.Allowance{"acme-secret-tenant": {MonthlyCost: spend.Unit}}})
+	require.NoError(t, err)
+	defer l.Close()
+	li, err := otelx.InstrumentLedger(l, otelx.Options{MeterProvider: h.mp})
+	require.NoError(t, err)
+	defer li.Close()
+	_, err = l.Admit(context.Background(), spend.Request{Tenant: "acme-secret-tenant"}, prices.Estimate("pro-002", "", fallback.Usage{InputTokens: 10}))
+	require.ErrorIs(t, err, spend.ErrUnpriced)
+	m, ok := ledgerMetric(h.collect(t), "tierguard.budget.refusals")
+	require.True(t, ok)
+	dps := m.Data.(metricdata.Sum[int64]).DataPoints
+	require.Len(t, dps, 1)
+	meter, _ := dps[0].Attributes.Value("tierguard.budget.meter")
+	assert.Equal(t, "monthly_cost", meter.AsString())
+	refusal, _ := dps[0].Attributes.Value("tierguard.budget.refusal")
+	assert.Equal(t, "unpriced_model", refusal.AsString())
+	assert.NotContains(t, attrsOf(m), "acme-secret-tenant")
+}
+
 // With KeyTenant listed, every ledger metric carries the tenant.
 func TestLedgerMetricsTenantOptIn(t *testing.T) {
 	h := newHarness(t)

@@ -19,6 +19,16 @@
 // reports to the spend ledger with its candidates' cost groups, and Do
 // reads the tenant and the scenario from the request's spend.Ticket.
 //
+// A route's Estimate is what the ledger's Admit reserves against the
+// tenant's limits while the request runs. Route.Reserve chooses it:
+// ReserveOne (the default) reserves one call on the route's dearest
+// candidate, so that a request that pays for several calls — an answer
+// the validator rejected, then a fallback — may take its tenant past the
+// limit, by at most k·(n−1)·c for k requests in flight, n calls each
+// (Compiled.Calls) and c the dearest call; ReserveWorstCase reserves the
+// n calls, and the tenant never passes the limit. Both bounds assume each
+// call uses at most the usage the estimate was made for (see Reservation).
+//
 // A route never changes because its tenant's budget runs low: the
 // ledger's Admit refuses the request (spend.ErrLimitReached) or sheds it
 // (spend.ErrShed) before it reaches the router. Routing a core scenario to

@@ -8,6 +8,7 @@ import (
 	"github.com/tierguard/tierguard/classify"
 	"github.com/tierguard/tierguard/fallback"
 	"github.com/tierguard/tierguard/fallback/route"
+	"github.com/tierguard/tierguard/fallback/spend"
 	"github.com/tierguard/tierguard/retry"
 )
 
@@ -49,4 +50,35 @@ func ExampleNew() {
 	// support: "a person will confirm your refund" from flash, show degraded: true, calls: 3
 	// risk: true
 	// route: unknown scenario "medicl"
+}
+
+// What a route's estimate reserves: one call on its dearest candidate,
+// or every call the route may make.
+func ExampleReservation() {
+	prices, _ := spend.ParsePrices([]byte(`{"currency": "USD", "prices": [
+		{"model": "gemini-2.5-pro", "input": 1.25, "output": 10}, {"model": "gemini-2.5-flash", "input": 0.30, "output": 2.50}]}`))
+	ledger, _ := spend.New(spend.Config{Prices: prices})
+	defer ledger.Close()
+	answer := func(context.Context, string) (string, error) { return "ok", nil }
+	candidates := []route.Candidate[string, string]{
+		{Stage: fallback.Stage[string, string]{Tier: fallback.Tier("pro", answer), Model: "gemini-2.5-pro"}},
+		{Stage: fallback.Stage[string, string]{Tier: fallback.Tier("flash", answer), Model: "gemini-2.5-flash"}},
+	}
+	router, err := route.New(route.Config[string, string]{Ledger: ledger, Routes: []route.Route[string, string]{
+		{Scenario: "chat", MaxAttempts: 3, Candidates: candidates},
+		{Scenario: "billing", MaxAttempts: 3, Reserve: route.ReserveWorstCase, Candidates: candidates},
+	}})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	u := fallback.Usage{InputTokens: 1000, OutputTokens: 500}
+	for _, scenario := range []string{"chat", "billing"} {
+		rc, _ := router.Lookup("acme", scenario)
+		est := rc.Estimate(u)
+		fmt.Printf("%s: %s, %d calls at most, reserves %d tokens and %s USD\n", scenario, rc.Route().Reserve, rc.Calls(), est.Tokens, est.Cost)
+	}
+	// Output:
+	// chat: reserve_one, 3 calls at most, reserves 1500 tokens and 0.00625 USD
+	// billing: reserve_worst_case, 3 calls at most, reserves 4500 tokens and 0.01875 USD
 }

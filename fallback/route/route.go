@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -48,6 +49,45 @@ func (p FallbackPolicy) String() string {
 	return "allow_fallback"
 }
 
+// Reservation says how much of a tenant's limits a route's estimate
+// (Compiled.Estimate) reserves while a request runs. A request that pays
+// for several calls (a rejected answer, then a fallback) spends more than
+// one call, so each mode gives its own bound on a tenant's spending. The
+// bounds hold in one process, for requests admitted with that estimate
+// (spend.Ledger.Admit) whose calls each use at most the usage the
+// estimate was made for; with a spend.Store, add what the other
+// processes admit between exchanges. Write n for the most calls a
+// request may make (Compiled.Calls), c for one call on the route's
+// dearest candidate, L for the limit and k for the most requests of the
+// tenant in flight at once.
+type Reservation uint8
+
+const (
+	// ReserveOne, the default, reserves one call on the dearest
+	// candidate (c). It admits the most requests near the limit, and the
+	// tenant may spend past its limit by what requests in flight spend
+	// beyond their reservation: at most k·(n−1)·c past L.
+	ReserveOne Reservation = iota
+	// ReserveWorstCase reserves every call the route may make on its
+	// dearest candidate (n·c): the tenant never spends past L. Near the
+	// limit it admits fewer requests (each holds n times more while it
+	// runs), and requests that answer at the first call release the rest
+	// when they end. The route's calls must be bounded: New refuses a
+	// candidate whose retry policy sets no limit (a negative MaxAttempts)
+	// in such a route.
+	ReserveWorstCase
+)
+
+var reservationNames = [...]string{ReserveOne: "reserve_one", ReserveWorstCase: "reserve_worst_case"}
+
+// String returns "reserve_one" or "reserve_worst_case".
+func (r Reservation) String() string {
+	if int(r) < len(reservationNames) {
+		return reservationNames[r]
+	}
+	return "invalid_reservation"
+}
+
 // Route is the chain a tenant's requests of one scenario run through.
 type Route[In, Out any] struct {
 	// Scenario names what the requests are for ("support",
@@ -69,6 +109,10 @@ type Route[In, Out any] struct {
 	MaxAttempts int
 	// Fallback says whether anything but the first candidate may answer.
 	Fallback FallbackPolicy
+	// Reserve says what the route's estimate reserves: one call on its
+	// dearest candidate (ReserveOne, the default) or every call it may
+	// make (ReserveWorstCase). See Reservation for the bound each gives.
+	Reserve Reservation
 	// MarkDegraded tells the caller, in Result.ShowDegraded, to mark a
 	// fallback answer as degraded to the user.
 	MarkDegraded bool
@@ -114,18 +158,23 @@ type Compiled[In, Out any] struct {
 	// Chain is the route's chain.
 	Chain *fallback.Chain[In, Out]
 	route Route[In, Out]
-	// models and groups are the candidates' (for estimates).
+	// models and groups are the candidates' (for estimates); calls is
+	// the most upstream calls a request may make (0: unbounded).
 	models, groups []string
+	calls          int
 	ledger         *spend.Ledger
 }
 
 // Route returns the route the chain was compiled from.
 func (c *Compiled[In, Out]) Route() Route[In, Out] { return c.route }
 
-// Estimate returns what a request expected to use u costs on the route's
-// dearest candidate, per the ledger's prices: a reservation that holds
-// whichever candidate answers. Without a ledger or prices it counts
-// tokens only.
+// Estimate returns what a request expected to use u (per call) is
+// reserved, per the ledger's prices and the route's Reserve: one call on
+// the route's dearest candidate (ReserveOne), or Calls calls on it
+// (ReserveWorstCase). See Reservation for the bound each gives. Without
+// a ledger or prices it counts tokens only. A candidate whose model the
+// prices do not price makes the cost spend.UnknownCost, and a tenant
+// with a cost limit is refused the request (spend.UnpricedPolicy).
 func (c *Compiled[In, Out]) Estimate(u fallback.Usage) spend.Estimate {
 	var est spend.Estimate
 	var p *spend.Prices
@@ -139,7 +188,35 @@ func (c *Compiled[In, Out]) Estimate(u fallback.Usage) spend.Estimate {
 		}
 		est.Tokens, est.Cost = max(est.Tokens, e.Tokens), max(est.Cost, e.Cost)
 	}
+	if c.route.Reserve == ReserveWorstCase {
+		n := int64(c.calls)
+		est.Tokens = mulSat(est.Tokens, n)
+		if est.Cost != spend.UnknownCost {
+			est.Cost = spend.Amount(mulSat(int64(est.Cost), n))
+		}
+	}
 	return est
+}
+
+// Calls returns the most upstream calls a request of the route may make
+// (n in Reservation's bounds), 0 when a candidate's retry policy sets no
+// limit. Each candidate counts its attempts (Candidate.Attempts, its share
+// of MaxAttempts, or its Stage's Retry.MaxAttempts, 3 by default), plus
+// its Stage's InvalidOutputRetries, and twice its attempts when it hedges
+// (each attempt may start one hedge). A pool member's quota or credential
+// failure moves to the next member outside the retry policy; such a
+// failure is an error, billed nothing, and is not counted.
+func (c *Compiled[In, Out]) Calls() int { return c.calls }
+
+// mulSat multiplies two non-negative int64, saturating.
+func mulSat(a, b int64) int64 {
+	if a == 0 || b == 0 {
+		return 0
+	}
+	if a > math.MaxInt64/b {
+		return math.MaxInt64
+	}
+	return a * b
 }
 
 // Errors of Lookup, matched with errors.Is.
@@ -249,6 +326,9 @@ func compile[In, Out any](base fallback.Config[In, Out], ledger *spend.Ledger, r
 	if rt.Fallback > FailClosed {
 		bad("Fallback: unknown policy %d", rt.Fallback)
 	}
+	if rt.Reserve > ReserveWorstCase {
+		bad("Reserve: unknown reservation %d", rt.Reserve)
+	}
 	attempts := make([]int, n)
 	if rt.MaxAttempts < 0 {
 		bad("MaxAttempts must not be negative, got %d", rt.MaxAttempts)
@@ -308,6 +388,10 @@ func compile[In, Out any](base fallback.Config[In, Out], ledger *spend.Ledger, r
 		cfg.Stages[i] = st
 		c.models[i], c.groups[i] = st.Model, cand.CostGroup
 	}
+	c.calls = maxCalls(cfg.Stages)
+	if rt.Reserve == ReserveWorstCase && c.calls == 0 {
+		return nil, errors.New("Reserve: ReserveWorstCase needs a bounded number of calls, and a candidate's Stage.Retry.MaxAttempts is negative (no limit): set the route's MaxAttempts or the candidate's Attempts")
+	}
 	chain, err := fallback.New(cfg)
 	if err != nil {
 		return nil, err
@@ -319,6 +403,22 @@ func compile[In, Out any](base fallback.Config[In, Out], ledger *spend.Ledger, r
 		}
 	}
 	return c, nil
+}
+
+// maxCalls is Compiled.Calls for stages: 0 when one has no limit.
+func maxCalls[In, Out any](stages []fallback.Stage[In, Out]) int {
+	n := 0
+	for _, st := range stages {
+		a := st.Retry.WithDefaults().MaxAttempts
+		if a < 0 {
+			return 0
+		}
+		if st.Hedge.Delay > 0 || st.Hedge.Quantile > 0 {
+			a *= 2
+		}
+		n += a + max(st.InvalidOutputRetries, 0)
+	}
+	return n
 }
 
 // Lookup returns the route of a tenant's scenario: the tenant's own, or

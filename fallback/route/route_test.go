@@ -215,6 +215,29 @@ func TestLedger(t *testing.T) {
 	assert.ErrorContains(t, err, `unknown scenario ""`)
 }
 
+// A route with a candidate the ledger cannot price: its estimate says so,
+// and a tenant with a cost limit is refused the request rather than let
+// it spend outside its limit.
+func TestEstimateOfAnUnpricedCandidate(t *testing.T) {
+	prices, err := spend.NewPrices(spend.PriceTable{Currency: "USD", Prices: []spend.Price{
+		{Model: "pro", Rates: spend.Rates{Input: spend.MustParseAmount("1"), Output: spend.MustParseAmount("10")}},
+	}})
+	require.NoError(t, err)
+	l, err := spend.New(spend.Config{Prices: prices, Tenants: map[string]spend.Allowance{"acme": {DailyCost: spend.MustParseAmount("5")}}})
+	require.NoError(t, err)
+	defer l.Close()
+	r := newRouter(t, route.Config[string, string]{Ledger: l, Routes: []route.Route[string, string]{
+		{Scenario: "support", MaxAttempts: 2, Candidates: []route.Candidate[string, string]{cand(&tier{name: "pro"}, "pro", ""), cand(&tier{name: "flash"}, "Flash-002", "")}},
+	}})
+	c, err := r.Lookup("acme", "support")
+	require.NoError(t, err)
+	est := c.Estimate(fallback.Usage{InputTokens: 1000, OutputTokens: 1000})
+	assert.Equal(t, spend.Estimate{Tokens: 2000, Cost: spend.UnknownCost}, est, "flash-002 has no price: the cost is unknown")
+	assert.True(t, est.Unpriced())
+	_, err = l.Admit(context.Background(), spend.Request{Tenant: "acme", Scenario: "support"}, est)
+	require.ErrorIs(t, err, spend.ErrUnpriced)
+}
+
 func BenchmarkLookup(b *testing.B) {
 	r, err := route.New(route.Config[string, string]{Routes: []route.Route[string, string]{
 		{Scenario: "support", Candidates: []route.Candidate[string, string]{cand(&tier{name: "pro"}, "pro", "")}},

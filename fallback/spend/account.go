@@ -22,11 +22,17 @@ type account struct {
 	// reserved are the estimates of requests in flight, booked in the
 	// current period.
 	reserved [numMeters]int64
-	// reached counts the levels (thresholds, then the limit) reported in
-	// the period, per meter.
+	// reached counts the soft thresholds reported in the period, per
+	// meter; full is set once the limit's event was.
 	reached [numMeters]uint8
+	full    [numMeters]bool
 	// dirty is set when mine changed since the last exchange.
 	dirty bool
+	// unpricedSeen is totals.Unpriced when it was last looked at; blind
+	// marks the cost meters that fail closed for the rest of their period
+	// because an unpriced model was billed (Config.Unpriced).
+	unpricedSeen int64
+	blind        [numMeters]bool
 
 	totals Totals
 	models []modelTotals // by price entry, unpriced last
@@ -57,6 +63,7 @@ func (a *account) roll(cal *calendar) {
 func (a *account) reset(ms ...Meter) {
 	for _, m := range ms {
 		a.mine[m], a.fleet[m], a.synced[m], a.reserved[m], a.reached[m] = 0, 0, 0, 0, 0
+		a.blind[m], a.full[m] = false, false
 	}
 }
 
@@ -68,33 +75,122 @@ func (a *account) periodOf(m Meter) int64 {
 	return a.day
 }
 
-// crossings collects the threshold events to emit once a.mu is released.
+// crossings collects the events found under an account's lock, to emit
+// once it is released: compact, so that the request's path zeroes little
+// when there are none, and never dropped (past the inline ones they
+// spill into a slice, which only a request that crosses many
+// thresholds at once, or an exchange that finds many tenants crossing,
+// allocates).
 type crossings struct {
-	n  int
-	ev [8]Event
+	n     int
+	inl   [8]crossing
+	spill []crossing
 }
 
-func (c *crossings) add(e Event) {
-	if c.n < len(c.ev) {
-		c.ev[c.n] = e
-		c.n++
+// crossing is one event of crossings: a threshold reached (kind
+// ThresholdReached) or unpriced usage found (UnpricedUsage).
+type crossing struct {
+	a           *account
+	cal         *calendar
+	kind        EventKind
+	meter       Meter
+	threshold   float64
+	used, limit int64
+}
+
+func (c *crossings) add(e crossing) {
+	if c.n < len(c.inl) {
+		c.inl[c.n] = e
+	} else {
+		c.spill = append(c.spill, e)
+	}
+	c.n++
+}
+
+func (e *crossing) event() Event {
+	return Event{Kind: e.kind, Tenant: e.a.tenant, Meter: e.meter, Threshold: e.threshold, Used: e.used, Limit: e.limit, ResetAt: e.cal.end(e.meter.Period())}
+}
+
+// noteUnpriced looks for attempts billed without a price since it last
+// looked, and reports whether a tenant with a cost limit had some: then
+// an UnpricedUsage event is due (unpricedEvent), and with
+// FailClosedUnpriced the cost meters fail closed until their periods
+// end; a.mu is held.
+func (a *account) noteUnpriced(l *Ledger) bool {
+	return a.totals.Unpriced != a.unpricedSeen && a.foundUnpriced(l)
+}
+
+// foundUnpriced is noteUnpriced once it found new unpriced attempts.
+func (a *account) foundUnpriced(l *Ledger) bool {
+	a.unpricedSeen = a.totals.Unpriced
+	if !a.allow.costLimited() {
+		return false
+	}
+	if l.unpriced == FailClosedUnpriced {
+		for _, m := range [...]Meter{DailyCost, MonthlyCost} {
+			if a.allow.Limit(m) > 0 {
+				a.blind[m] = true
+			}
+		}
+	}
+	return true
+}
+
+// unpricedUsage is the UnpricedUsage event of a; a.mu is held.
+func (a *account) unpricedUsage(cal *calendar) crossing {
+	m := a.allow.costMeter()
+	return crossing{a: a, cal: cal, kind: UnpricedUsage, meter: m, used: a.used(m), limit: a.allow.Limit(m)}
+}
+
+// emitUnpriced emits a's UnpricedUsage event, after noteUnpriced found
+// one due; a.mu is not held.
+func (l *Ledger) emitUnpriced(a *account, cal *calendar) {
+	if fns := l.events.Load(); len(fns) > 0 {
+		a.mu.Lock()
+		e := a.unpricedUsage(cal)
+		a.mu.Unlock()
+		ev := e.event()
+		for _, fn := range fns {
+			fn(ev)
+		}
 	}
 }
 
 // levels checks the meters against the thresholds and records the newly
-// reached ones in out; a.mu is held.
+// reached ones in out: each soft threshold once per period, in order,
+// and the limit once per period — here when use reaches it, or at the
+// first refusal at the limit if that comes first (reachLimit); a.mu is
+// held.
 func (a *account) levels(l *Ledger, cal *calendar, out *crossings) {
+	if a.noteUnpriced(l) {
+		out.add(a.unpricedUsage(cal))
+	}
+	soft := uint8(len(l.levels) - 1)
 	for m := range numMeters {
 		limit := a.allow.Limit(m)
-		if limit <= 0 || int(a.reached[m]) >= len(l.levels) {
+		if limit <= 0 || (a.reached[m] >= soft && a.full[m]) {
 			continue
 		}
 		used := a.used(m)
-		for int(a.reached[m]) < len(l.levels) && float64(used) >= l.levels[a.reached[m]]*float64(limit) {
-			out.add(Event{Kind: ThresholdReached, Tenant: a.tenant, Meter: m, Threshold: l.levels[a.reached[m]], Used: used, Limit: limit, ResetAt: cal.end(m.Period())})
+		for a.reached[m] < soft && float64(used) >= l.levels[a.reached[m]]*float64(limit) {
+			out.add(crossing{a: a, cal: cal, kind: ThresholdReached, meter: m, threshold: l.levels[a.reached[m]], used: used, limit: limit})
 			a.reached[m]++
 		}
+		if !a.full[m] && used >= limit {
+			a.full[m] = true
+			out.add(crossing{a: a, cal: cal, kind: ThresholdReached, meter: m, threshold: 1, used: used, limit: limit})
+		}
 	}
+}
+
+// reachLimit marks meter m's limit reached by a refusal, and returns its
+// event when it had not been reported in the period; a.mu is held.
+func (a *account) reachLimit(cal *calendar, m Meter) (crossing, bool) {
+	if a.full[m] {
+		return crossing{}, false
+	}
+	a.full[m] = true
+	return crossing{a: a, cal: cal, kind: ThresholdReached, meter: m, threshold: 1, used: a.used(m), limit: a.allow.Limit(m)}, true
 }
 
 func (l *Ledger) emit(c *crossings) {
@@ -102,9 +198,18 @@ func (l *Ledger) emit(c *crossings) {
 		return
 	}
 	fns := l.events.Load()
+	if len(fns) == 0 {
+		return
+	}
 	for i := range c.n {
+		var ev Event
+		if i < len(c.inl) {
+			ev = c.inl[i].event()
+		} else {
+			ev = c.spill[i-len(c.inl)].event()
+		}
 		for _, fn := range fns {
-			fn(c.ev[i])
+			fn(ev)
 		}
 	}
 }

@@ -14,6 +14,15 @@
 // exact. testdata/example-prices.json is an example, dated and sourced,
 // not a price list to rely on: prices change, bring your own.
 //
+// Model ids are compared in one normal form, in the table and in every
+// lookup: surrounding white space removed, lower-cased, a resource path
+// cut after its last "models/" segment ("Gemini-2.5-Flash ",
+// "models/gemini-2.5-flash" and "publishers/google/models/gemini-2.5-flash"
+// are one model). A version suffix is part of the id: price the versions
+// you call, or cover them with a prefix entry ("gemini-2.5-flash-*"). The
+// loaders are strict: unknown fields, anything after the JSON document
+// and a table without a price are refused.
+//
 // # The ledger
 //
 // A Ledger is fed by the chains it is attached to (Attach, or Observer in
@@ -40,16 +49,26 @@
 // # Limits
 //
 // An Allowance caps a tenant's tokens and cost per day and per month
-// (in Config.Location). Admit checks a request before it enters the chain
-// with an estimate, which it reserves; when the request ends, its real
-// usage replaces the estimate. Events report each meter reaching 70% and
-// 90% (Config.Thresholds) and its limit; from 90% (Config.ShedAt) requests
-// marked Low are shed; at the limit every request is refused. Refusals
-// are *LimitError values saying which limit and when it resets (ErrShed,
+// (in Config.Location); cost limits need a price table. Admit checks a
+// request before it enters the chain with an estimate, which it
+// reserves; when the request ends, its real usage replaces the estimate.
+// Events report each meter reaching 70% and 90% (Config.Thresholds) and
+// its limit — when use reaches it, or at the first request refused at it
+// if that comes first, as it does when estimates are reserved; from 90%
+// (Config.ShedAt) requests marked Low are shed; at the limit every
+// request is refused. Refusals are *LimitError values saying which limit,
+// the threshold it enforces and when it resets (ErrShed,
 // ErrLimitReached); they never name the tenant unless
 // Config.TenantInErrors is set. The ledger never switches a request to
-// another model because its tenant is near a limit: a request either runs
-// on its route or is refused, loudly.
+// another model because its tenant is near a limit: a request either
+// runs on its route or is refused, loudly.
+//
+// A model without a price would cost nothing against a cost limit, so a
+// tenant with one is refused a request whose estimate covers such a
+// model (Estimate.Cost is UnknownCost; ErrUnpriced), and by default
+// (Config.Unpriced, FailClosedUnpriced) a tenant billed for one anyway
+// has its cost limits fail closed until their periods end; either way an
+// event says so (Refused, UnpricedUsage).
 //
 // Admitting reads no clock (a timer moves the periods on at midnight) and
 // allocates nothing with AdmitInto; see BENCHMARKS.md for the cost.

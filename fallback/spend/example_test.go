@@ -88,3 +88,27 @@ func ExampleParsePrices() {
 	fmt.Println(list, batch, long)
 	// Output: 0.0135 0.00675 0.75
 }
+
+// A tenant with a cost limit is refused a request for a model the table
+// does not price — here a version it does not list — rather than let it
+// spend outside its limit; another spelling of a priced model is priced.
+func ExamplePrices_Estimate() {
+	prices, _ := spend.ParsePrices([]byte(`{"currency": "USD", "prices": [{"model": "gemini-2.5-flash", "input": 0.30, "output": 2.50}]}`))
+	ledger, _ := spend.New(spend.Config{Prices: prices, Tenants: map[string]spend.Allowance{"acme": {DailyCost: spend.MustParseAmount("5")}}})
+	defer ledger.Close()
+	u := fallback.Usage{InputTokens: 1000, OutputTokens: 500}
+	for _, model := range []string{"models/Gemini-2.5-Flash", "gemini-2.5-flash-001"} {
+		est := prices.Estimate(model, "", u)
+		_, err := ledger.Admit(context.Background(), spend.Request{Tenant: "acme"}, est)
+		fmt.Printf("%s: unpriced %v, admitted %v", model, est.Unpriced(), err == nil)
+		if errors.Is(err, spend.ErrUnpriced) {
+			fmt.Printf(" (%v)", err)
+		} else {
+			fmt.Printf(", %s USD reserved", est.Cost)
+		}
+		fmt.Println()
+	}
+	// Output:
+	// models/Gemini-2.5-Flash: unpriced false, admitted true, 0.00155 USD reserved
+	// gemini-2.5-flash-001: unpriced true, admitted false (spend: the estimate covers a model without a price; refused under the daily cost limit)
+}

@@ -28,7 +28,9 @@ var defaultThresholds = []float64{0.7, 0.9}
 // counts tokens, prices nothing and limits nothing.
 type Config struct {
 	// Prices prices every attempt's usage; nil counts tokens only (every
-	// attempt is Unpriced, and cost limits never fill).
+	// attempt is Unpriced). Required with any cost limit
+	// (Allowance.DailyCost, MonthlyCost): without prices one would never
+	// fill.
 	Prices *Prices
 
 	// Tenants are the allowances of the tenants you know.
@@ -59,6 +61,10 @@ type Config struct {
 	// TenantInErrors puts the tenant id in the text of a *LimitError. Off
 	// by default: tenant ids stay out of logs that quote errors.
 	TenantInErrors bool
+	// Unpriced says what a tenant's cost limit does about a model the
+	// price table has no price for; see UnpricedPolicy. The zero value is
+	// FailClosedUnpriced.
+	Unpriced UnpricedPolicy
 
 	// Store, when set, shares the limits' figures with the other processes
 	// that use the same store: see Store. Requests never wait on it.
@@ -75,6 +81,50 @@ type Config struct {
 	// OnStoreError, when set, receives every failed exchange, on the
 	// ledger's own goroutine. It must not block.
 	OnStoreError func(error)
+}
+
+// UnpricedPolicy says what a tenant's cost limit (Allowance.DailyCost,
+// MonthlyCost) does about a model the price table has no price for,
+// whose calls would otherwise cost nothing against the limit. Model ids
+// are compared in normal form (see Price.Model), so only a model the
+// table really lacks is unpriced: a version it does not list, a model
+// nobody priced. Tenants without a cost limit are not concerned: their
+// unpriced calls count their tokens, and Totals.Unpriced counts them.
+//
+// Under either policy, Admit refuses a request whose estimate covers an
+// unpriced model (its Cost is UnknownCost, as Prices.Estimate and the
+// router's estimates give it): a *LimitError with Refusal UnpricedModel
+// (ErrUnpriced) and a Refused event. They differ on
+// calls billed for an unpriced model anyway — the estimate did not name
+// the model (written by hand), or the tier picked another: the ledger
+// notices them when it next looks at the tenant (an admission, the end
+// of a request, an exchange with the Store, Use), and emits an
+// UnpricedUsage event each time it finds new ones.
+type UnpricedPolicy uint8
+
+const (
+	// FailClosedUnpriced, the default: once an unpriced call is billed
+	// to a tenant with a cost limit, what the tenant spent is no longer
+	// known, so its cost limits fail closed: every request of the tenant
+	// is refused (UnpricedModel, with ResetAt) until the limit's period
+	// ends — the day, or the month for a monthly limit — or the process
+	// restarts with a table that prices the model.
+	FailClosedUnpriced UnpricedPolicy = iota
+	// RefuseUnpriced refuses only the requests whose estimate covers an
+	// unpriced model; a call billed anyway is reported (UnpricedUsage)
+	// and counts its tokens, not its unknown cost, so the tenant may
+	// spend past its cost limit by that cost.
+	RefuseUnpriced
+)
+
+var unpricedNames = [...]string{FailClosedUnpriced: "fail_closed", RefuseUnpriced: "refuse"}
+
+// String returns "fail_closed" or "refuse".
+func (p UnpricedPolicy) String() string {
+	if int(p) < len(unpricedNames) {
+		return unpricedNames[p]
+	}
+	return "invalid_unpriced_policy"
 }
 
 // Ledger records what requests cost and keeps tenants within their
@@ -98,6 +148,7 @@ type Ledger struct {
 	levels        []float64 // thresholds, then 1
 	shedAt        float64
 	showTenant    bool
+	unpriced      UnpricedPolicy
 	clock         *clock
 
 	others   sync.Map // tenant -> *account, for tenants not in Config.Tenants
@@ -127,6 +178,21 @@ func New(cfg Config) (*Ledger, error) {
 		errs = append(errs, a.check(fmt.Sprintf("Tenants[%q]", name))...)
 	}
 	errs = append(errs, cfg.Default.check("Default")...)
+	if cfg.Prices == nil {
+		// A cost limit without prices could never fill.
+		if cfg.Default.costLimited() {
+			bad("Prices is required with a cost limit: Default.%s", costFields(cfg.Default))
+		}
+		n := 0
+		for _, a := range cfg.Tenants {
+			if a.costLimited() {
+				n++
+			}
+		}
+		if n > 0 {
+			bad("Prices is required with a cost limit: Tenants[…].DailyCost or .MonthlyCost (%d tenants)", n)
+		}
+	}
 	if cfg.MaxTenants < 0 {
 		bad("MaxTenants must not be negative, got %d", cfg.MaxTenants)
 	}
@@ -142,6 +208,9 @@ func New(cfg Config) (*Ledger, error) {
 		levels = slices.Compact(levels)
 	}
 	levels = append(slices.Clone(levels), 1)
+	if cfg.Unpriced > RefuseUnpriced {
+		bad("Unpriced: unknown policy %d", cfg.Unpriced)
+	}
 	if math.IsNaN(cfg.ShedAt) || cfg.ShedAt < 0 {
 		bad("ShedAt must not be negative, got %v", cfg.ShedAt)
 	}
@@ -158,6 +227,7 @@ func New(cfg Config) (*Ledger, error) {
 		prices: cfg.Prices, tenants: make(map[string]*account, len(cfg.Tenants)), def: cfg.Default,
 		refuseUnknown: cfg.RefuseUnknown, maxTenants: int64(cmpOr(cfg.MaxTenants, defaultMaxTenants)),
 		levels: levels, shedAt: cmpOr(cfg.ShedAt, defaultShedAt), showTenant: cfg.TenantInErrors,
+		unpriced: cfg.Unpriced,
 	}
 	loc := cfg.Location
 	if loc == nil {
@@ -174,6 +244,17 @@ func New(cfg Config) (*Ledger, error) {
 		l.store = startSyncer(l, cfg.Store, interval, cmpOr(cfg.SyncTimeout, interval), cmpOr(cfg.MaxStaleness, 10*interval), cfg.OnStoreError)
 	}
 	return l, nil
+}
+
+// costFields names the cost limits a sets.
+func costFields(a Allowance) string {
+	switch {
+	case a.DailyCost > 0 && a.MonthlyCost > 0:
+		return "DailyCost and .MonthlyCost"
+	case a.DailyCost > 0:
+		return "DailyCost"
+	}
+	return "MonthlyCost"
 }
 
 func cmpOr[T comparable](v, def T) T {
@@ -261,9 +342,24 @@ func (l *Ledger) lastFailure(model string) *atomic.Int32 {
 type Estimate struct {
 	// Tokens is the expected number of billed tokens, in and out.
 	Tokens int64
-	// Cost is the expected cost.
+	// Cost is the expected cost: UnknownCost when the estimate covers a
+	// model the price table has no price for.
 	Cost Amount
 }
+
+// UnknownCost is the Cost of an estimate that covers a model the price
+// table has no price for (Prices.Estimate, and the router's estimates
+// when any candidate is one): an unknown cost, taken as unbounded. Admit
+// refuses such a request to a tenant with a cost limit (Refusal
+// UnpricedModel, see UnpricedPolicy); for any other tenant it reserves
+// no cost. A sentinel rather than a flag beside Cost: an Estimate is
+// copied into every Ticket and Record, and a third word costs the
+// ledger's path about 13 ns per request (BenchmarkLedger).
+const UnknownCost Amount = math.MaxInt64
+
+// Unpriced reports whether the estimate covers a model the price table
+// has no price for (its Cost is UnknownCost).
+func (e Estimate) Unpriced() bool { return e.Cost == UnknownCost }
 
 // of returns the estimate's figure for meter m.
 func (e Estimate) of(m Meter) int64 {
@@ -308,30 +404,65 @@ func (l *Ledger) AdmitInto(t *Ticket, ctx context.Context, req Request, est Esti
 	var lerr *LimitError
 	a.mu.Lock()
 	a.roll(cal)
+	unpriced := a.noteUnpriced(l)
 	if a.allow.limited() {
-		if a.allow.FailClosed && l.store != nil && l.store.stale(time.Now()) {
+		switch {
+		case a.allow.FailClosed && l.store != nil && l.store.stale(time.Now()):
 			lerr = &LimitError{Refusal: Unavailable}
-		} else {
+		case a.allow.costLimited() && (est.Cost == UnknownCost || a.blind[DailyCost] || a.blind[MonthlyCost]):
+			lerr = l.refuseUnpriced(a, cal, est)
+		default:
 			lerr = l.check(a, cal, req.Priority, est)
 		}
 	}
 	if lerr != nil {
+		var full crossing
+		reached := false
 		if lerr.Refusal == Shed {
 			a.totals.Shed++
 		} else {
 			a.totals.Refused++
+			if lerr.Refusal == LimitReached {
+				full, reached = a.reachLimit(cal, lerr.Meter)
+			}
 		}
 		a.mu.Unlock()
+		if unpriced {
+			l.emitUnpriced(a, cal)
+		}
+		if reached {
+			l.emitOne(full.event())
+		}
 		lerr.Tenant, lerr.showTenant = req.Tenant, l.showTenant
 		l.emitRefusal(req, lerr)
 		return lerr
+	}
+	if est.Cost == UnknownCost {
+		est.Cost = 0 // admitted without a cost limit: nothing to reserve
 	}
 	for m := range numMeters {
 		a.reserved[m] += est.of(m)
 	}
 	a.mu.Unlock()
+	if unpriced {
+		l.emitUnpriced(a, cal)
+	}
 	t.init(ctx, l, a, req, est, cal)
 	return nil
+}
+
+// refuseUnpriced is the refusal of a request under a cost limit that
+// cannot be kept: its estimate covers an unpriced model, or the limit
+// fails closed after one was billed; a.mu is held.
+func (l *Ledger) refuseUnpriced(a *account, cal *calendar, est Estimate) *LimitError {
+	m := a.allow.costMeter()
+	if est.Cost == UnknownCost {
+		return &LimitError{Refusal: UnpricedModel, Meter: m, Used: a.used(m), Limit: a.allow.Limit(m)}
+	}
+	if !a.blind[m] {
+		m = MonthlyCost
+	}
+	return &LimitError{Refusal: UnpricedModel, Meter: m, Used: a.used(m), Limit: a.allow.Limit(m), ResetAt: cal.end(m.Period())}
 }
 
 // check decides on a request's admission; a.mu is held.
@@ -343,11 +474,14 @@ func (l *Ledger) check(a *account, cal *calendar, p Priority, est Estimate) *Lim
 		}
 		used := a.used(m) + a.reserved[m]
 		after := used + est.of(m)
+		if after < used {
+			after = math.MaxInt64 // an estimate too large to add
+		}
 		switch {
 		case used >= limit || after > limit:
-			return &LimitError{Refusal: LimitReached, Meter: m, Used: used, Limit: limit, ResetAt: cal.end(m.Period())}
+			return &LimitError{Refusal: LimitReached, Meter: m, Used: used, Limit: limit, ResetAt: cal.end(m.Period()), Threshold: 1}
 		case p == Low && l.shedAt < 1 && float64(after) >= l.shedAt*float64(limit):
-			return &LimitError{Refusal: Shed, Meter: m, Used: used, Limit: limit, ResetAt: cal.end(m.Period()), shedAt: l.shedAt}
+			return &LimitError{Refusal: Shed, Meter: m, Used: used, Limit: limit, ResetAt: cal.end(m.Period()), Threshold: l.shedAt}
 		}
 	}
 	return nil
@@ -502,10 +636,14 @@ func (l *Ledger) use(a *account) [4]Usage {
 	var out [4]Usage
 	a.mu.Lock()
 	a.roll(cal)
+	unpriced := a.noteUnpriced(l)
 	for m := range numMeters {
 		out[m] = Usage{Meter: m, ResetAt: cal.end(m.Period()), Used: a.used(m), Reserved: a.reserved[m], Limit: a.allow.Limit(m)}
 	}
 	a.mu.Unlock()
+	if unpriced {
+		l.emitUnpriced(a, cal)
+	}
 	return out
 }
 
@@ -520,7 +658,12 @@ type EventKind uint8
 
 const (
 	// ThresholdReached: a tenant's use of a meter reached a threshold (a
-	// soft one, or the limit) for the first time in its period.
+	// soft one, or the limit) for the first time in its period. The
+	// limit's (Threshold 1) fires when use reaches the limit or, if that
+	// comes first, at the first request refused at the limit
+	// (LimitReached: used and reserved plus its estimate would pass it),
+	// just before that request's Refused event; Used then says where the
+	// meter stood. Each fires once per period.
 	ThresholdReached EventKind = iota
 	// Refused: Admit refused a request (Refusal says why, shed included).
 	Refused
@@ -529,9 +672,15 @@ const (
 	StoreFailed
 	// StoreRecovered: an exchange succeeded after one or more failed.
 	StoreRecovered
+	// UnpricedUsage: a tenant with a cost limit was billed for calls to
+	// a model the price table has no price for (see UnpricedPolicy):
+	// Meter is its cost limit, which with FailClosedUnpriced now refuses
+	// every request until ResetAt. The calls' Records name the model
+	// (AttemptCost billed, not priced).
+	UnpricedUsage
 )
 
-var eventKindNames = [...]string{ThresholdReached: "threshold_reached", Refused: "refused", StoreFailed: "store_failed", StoreRecovered: "store_recovered"}
+var eventKindNames = [...]string{ThresholdReached: "threshold_reached", Refused: "refused", StoreFailed: "store_failed", StoreRecovered: "store_recovered", UnpricedUsage: "unpriced_usage"}
 
 // String returns the kind in snake_case.
 func (k EventKind) String() string {
@@ -546,10 +695,13 @@ func (k EventKind) String() string {
 // you mean to.
 type Event struct {
 	Kind EventKind
-	// Tenant and Meter name the meter (ThresholdReached, Refused).
+	// Tenant and Meter name the meter (ThresholdReached, Refused,
+	// UnpricedUsage).
 	Tenant string
 	Meter  Meter
-	// Threshold is the share reached (0.7, 0.9, 1 for the limit).
+	// Threshold is the share reached (ThresholdReached: 0.7, 0.9, 1 for
+	// the limit), or the share a refusal enforces (Refused: 1 at the
+	// limit, ShedAt for a shed request, 0 for the other refusals).
 	Threshold float64
 	// Used and Limit are the meter's figures; ResetAt when it resets.
 	Used, Limit int64
@@ -563,7 +715,8 @@ type Event struct {
 }
 
 // Observe calls fn with every event, on the goroutine where it happened
-// (a request's, or the ledger's own for the Store): keep fn fast. The
+// (a request's, the ledger's own for the Store, or that of a caller of
+// Use or EachUse when it finds unpriced usage): keep fn fast. The
 // returned function removes it.
 func (l *Ledger) Observe(fn func(Event)) (remove func()) { return l.events.Add(fn) }
 
@@ -577,11 +730,15 @@ func (l *Ledger) emitRefusal(req Request, err *LimitError) {
 	if len(fns) == 0 {
 		return
 	}
-	e := Event{Kind: Refused, Tenant: req.Tenant, Meter: err.Meter, Used: err.Used, Limit: err.Limit, ResetAt: err.ResetAt, Request: req, Refusal: err.Refusal, Err: err}
-	if err.Refusal == Shed {
-		e.Threshold = l.shedAt
-	}
+	e := Event{Kind: Refused, Tenant: req.Tenant, Meter: err.Meter, Threshold: err.Threshold, Used: err.Used, Limit: err.Limit, ResetAt: err.ResetAt, Request: req, Refusal: err.Refusal, Err: err}
 	for _, fn := range fns {
+		fn(e)
+	}
+}
+
+// emitOne sends e to every observer.
+func (l *Ledger) emitOne(e Event) {
+	for _, fn := range l.events.Load() {
 		fn(e)
 	}
 }

@@ -110,6 +110,18 @@ func (a Allowance) limited() bool {
 	return a.DailyTokens > 0 || a.MonthlyTokens > 0 || a.DailyCost > 0 || a.MonthlyCost > 0
 }
 
+// costLimited reports whether the allowance limits cost.
+func (a Allowance) costLimited() bool { return a.DailyCost > 0 || a.MonthlyCost > 0 }
+
+// costMeter is the cost meter an unpriced model is refused under: the
+// daily one when it is limited, else the monthly one.
+func (a Allowance) costMeter() Meter {
+	if a.DailyCost > 0 {
+		return DailyCost
+	}
+	return MonthlyCost
+}
+
 func (a Allowance) check(name string) []error {
 	var errs []error
 	if a.DailyTokens < 0 || a.MonthlyTokens < 0 || a.DailyCost < 0 || a.MonthlyCost < 0 {
@@ -133,12 +145,18 @@ const (
 	// UnknownTenant: the tenant has no allowance and Config.RefuseUnknown
 	// is set.
 	UnknownTenant
+	// UnpricedModel: the tenant has a cost limit and the request's
+	// estimate covers a model the price table does not price
+	// (Estimate.Unpriced), or, with Config.Unpriced FailClosedUnpriced,
+	// the tenant was billed for such a model earlier in the period: what
+	// it spent is no longer known.
+	UnpricedModel
 )
 
-var refusalNames = [...]string{LimitReached: "limit_reached", Shed: "shed", Unavailable: "unavailable", UnknownTenant: "unknown_tenant"}
+var refusalNames = [...]string{LimitReached: "limit_reached", Shed: "shed", Unavailable: "unavailable", UnknownTenant: "unknown_tenant", UnpricedModel: "unpriced_model"}
 
-// String returns "limit_reached", "shed", "unavailable" or
-// "unknown_tenant".
+// String returns "limit_reached", "shed", "unavailable",
+// "unknown_tenant" or "unpriced_model".
 func (r Refusal) String() string {
 	if int(r) < len(refusalNames) {
 		return refusalNames[r]
@@ -152,6 +170,7 @@ var (
 	ErrShed          = errors.New("spend: low-priority request shed")
 	ErrUnavailable   = errors.New("spend: shared limits unavailable")
 	ErrUnknownTenant = errors.New("spend: unknown tenant")
+	ErrUnpriced      = errors.New("spend: model without a price under a cost limit")
 )
 
 // LimitError is why Admit refused a request: which limit, how far it is
@@ -160,20 +179,25 @@ var (
 type LimitError struct {
 	// Refusal says why.
 	Refusal Refusal
-	// Meter is the limit concerned (LimitReached, Shed).
+	// Meter is the limit concerned (LimitReached, Shed, UnpricedModel:
+	// the cost limit).
 	Meter Meter
 	// Used and Limit are the meter's figures when the request was
 	// refused, the request's estimate not included; nano-units for a cost
 	// meter.
 	Used, Limit int64
-	// ResetAt is when the meter's period ends (LimitReached, Shed).
+	// ResetAt is when the meter's period ends (LimitReached, Shed, and
+	// UnpricedModel when the limit fails closed until then).
 	ResetAt time.Time
+	// Threshold is the share of the limit the refusal enforces: 1 at the
+	// limit (LimitReached), Config.ShedAt for a shed request, 0 for the
+	// refusals that are not about a threshold.
+	Threshold float64
 	// Tenant is the tenant refused. It is in the error's text only when
 	// Config.TenantInErrors is set.
 	Tenant string
 
 	showTenant bool
-	shedAt     float64
 }
 
 // Error says which limit refused the request and when it resets.
@@ -184,11 +208,17 @@ func (e *LimitError) Error() string {
 	case LimitReached:
 		b.WriteString(e.Meter.phrase() + " limit reached")
 	case Shed:
-		b.WriteString("low-priority request shed at " + strconv.Itoa(int(e.shedAt*100+0.5)) + "% of the " + e.Meter.phrase() + " limit")
+		b.WriteString("low-priority request shed at " + strconv.Itoa(int(e.Threshold*100+0.5)) + "% of the " + e.Meter.phrase() + " limit")
 	case Unavailable:
 		b.WriteString("shared limits unavailable, failing closed")
 	case UnknownTenant:
 		b.WriteString("unknown tenant")
+	case UnpricedModel:
+		if e.ResetAt.IsZero() {
+			b.WriteString("the estimate covers a model without a price; refused under the " + e.Meter.phrase() + " limit")
+		} else {
+			b.WriteString(e.Meter.phrase() + " limit failing closed: a model without a price was billed")
+		}
 	default:
 		b.WriteString("request refused")
 	}
@@ -212,6 +242,8 @@ func (e *LimitError) Is(target error) bool {
 		return e.Refusal == Unavailable
 	case ErrUnknownTenant:
 		return e.Refusal == UnknownTenant
+	case ErrUnpriced:
+		return e.Refusal == UnpricedModel
 	}
 	return false
 }
@@ -220,13 +252,21 @@ func (e *LimitError) Is(target error) bool {
 // (a job queue snoozing until the reset): a limit or a shed is
 // QuotaExhausted with a retry-after until the period resets, an
 // unavailable store Transient, an unknown tenant Auth (a configuration
-// error). The reason names no tenant.
+// error), an unpriced model InvalidRequest (a configuration error: price
+// the model) or, when the cost limit fails closed until the period ends,
+// QuotaExhausted with a retry-after until then. The reason names no
+// tenant.
 func (e *LimitError) Verdict() classify.Verdict {
 	switch e.Refusal {
 	case Unavailable:
 		return classify.Verdict{Class: classify.Transient, Reason: "shared limits unavailable"}
 	case UnknownTenant:
 		return classify.Verdict{Class: classify.Auth, Reason: "unknown tenant"}
+	case UnpricedModel:
+		if e.ResetAt.IsZero() {
+			return classify.Verdict{Class: classify.InvalidRequest, Reason: "model without a price under a tenant cost limit"}
+		}
+		return classify.Verdict{Class: classify.QuotaExhausted, Reason: "tenant " + e.Meter.phrase() + " limit failing closed after an unpriced model", RetryAfter: max(time.Until(e.ResetAt), 0)}
 	}
 	v := classify.Verdict{Class: classify.QuotaExhausted, Reason: "tenant " + e.Meter.phrase() + " limit reached"}
 	if e.Refusal == Shed {

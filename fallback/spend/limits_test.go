@@ -125,7 +125,7 @@ func TestThresholdsShedAndLimit(t *testing.T) {
 // A request whose estimate would take a meter past its limit is refused,
 // and so is every request once the meter is full.
 func TestEstimatePastTheLimit(t *testing.T) {
-	l := newLedger(t, spend.Config{Tenants: map[string]spend.Allowance{"acme": {DailyCost: amt("1")}}, TenantInErrors: true})
+	l := newLedger(t, spend.Config{Prices: testPrices(t), Tenants: map[string]spend.Allowance{"acme": {DailyCost: amt("1")}}, TenantInErrors: true})
 	_, err := l.Admit(context.Background(), spend.Request{Tenant: "acme"}, spend.Estimate{Cost: amt("1.5")})
 	var le *spend.LimitError
 	require.ErrorAs(t, err, &le)

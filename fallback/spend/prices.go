@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/tierguard/tierguard/fallback"
+	"github.com/tierguard/tierguard/internal/modelid"
 )
 
 // Rates are prices per million tokens.
@@ -33,7 +34,12 @@ type Price struct {
 	// Model is the model id as a tier reports it ("gemini-2.5-flash"). An
 	// id ending in "*" is a prefix: "gemini-2.5-flash-preview-*" prices
 	// every preview; the longest matching prefix wins, and an exact id
-	// wins over any prefix. A leading "models/" is ignored on both sides.
+	// wins over any prefix. Ids are compared in one normal form, on both
+	// sides: surrounding white space removed, lower-cased, a resource path
+	// cut after its last "models/" segment ("models/x",
+	// "publishers/google/models/x" and " X" are all "x"). A version
+	// suffix is part of the id ("gemini-2.0-flash-001" is not
+	// "gemini-2.0-flash"): list the versions, or use a prefix.
 	Model string `json:"model"`
 	// CostGroup is the group this price applies to ("" for the list
 	// price). A gateway often sells one model in several groups (a batch
@@ -66,7 +72,7 @@ type PriceTable struct {
 	// keeps it. A group not listed here and without prices of its own is
 	// billed at the list price.
 	CostGroups map[string]float64 `json:"cost_groups,omitempty"`
-	// Prices are the models' prices.
+	// Prices are the models' prices. At least one.
 	Prices []Price `json:"prices"`
 }
 
@@ -103,6 +109,9 @@ func NewPrices(t PriceTable) (*Prices, error) {
 	if t.Currency == "" {
 		bad("currency is required")
 	}
+	if len(t.Prices) == 0 {
+		bad("prices: at least one price is required (a table that prices nothing leaves every call unpriced)")
+	}
 	if len(t.Prices) > maxPrices {
 		bad("%d prices, at most %d", len(t.Prices), maxPrices)
 		t.Prices = t.Prices[:maxPrices]
@@ -122,7 +131,7 @@ func NewPrices(t PriceTable) (*Prices, error) {
 		p.entries = append(p.entries, e)
 	}
 	for i, pr := range t.Prices {
-		model := strings.TrimPrefix(pr.Model, "models/")
+		model := modelid.Normalize(pr.Model)
 		e := priceEntry{model: model, group: pr.CostGroup, rates: pr.Rates.filled(), perRequest: pr.PerRequest, longAbove: pr.LongContextAbove}
 		switch {
 		case strings.TrimSuffix(model, "*") == "":
@@ -188,7 +197,9 @@ const maxTableBytes = 4 << 20
 // ParsePrices reads a JSON price table (see PriceTable for its fields;
 // amounts are decimal numbers or strings of currency units per million
 // tokens) and compiles it. Unknown fields are refused, so that a typo does
-// not silently price a model at zero.
+// not silently price a model at zero, and so is anything but white space
+// after the table (a second document, a stray brace), so that half a file
+// is not taken for all of it.
 func ParsePrices(data []byte) (*Prices, error) {
 	if len(data) > maxTableBytes {
 		return nil, fmt.Errorf("spend: price table of %d bytes, at most %d", len(data), maxTableBytes)
@@ -198,6 +209,9 @@ func ParsePrices(data []byte) (*Prices, error) {
 	var t PriceTable
 	if err := dec.Decode(&t); err != nil {
 		return nil, fmt.Errorf("spend: reading the price table: %w", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, fmt.Errorf("spend: reading the price table: data after the price table at byte %d (one JSON document only)", dec.InputOffset())
 	}
 	return NewPrices(t)
 }
@@ -226,9 +240,14 @@ func (p *Prices) Cost(model, group string, u fallback.Usage) (Amount, bool) {
 }
 
 // Estimate returns the estimate of a request expected to use u on model
-// in group: its tokens and, if the model is priced, its cost.
+// in group: its tokens and, if the model is priced, its cost. If it is
+// not, the cost is UnknownCost, and a tenant with a cost limit is
+// refused the request (see UnpricedPolicy).
 func (p *Prices) Estimate(model, group string, u fallback.Usage) Estimate {
-	c, _ := p.Cost(model, group, u)
+	c, ok := p.Cost(model, group, u)
+	if !ok {
+		c = UnknownCost
+	}
 	return Estimate{Tokens: tokensOf(u), Cost: c}
 }
 
@@ -239,7 +258,7 @@ func (p *Prices) find(model, group string) int {
 	if p == nil {
 		return -1
 	}
-	model = strings.TrimPrefix(model, "models/")
+	model = modelid.Normalize(model)
 	if i, ok := p.lookup(model, group); ok {
 		return i
 	}

@@ -27,10 +27,11 @@ type reply struct{ usage fallback.Usage }
 type billedTier struct{}
 
 func (billedTier) Name() string { return "pro" }
-func (billedTier) Call(context.Context, string) (reply, error) {
-	return reply{usage: fallback.Usage{InputTokens: 60, OutputTokens: 40}}, nil
+func (billedTier) Call(ctx context.Context, _ string) (reply, error) {
+	u := fallback.Usage{InputTokens: 60, OutputTokens: 40}
+	fallback.Report(ctx, fallback.Reply{Usage: u, HasUsage: true})
+	return reply{usage: u}, nil
 }
-func (billedTier) Usage(r reply) (fallback.Usage, bool) { return r.usage, true }
 
 const tokensPerRequest = 100
 
