@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/tierguard/tierguard/internal/detach"
+	"github.com/tierguard/tierguard/internal/modelid"
 )
 
 // Catalog is the list of models an API currently serves, for preflight: a
@@ -78,7 +78,10 @@ func NewCatalog(fetch func(context.Context) ([]string, error), opts CatalogOptio
 	return c, nil
 }
 
-func normalizeModel(id string) string { return strings.TrimPrefix(id, "models/") }
+// normalizeModel is the one normal form of model ids that prices, limits,
+// the catalog and retirement all compare in (internal/modelid): another
+// case, white space or a resource path name the same model.
+func normalizeModel(id string) string { return modelid.Normalize(id) }
 
 // Available reports whether model may be called: it is in the last list
 // fetched (or no list was fetched yet) and no 404 marked it retired since.

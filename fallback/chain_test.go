@@ -500,6 +500,21 @@ func TestCatalogStartStop(t *testing.T) {
 	})
 }
 
+// TestCatalogComparesModelIDsInOneForm: the catalog reads model ids in
+// the normal form prices and limits use — another case, white space, a
+// models/ or Vertex resource path name the same model.
+func TestCatalogComparesModelIDsInOneForm(t *testing.T) {
+	cat, err := fallback.NewCatalog(func(context.Context) ([]string, error) {
+		return []string{"models/gemini-2.5-pro", "projects/p/locations/l/publishers/google/models/gemini-2.5-flash"}, nil
+	}, fallback.CatalogOptions{})
+	require.NoError(t, err)
+	require.NoError(t, cat.Refresh(context.Background()))
+	for _, id := range []string{"gemini-2.5-pro", "Gemini-2.5-Pro", " gemini-2.5-pro ", "models/gemini-2.5-pro", "gemini-2.5-flash"} {
+		assert.True(t, cat.Available(id), "%q", id)
+	}
+	assert.False(t, cat.Available("gemini-2.5-pro-001"), "a version is a model of its own")
+}
+
 // TestCatalogBackgroundRefreshSurvivesAPanic: a background refresh whose
 // fetch panics (or calls runtime.Goexit) runs on the timer's goroutine,
 // where no caller could recover it: Err reports it as a *PanicError with

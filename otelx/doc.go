@@ -139,8 +139,9 @@
 // component=tierguard: a success at Debug, a retry, a skip or a local
 // answer at Info, a tier given up, a broken stream and a degraded answer at
 // Warn, a failed request at Error, breaker transitions at Info (Warn when
-// opening). Events carry request_id, tenant and scenario (see
-// WithRequestID, WithTenant, WithScenario), trace_id and span_id, tier,
+// opening). Events carry request_id and scenario (the request's
+// fallback.Request), its tenant with Options.TenantLabels, trace_id and
+// span_id, tier,
 // tier_index (the fallback index), attempt, class, http_status, status,
 // reason, retryable, retry, retry_wait, stop, route, circuit,
 // validation_rule and validation_reason, source, degraded, upstream_calls,

@@ -33,7 +33,7 @@
 // load per call and no allocation (BenchmarkTier, TestOffAllocatesNothing).
 // Switch.Start turns on a Drill: rules, each injecting its fault into a
 // Rate of the calls it matches — scoped to a tier, to a tenant or scenario
-// (WithTenant, WithScenario), to the requests a service Enrolls, and to a
+// (the request's fallback.Request), to the requests a service Enrolls, and to a
 // window inside the drill — and breakers forced open (Open). A drill
 // always ends: End or For is required, at most MaxDrill, its Start at most
 // MaxLead ahead (a scheduled drill holds its switch), and at its end

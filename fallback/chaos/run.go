@@ -51,7 +51,7 @@ type RunConfig[In any] struct {
 	// Input returns the n-th request's input, from 0. Required with a load.
 	Input func(n int) In
 	// Context, when set, returns the n-th request's context, built on ctx:
-	// labels for the drill's rules (Enroll, WithTenant, WithScenario) or
+	// labels for the drill's rules (Enroll, fallback.WithRequest) or
 	// for your observers.
 	Context func(ctx context.Context, n int) context.Context
 

@@ -73,8 +73,8 @@ type Rule struct {
 	// Tier limits the rule to the wrapper of the tier of that name (a
 	// Transport's name). Empty matches every tier.
 	Tier string
-	// Tenant and Scenario limit the rule to requests whose context carries
-	// that tenant (WithTenant) or scenario (WithScenario).
+	// Tenant and Scenario limit the rule to requests whose
+	// fallback.Request names that tenant or scenario.
 	Tenant   string
 	Scenario string
 	// Enrolled limits the rule to requests whose context was marked with

@@ -16,8 +16,9 @@ import "github.com/riverqueue/river"
 // ("tenant", "scenario", "idempotency_key", "input").
 type Args[In any] struct {
 	// Tenant names who the job is for. The worker's per-tenant bulkhead
-	// is keyed by it; it reaches spans and log events only when
-	// Config.TenantLabels is set.
+	// is keyed by it, and it is the tenant of the attempt's
+	// fallback.Request; it reaches spans and log events only when otelx's
+	// Options.TenantLabels is set.
 	Tenant string `json:"tenant,omitempty"`
 	// Scenario names the kind of work ("contract_extraction"); it goes
 	// on the attempt's spans and log events.

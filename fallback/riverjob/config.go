@@ -83,12 +83,6 @@ type Config[In, Out any] struct {
 	// A tier the attempt only skipped as parked never waits for it: its
 	// parking ending during the attempt makes the job run again at once.
 	QuotaSnooze time.Duration
-
-	// TenantLabels puts the job's tenant on the attempt's spans and log
-	// events (otelx.WithTenant). Off by default: a tenant id is often
-	// personal data. The job id is always the request id, and the
-	// scenario always labels the request.
-	TenantLabels bool
 }
 
 // check reports every invalid field at once.

@@ -73,7 +73,8 @@
 // the worker process; a job whose tenant is at its limit is snoozed. River
 // bounds the queue (QueueConfig.MaxWorkers). An instrumented chain
 // (otelx.Instrument) sees each job attempt as a request: the job id is its
-// request id (otelx.WithRequestID), the scenario labels it, the job's kind
+// request id (its fallback.Request's ID), the scenario labels it, the job's kind
 // and attempt are attributes (river.job.kind, river.job.attempt), and the
-// tenant appears only with Config.TenantLabels.
+// tenant (the attempt's fallback.Request carries it for the cache and the
+// chain) appears only with otelx's Options.TenantLabels.
 package riverjob

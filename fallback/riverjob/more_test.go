@@ -194,11 +194,12 @@ func TestOtelxSeesAttempts(t *testing.T) {
 			var buf syncBuffer
 			inst, err := otelx.Instrument(chain, otelx.Options{
 				MeterProvider: metricnoop.NewMeterProvider(), TracerProvider: tracenoop.NewTracerProvider(),
-				Logger: slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})),
+				Logger:       slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})),
+				TenantLabels: optIn,
 			})
 			require.NoError(t, err)
 			defer inst.Close()
-			e := newEnv(t, envOpts{cfg: riverjob.Config[string, gemrest.Response]{Chain: chain, TenantLabels: optIn}})
+			e := newEnv(t, envOpts{cfg: riverjob.Config[string, gemrest.Response]{Chain: chain}})
 			ins := e.insert(riverjob.Args[string]{Tenant: "tenant-secret-7", Scenario: "extract", Key: "k", Input: "prompt-secret"}, nil)
 			e.final(ins.Job.ID, rivertype.JobStateCompleted)
 

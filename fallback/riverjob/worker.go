@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/tierguard/tierguard/classify"
+	"github.com/tierguard/tierguard/fallback"
 	"github.com/tierguard/tierguard/otelx"
 )
 
@@ -237,16 +238,12 @@ func (w *Worker[A, In, Out]) finish(ctx context.Context, job *river.Job[A], rep 
 	return &Error{Report: rep, Err: cause}
 }
 
-// labels makes the attempt a request to otelx: the job id is its request
-// id, the scenario labels it, and the tenant only when opted in.
+// labels makes the attempt a request of its own: its fallback.Request has
+// the job id as its id and the job's tenant and scenario (the cache's
+// scope, the chain's labels; otelx shows the tenant only with its
+// TenantLabels option), and otelx sees the job's kind and attempt.
 func (w *Worker[A, In, Out]) labels(ctx context.Context, job *river.Job[A], req Args[In]) context.Context {
-	ctx = otelx.WithRequestID(ctx, strconv.FormatInt(job.ID, 10))
-	if req.Scenario != "" {
-		ctx = otelx.WithScenario(ctx, req.Scenario)
-	}
-	if w.cfg.TenantLabels && req.Tenant != "" {
-		ctx = otelx.WithTenant(ctx, req.Tenant)
-	}
+	ctx = fallback.WithRequest(ctx, fallback.Request{ID: strconv.FormatInt(job.ID, 10), Tenant: req.Tenant, Scenario: req.Scenario})
 	return otelx.WithAttributes(ctx, attribute.String("river.job.kind", job.Kind), attribute.Int("river.job.attempt", job.Attempt))
 }
 
