@@ -1,7 +1,6 @@
 package oaicompat_test
 
 import (
-	"context"
 	"net/http"
 	"sync/atomic"
 	"testing"
@@ -15,6 +14,7 @@ import (
 	"github.com/tierguard/tierguard/fallback"
 	"github.com/tierguard/tierguard/fallback/oaicompat"
 	"github.com/tierguard/tierguard/internal/testbed/fakegemini"
+	reportedpkg "github.com/tierguard/tierguard/internal/testbed/reported"
 	"github.com/tierguard/tierguard/retry"
 	"github.com/tierguard/tierguard/validate"
 )
@@ -118,18 +118,5 @@ var jsonText = validate.Field(func(a oaicompat.Answer) string { return a.Text },
 // its response reported to the chain (fallback.Report).
 func reported[In any](t *testing.T, tier fallback.ModelTier[In, oaicompat.Answer], in In) (oaicompat.Answer, fallback.Reply) {
 	t.Helper()
-	var rep fallback.Reply
-	c, err := fallback.New(fallback.Config[In, oaicompat.Answer]{
-		Stages: []fallback.Stage[In, oaicompat.Answer]{{Tier: tier, Retry: retry.Policy{MaxAttempts: 1}}},
-		Observer: fallback.ObserverFunc(func(ctx context.Context, e fallback.Event) context.Context {
-			if e.Kind == fallback.AttemptEnded {
-				rep = fallback.Reply{Usage: e.Usage, HasUsage: e.HasUsage, Response: e.Response}
-			}
-			return ctx
-		}),
-	})
-	require.NoError(t, err)
-	res, err := c.Do(context.Background(), in)
-	require.NoError(t, err)
-	return res.Value, rep
+	return reportedpkg.Call(t, tier, in)
 }

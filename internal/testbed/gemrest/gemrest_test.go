@@ -20,6 +20,7 @@ import (
 	"github.com/tierguard/tierguard/fallback"
 	"github.com/tierguard/tierguard/internal/testbed/fakegemini"
 	"github.com/tierguard/tierguard/internal/testbed/gemrest"
+	reportedpkg "github.com/tierguard/tierguard/internal/testbed/reported"
 	"github.com/tierguard/tierguard/retry"
 	"github.com/tierguard/tierguard/validate"
 )
@@ -409,17 +410,7 @@ func TestNewTier(t *testing.T) {
 // reported is what one call of tier reports to the chain it runs in.
 func reported[In, Out any](t *testing.T, tier fallback.ModelTier[In, Out], in In) fallback.Reply {
 	t.Helper()
-	var rep fallback.Reply
-	c, err := fallback.New(fallback.Config[In, Out]{Stages: []fallback.Stage[In, Out]{{Tier: tier, Retry: retry.Policy{MaxAttempts: 1}}},
-		Observer: fallback.ObserverFunc(func(ctx context.Context, e fallback.Event) context.Context {
-			if e.Kind == fallback.AttemptEnded {
-				rep = fallback.Reply{Usage: e.Usage, HasUsage: e.HasUsage, Response: e.Response}
-			}
-			return ctx
-		})})
-	require.NoError(t, err)
-	_, err = c.Do(context.Background(), in)
-	require.NoError(t, err)
+	_, rep := reportedpkg.Call(t, tier, in)
 	return rep
 }
 

@@ -243,11 +243,14 @@ func defaultStorm() stormConfig {
 	return c
 }
 
-func runStorm(c stormConfig, plain bool, seed uint64) sample {
+// stormRun runs the closed loop through a 429 storm on pro from c.Start
+// for c.Len, with the server's RetryInfo of c.RetryDelay: through the
+// chain, or through a plain loop that tries pro plainAttempts times. It
+// returns the rig (its call log), every request's outcome and the sample's
+// load columns.
+func stormRun(c stormConfig, plain bool, plainAttempts int, seed uint64) (*rig, []outcome, sample, func()) {
 	srv := newLoadServer(c.loadConfig, seed)
-	defer srv.Close()
 	r := newRig(srv, c.defaultChain())
-	defer r.close()
 	end := c.Start + c.Len
 	srv.SetScript(proModel, fakegemini.Script{
 		Latency: latency(c.ProLatency), FaultLatency: fakegemini.Latency{Fixed: 2 * time.Millisecond},
@@ -261,7 +264,7 @@ func runStorm(c stormConfig, plain bool, seed uint64) sample {
 			ctx, cancel := context.WithTimeout(context.Background(), c.Deadline)
 			defer cancel()
 			o := outcome{start: r.clock.now(), deadline: c.Deadline}
-			o.tier, o.calls, o.err = plainTwoTier(ctx, r.log, tiers, 3, 50*time.Millisecond, fmt.Sprintf("Question %d", n))
+			o.tier, o.calls, o.err = plainTwoTier(ctx, r.log, tiers, plainAttempts, 50*time.Millisecond, fmt.Sprintf("Question %d", n))
 			o.end = r.clock.now()
 			return o
 		}
@@ -271,6 +274,13 @@ func runStorm(c stormConfig, plain bool, seed uint64) sample {
 	stall := st.end()
 	s := sample{"stall": millis(stall), "excess": millis(st.excess(os))}
 	summarize(os).fill(s)
+	return r, os, s, func() { r.close(); srv.Close() }
+}
+
+func runStorm(c stormConfig, plain bool, seed uint64) sample {
+	r, os, s, done := stormRun(c, plain, 3, seed)
+	defer done()
+	end := c.Start + c.Len
 	during := within(os, c.Start, end)
 	pro, flash := r.log.count("pro", c.Start, end), r.log.count("flash", c.Start, end)
 	s["stormReq"] = float64(len(during))
@@ -313,33 +323,9 @@ func defaultLongStorm() stormConfig {
 }
 
 func runLongStorm(c stormConfig, plain bool, seed uint64) sample {
-	srv := newLoadServer(c.loadConfig, seed)
-	defer srv.Close()
-	r := newRig(srv, c.defaultChain())
-	defer r.close()
+	r, os, s, done := stormRun(c, plain, 1, seed)
+	defer done()
 	end := c.Start + c.Len
-	srv.SetScript(proModel, fakegemini.Script{
-		Latency: latency(c.ProLatency), FaultLatency: fakegemini.Latency{Fixed: 2 * time.Millisecond},
-		Rules: []fakegemini.Rule{{Kind: fakegemini.RateLimited, P: fakegemini.Always, From: r.clock.t0.Add(c.Start), Until: r.clock.t0.Add(end),
-			Params: fakegemini.Params{RetryDelay: c.RetryDelay}}},
-	})
-	do := func(n int) outcome { return r.doChain(n, c.Deadline) }
-	if plain {
-		tiers := []*gemrest.Client{client(srv, proModel, "pro"), client(srv, flashModel, "flash")}
-		do = func(n int) outcome {
-			ctx, cancel := context.WithTimeout(context.Background(), c.Deadline)
-			defer cancel()
-			o := outcome{start: r.clock.now(), deadline: c.Deadline}
-			o.tier, o.calls, o.err = plainTwoTier(ctx, r.log, tiers, 1, 50*time.Millisecond, fmt.Sprintf("Question %d", n))
-			o.end = r.clock.now()
-			return o
-		}
-	}
-	st := watchStalls(r.clock)
-	os := closedLoop(r.clock, c.Clients, c.Duration, do)
-	stall := st.end()
-	s := sample{"stall": millis(stall), "excess": millis(st.excess(os))}
-	summarize(os).fill(s)
 	during := within(os, c.Start, end)
 	windows := float64((c.Len + c.RetryDelay - 1) / c.RetryDelay)
 	s["stormReq"] = float64(len(during))
