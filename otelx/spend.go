@@ -13,6 +13,7 @@ import (
 
 	"github.com/tierguard/tierguard/classify"
 	"github.com/tierguard/tierguard/fallback/spend"
+	"github.com/tierguard/tierguard/internal/modelid"
 )
 
 // The spend ledger's metrics. Their attributes are low-cardinality unless
@@ -160,7 +161,8 @@ func (li *LedgerInstrumentation) record(r *spend.Record) {
 		if !a.Billed {
 			continue
 		}
-		k := costKey{model: a.Model, group: a.CostGroup, class: a.Class, fallback: a.TierIndex > 0}
+		// One spelling of a model is one series: the normal form prices use.
+		k := costKey{model: modelid.Normalize(a.Model), group: a.CostGroup, class: a.Class, fallback: a.TierIndex > 0}
 		if li.tenants {
 			k.tenant = r.Request.Tenant
 		}

@@ -277,3 +277,39 @@ func attrsOf(m metricdata.Metrics) []string {
 	}
 	return out
 }
+
+// tierguard.cost names a model in the one normal form prices use: stages
+// that spell the same model differently add to one series.
+func TestLedgerMetricsNormaliseModelIDs(t *testing.T) {
+	h := newHarness(t)
+	prices, err := spend.NewPrices(spend.PriceTable{Currency: "USD", Prices: []spend.Price{
+		{Model: "flash", Rates: spend.Rates{Input: spend.MustParseAmount("0.1"), Output: spend.MustParseAmount("1")}},
+	}})
+	require.NoError(t, err)
+	l, err := spend.New(spend.Config{Prices: prices})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = l.Close() })
+	li, err := otelx.InstrumentLedger(l, otelx.Options{MeterProvider: h.mp})
+	require.NoError(t, err)
+	defer li.Close()
+	for _, model := range []string{"flash", " FLASH ", "models/flash"} {
+		tier := &billedTier{name: "flash", out: billedOut{text: "ok", usage: fallback.Usage{InputTokens: 10, OutputTokens: 10}}}
+		c, err := fallback.New(fallback.Config[string, billedOut]{Stages: []fallback.Stage[string, billedOut]{{Tier: tier, Model: model}}})
+		require.NoError(t, err)
+		_, err = l.Attach(c)
+		require.NoError(t, err)
+		tk, err := l.Admit(context.Background(), spend.Request{Tenant: "acme"}, spend.Estimate{})
+		require.NoError(t, err)
+		_, err = c.Do(tk, "q")
+		require.NoError(t, err)
+		tk.End()
+	}
+	m, ok := ledgerMetric(h.collect(t), "tierguard.cost")
+	require.True(t, ok)
+	models := map[string]bool{}
+	for _, dp := range m.Data.(metricdata.Sum[float64]).DataPoints {
+		model, _ := dp.Attributes.Value("gen_ai.request.model")
+		models[model.AsString()] = true
+	}
+	assert.Equal(t, map[string]bool{"flash": true}, models)
+}
