@@ -549,6 +549,13 @@ func (i *Instrumentation) stageSkipped(ctx context.Context, r *reqState, e *fall
 		skip = 0
 	}
 	i.m.skips.Add(ctx, 1, r.add(st.skips[skip])...)
+	if sp := r.attempt; sp != nil {
+		// An attempt that started and found nothing to call (a pool with
+		// every member out) is skipped: its span ends with the skip.
+		r.attempt = nil
+		sp.SetAttributes(attrSkipReason.String(e.Skip.String()))
+		sp.End()
+	}
 	wait := time.Duration(-1)
 	if st.waits.Load() && e.Skip == fallback.SkipFull {
 		wait = e.QueueWait

@@ -18,6 +18,7 @@ import (
 	"github.com/tierguard/tierguard/bulkhead"
 	"github.com/tierguard/tierguard/classify"
 	"github.com/tierguard/tierguard/fallback"
+	"github.com/tierguard/tierguard/fallback/ratelimit"
 	"github.com/tierguard/tierguard/otelx"
 	"github.com/tierguard/tierguard/retry"
 )
@@ -848,4 +849,43 @@ func TestEventsWithoutStart(t *testing.T) {
 			assert.Zero(t, v)
 		}
 	}
+}
+
+// An attempt that finds nothing to call — a pool whose every member is
+// over its rate limit — is a skip, and its span ends with it: no span is
+// left open.
+func TestSkippedAttemptEndsItsSpan(t *testing.T) {
+	h := newHarness(t)
+	lim, err := ratelimit.New(ratelimit.Config{Name: "key", Requests: 1})
+	require.NoError(t, err)
+	pool, err := fallback.NewPool(fallback.PoolConfig[string, string]{Name: "pro", Members: []fallback.Member[string, string]{
+		{Key: "key-a", Tier: newTier("a", ok("pro")), Limiter: lim},
+	}})
+	require.NoError(t, err)
+	c := newChain(t, twoTiers(
+		fallback.Stage[string, string]{Tier: pool},
+		fallback.Stage[string, string]{Tier: newTier("flash", ok("flash"))},
+	))
+	instrument(t, c, h.options())
+	for _, want := range []string{"pro", "flash"} {
+		res, err := c.Do(context.Background(), "q")
+		require.NoError(t, err)
+		assert.Equal(t, want, res.Tier, "the key's one call a minute, then flash")
+	}
+	started, ended := 0, 0
+	for _, s := range h.spans.Started() {
+		if s.Parent().IsValid() {
+			started++
+		}
+	}
+	for _, s := range h.spans.Ended() {
+		if s.Parent().IsValid() {
+			ended++
+			if a := spanAttrs(s); a[attribute.Key("tierguard.skip.reason")].AsString() == "rate_limited" {
+				assert.Equal(t, "pro", a[attribute.Key("tierguard.tier.name")].AsString())
+			}
+		}
+	}
+	assert.Equal(t, started, ended, "every attempt span ended")
+	assert.Equal(t, 3, ended, "pro's answer, pro's skipped attempt, flash's answer")
 }
