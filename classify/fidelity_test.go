@@ -48,6 +48,10 @@ func TestContextOverflowWordings(t *testing.T) {
 		"The input token count (25270) exceeds the maximum number of tokens allowed (4000).",
 		"This endpoint's maximum context length is 32768 tokens. However, you requested about 42832 tokens (42832 of text input).",
 		"prompt is too long: 209303 tokens > 200000 maximum",
+		// Vertex AI, without the word "exceeds":
+		// https://github.com/google-gemini/gemini-cli/issues/19727
+		"Unable to submit request because the input token count is 1251952 but model only supports up to 1048576. Reduce the input token count and try again. " +
+			"You can also use the CountTokens API to calculate prompt token count and billable characters. Learn more: https://cloud.google.com/vertex-ai/generative-ai/docs/learn/models",
 	} {
 		v := classify.FromFacts(classify.Facts{HTTPStatus: 400, Message: msg})
 		assert.Equal(t, classify.ContextTooLong, v.Class, "%q: %v", msg, v)

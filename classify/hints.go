@@ -230,11 +230,13 @@ func zeroLimit(lower string) bool {
 
 // tokenLimit recognises an input over the model's context window:
 // Gemini's "The input token count (N) exceeds the maximum number of tokens
-// allowed (M).", OpenAI's and vLLM's "This model's maximum context length
+// allowed (M).", Vertex AI's "the input token count is N but model only
+// supports up to M", OpenAI's and vLLM's "This model's maximum context length
 // is N tokens. However, you requested M tokens", "prompt is too long",
 // and a request payload over the size limit.
 func tokenLimit(lower string) bool {
 	return strings.Contains(lower, "token count") && strings.Contains(lower, "exceed") ||
+		strings.Contains(lower, "token count") && strings.Contains(lower, "only supports up to") ||
 		strings.Contains(lower, "maximum context length") ||
 		strings.Contains(lower, "context length") && strings.Contains(lower, "exceed") ||
 		strings.Contains(lower, "context window") && strings.Contains(lower, "exceed") ||
