@@ -215,7 +215,7 @@ func (p *Pool[In, Out]) Call(ctx context.Context, in In) (Out, error) {
 			return zero, &SkipError{Tier: p.p.name, Skip: why}
 		}
 		tried |= 1 << m
-		out, err, v, latency := p.callMember(ctx, rec, m, tok, probe, rules, in)
+		out, v, latency, err := p.callMember(ctx, rec, m, tok, probe, rules, in)
 		if err == nil || !rotates(v.Class) || ctx.Err() != nil || !p.p.another(tried) {
 			if err != nil && (v.Class == classify.QuotaExhausted || v.Class == classify.RateLimited) {
 				// This member is parked, or cooling down; the tier is not.
@@ -230,7 +230,7 @@ func (p *Pool[In, Out]) Call(ctx context.Context, in In) (Out, error) {
 
 // callMember makes one call on member m, holding its breaker token tok,
 // and settles it: the member's breaker, limiter, latency and parking.
-func (p *Pool[In, Out]) callMember(ctx context.Context, rec *call, m int, tok breaker.Token, probe int64, rules poolRules, in In) (Out, error, classify.Verdict, time.Duration) {
+func (p *Pool[In, Out]) callMember(ctx context.Context, rec *call, m int, tok breaker.Token, probe int64, rules poolRules, in In) (Out, classify.Verdict, time.Duration, error) {
 	defer p.p.members[m].endProbe(probe)
 	rec.enter(p.p.members[m].id)
 	before, _ := rec.usage()
@@ -254,7 +254,7 @@ func (p *Pool[In, Out]) callMember(ctx context.Context, rec *call, m int, tok br
 	}
 	settled = true
 	p.p.done(m, tok, v, o, latency, rules.quotaPark, rules.maxQuotaPark)
-	return out, err, v, latency
+	return out, v, latency, err
 }
 
 // poolRules are what a pool's call classifies, decides and parks with:

@@ -390,7 +390,8 @@ func compile[In, Out any](base fallback.Config[In, Out], ledger *spend.Ledger, r
 	}
 	c.calls = maxCalls(cfg.Stages)
 	if rt.Reserve == ReserveWorstCase && c.calls == 0 {
-		return nil, errors.New("Reserve: ReserveWorstCase needs a bounded number of calls, and a candidate's Stage.Retry.MaxAttempts is negative (no limit): set the route's MaxAttempts or the candidate's Attempts")
+		// The message names the field at fault, as the other settings' do.
+		return nil, fmt.Errorf("%s: ReserveWorstCase needs a bounded number of calls, and a candidate's Stage.Retry.MaxAttempts is negative (no limit): set the route's MaxAttempts or the candidate's Attempts", "Reserve")
 	}
 	chain, err := fallback.New(cfg)
 	if err != nil {
