@@ -189,9 +189,12 @@ var maxCalls = func() int32 {
 var (
 	lightMix = mix{Transient: 200, RateLimited: 100, Unknown: 30, InvalidOutput: 100, ZeroValue: 50,
 		Auth: 10, BadRequest: 10, Panic: 5, SlowOK: 50}
-	stormMix = mix{Transient: 800, RateLimited: 400, RateLimitedHuge: 50, HugeVerdict: 40, Quota: 40,
-		Retired: 40, Unknown: 100, Stall: 300, Stuck: 150, StuckForever: 30, Panic: 30, InvalidOutput: 300,
-		ZeroValue: 100, Auth: 20, BadRequest: 20, SlowOK: 300}
+	// The rare faults weigh enough that a short run draws each of them:
+	// a 429's RetryInfo cools its tier down for the requests after it, so
+	// a storm makes fewer calls than it has requests.
+	stormMix = mix{Transient: 800, RateLimited: 400, RateLimitedHuge: 120, HugeVerdict: 120, Quota: 100,
+		Retired: 100, Unknown: 100, Stall: 300, Stuck: 150, StuckForever: 80, Panic: 60, InvalidOutput: 300,
+		ZeroValue: 100, Auth: 40, BadRequest: 40, SlowOK: 300}
 	outageMix   = mix{Transient: 7000, Stall: 3000}
 	brownoutMix = func() mix { m := stormMix; m[Transient], m[Stall] = 3000, 1000; return m }()
 	recoveryMix = mix{InvalidOutput: 100, ZeroValue: 50, Auth: 10, BadRequest: 10, Panic: 5}
