@@ -196,3 +196,44 @@ func ExampleHedge() {
 	fmt.Println(res.Value, res.Degraded, res.UpstreamCalls)
 	// Output: flash true 2
 }
+
+// A tier reports what each upstream response cost, as it reads it; the
+// report reaches the chain's observers through whatever wraps the tier.
+func ExampleReport() {
+	pro := fallback.Tier("pro", func(ctx context.Context, q string) (string, error) {
+		// ... the SDK call; then, for the response it returned:
+		fallback.Report(ctx, fallback.Reply{
+			Usage:    fallback.Usage{InputTokens: 120, OutputTokens: 30},
+			HasUsage: true,
+			Response: fallback.ResponseInfo{Model: "gemini-2.5-pro-001", FinishReason: "STOP"},
+		})
+		return "an answer", nil
+	})
+	chain, err := fallback.New(fallback.Config[string, string]{
+		Stages: []fallback.Stage[string, string]{{Tier: fallback.MapTier(pro, func(s string) string { return s })}},
+		Observer: fallback.ObserverFunc(func(ctx context.Context, e fallback.Event) context.Context {
+			if e.Kind == fallback.AttemptEnded {
+				fmt.Println(e.Tier, e.Usage.InputTokens, e.Usage.OutputTokens, e.Response.Model)
+			}
+			return ctx
+		}),
+	})
+	if err != nil {
+		panic(err)
+	}
+	_, _ = chain.Do(context.Background(), "q")
+	// Output:
+	// pro 120 30 gemini-2.5-pro-001
+}
+
+// Who a request is for is set once, where it enters the service; the
+// cache's scope, otelx, chaos rules and routes read it from the context.
+func ExampleWithRequest() {
+	ctx := fallback.WithRequest(context.Background(), fallback.Request{ID: "req-42", Tenant: "acme", Scenario: "support"})
+	r := fallback.RequestFrom(ctx)
+	fmt.Println(r.ID, r.Tenant, r.Scenario)
+	fmt.Printf("%q\n", fallback.RequestFrom(context.Background()).Tenant)
+	// Output:
+	// req-42 acme support
+	// ""
+}
