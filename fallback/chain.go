@@ -395,8 +395,7 @@ func (r *race[In, Out]) startHedge() bool {
 	if first := r.first; first != nil {
 		// The hedge's replies and members are its own call's; on the same
 		// tier, it avoids the first call's member.
-		hc.end.rec = &call{Context: hc.ctx, e: c.engine, reqCtx: first.reqCtx, obs: first.obs, st: hc.end.stage,
-			model: hc.end.model, n: first.n, hedge: true, avoid: hc.avoid, tokens: first.tokens}
+		hc.end.rec = first.hedgeOf(hc.ctx, hc.end.stage, hc.end.model, hc.avoid)
 		hctx = hc.end.rec
 	}
 	go r.runHedge(hc, hctx)

@@ -65,9 +65,12 @@
 // Stage.InvalidOutputRetries asks the same tier again when its answer is
 // rejected.
 //
-// The success path allocates nothing (a rate limit attached included) and
-// reads the clock only where a decision needs it (once per attempt when the
-// request has a deadline, once per limit). Result carries the answer, its source, the tier, whether it is degraded,
+// The success path allocates nothing but what the attempt needs: its
+// per-try context when it has its own deadline, and, when an observer or
+// a rate limiter listens, the call record that carries what the tier
+// reports (one each, a stage whose tier turned out plain making no record
+// when nothing listens). It reads the clock only where a decision needs it
+// (once per attempt when the request has a deadline, once per limit). Result carries the answer, its source, the tier, whether it is degraded,
 // the upstream calls made and the trail of attempts. An Observer (see
 // package otelx) sees every decision.
 package fallback

@@ -55,7 +55,6 @@ type call struct {
 	st     *stage
 	model  string
 	n      int
-	member string
 	hedge  bool
 
 	// tokens is the stage's estimate for the call, for the limiters of a
@@ -160,9 +159,6 @@ func (c *call) current() string {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.at == "" {
-		return c.member
-	}
 	return c.at
 }
 
@@ -229,9 +225,16 @@ func merge(a, b Reply) Reply {
 // named no member — and then makes no record when nothing else needs one.
 func (r *request) listens(st *stage) bool { return r.obs != nil || st.limited || !st.plain.Load() }
 
-// newCall returns the record of an attempt's call on st, built on base.
-func (e *engine) newCall(r *request, st *stage, base context.Context, model string, n int, member string, hedge bool) *call {
-	return &call{Context: base, e: e, reqCtx: r.ctx, obs: r.obs, st: st, model: model, n: n, member: member, hedge: hedge}
+// newCall returns the record of attempt n's call on st, built on base;
+// tokens is the stage's estimate for it.
+func (e *engine) newCall(r *request, st *stage, base context.Context, model string, n int, tokens int64) *call {
+	return &call{Context: base, e: e, reqCtx: r.ctx, obs: r.obs, st: st, model: model, n: n, tokens: tokens}
+}
+
+// hedgeOf returns the record of the hedge of c's attempt, on st with
+// model, built on base; on the same tier it avoids the member avoid.
+func (c *call) hedgeOf(base context.Context, st *stage, model, avoid string) *call {
+	return &call{Context: base, e: c.e, reqCtx: c.reqCtx, obs: c.obs, st: st, model: model, n: c.n, hedge: true, avoid: avoid, tokens: c.tokens}
 }
 
 // late reports a reply that came after the chain stopped waiting for its

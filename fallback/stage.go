@@ -193,8 +193,7 @@ func (s *stageRun[In, Out, A]) next(r *request) (out Out, done bool) {
 	// through whatever wraps the tier.
 	var rec *call
 	if r.listens(st) {
-		rec = e.newCall(r, st, base, s.model, s.n, "", false)
-		rec.tokens = s.cost
+		rec = e.newCall(r, st, base, s.model, s.n, s.cost)
 		base = rec
 	}
 	var t0 time.Duration
