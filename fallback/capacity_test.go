@@ -15,6 +15,7 @@ import (
 	"github.com/tierguard/tierguard/breaker"
 	"github.com/tierguard/tierguard/classify"
 	"github.com/tierguard/tierguard/fallback"
+	"github.com/tierguard/tierguard/fallback/pool"
 	"github.com/tierguard/tierguard/fallback/ratelimit"
 	"github.com/tierguard/tierguard/retry"
 	"github.com/tierguard/tierguard/validate"
@@ -258,23 +259,23 @@ func authErr() error {
 }
 
 // TestPoolRotatesKeysBeforeTheNextTier: a pool of three keys, one revoked
-// and one rate-limited: every request is answered from the pool, the next
+// and one rate-limited: every request is answered from the thePool, the next
 // tier is never called, the revoked key is reported once and taken out,
 // the rate-limited one throttled, and the trail names members by hash.
 func TestPoolRotatesKeysBeforeTheNextTier(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var revoked, limited, good, flashCalls atomic.Int64
 		lim := newLimiter(t, ratelimit.Config{Name: "key-b", Requests: 1000})
-		pool, err := fallback.NewPool(fallback.PoolConfig[string, string]{Name: "pro", Members: []fallback.Member[string, string]{
+		thePool, err := pool.New(pool.Config[string, string]{Name: "pro", Members: []pool.Member[string, string]{
 			{Key: "AIza-revoked-key", Tier: keyTier("a", &revoked, authErr)},
 			{Key: "AIza-limited-key", Tier: keyTier("b", &limited, func() error { return rateLimited(10 * time.Second) }), Limiter: lim},
 			{Key: "AIza-good-key", Tier: keyTier("c", &good, nil)},
 		}})
 		require.NoError(t, err)
-		var events []fallback.MemberEvent
-		defer pool.Observe(func(e fallback.MemberEvent) { events = append(events, e) })()
+		var events []pool.MemberEvent
+		defer thePool.Observe(func(e pool.MemberEvent) { events = append(events, e) })()
 		c := newChain(t, fallback.Config[string, string]{Stages: []fallback.Stage[string, string]{
-			{Tier: pool, Retry: retry.Policy{MaxAttempts: 1}}, {Tier: keyTier("flash", &flashCalls, nil)},
+			{Tier: thePool, Retry: retry.Policy{MaxAttempts: 1}}, {Tier: keyTier("flash", &flashCalls, nil)},
 		}})
 		var members []string
 		for range 30 {
@@ -291,16 +292,16 @@ func TestPoolRotatesKeysBeforeTheNextTier(t *testing.T) {
 		assert.Equal(t, int64(1), limited.Load(), "the rate-limited key is held for its delay")
 		assert.Equal(t, int64(30), good.Load())
 		require.Len(t, events, 1)
-		assert.Equal(t, fallback.MemberAuth, events[0].Out)
+		assert.Equal(t, pool.MemberAuth, events[0].Out)
 		assert.Regexp(t, `^#[0-9a-f]{12}$`, events[0].Member)
 		assert.Contains(t, members, events[0].Member)
-		out := map[fallback.MemberOut]int{}
-		for _, m := range pool.Members() {
+		out := map[pool.MemberOut]int{}
+		for _, m := range thePool.Members() {
 			out[m.Out]++
 		}
-		assert.Equal(t, 1, out[fallback.MemberAuth])
-		assert.True(t, pool.Restore(events[0].Member))
-		assert.Equal(t, fallback.MemberIn, pool.Members()[0].Out)
+		assert.Equal(t, 1, out[pool.MemberAuth])
+		assert.True(t, thePool.Restore(events[0].Member))
+		assert.Equal(t, pool.MemberIn, thePool.Members()[0].Out)
 	})
 }
 
@@ -309,11 +310,11 @@ func TestPoolRotatesKeysBeforeTheNextTier(t *testing.T) {
 // would — now and for later requests, without a call.
 func TestPoolAuthOnEveryMemberFailsClosed(t *testing.T) {
 	var a, b, flash atomic.Int64
-	pool, err := fallback.NewPool(fallback.PoolConfig[string, string]{Name: "pro", Members: []fallback.Member[string, string]{
+	thePool, err := pool.New(pool.Config[string, string]{Name: "pro", Members: []pool.Member[string, string]{
 		{Key: "k1", Tier: keyTier("a", &a, authErr)}, {Key: "k2", Tier: keyTier("b", &b, authErr)},
 	}})
 	require.NoError(t, err)
-	c := newChain(t, fallback.Config[string, string]{Stages: []fallback.Stage[string, string]{{Tier: pool}, {Tier: keyTier("flash", &flash, nil)}}})
+	c := newChain(t, fallback.Config[string, string]{Stages: []fallback.Stage[string, string]{{Tier: thePool}, {Tier: keyTier("flash", &flash, nil)}}})
 	for range 2 {
 		_, err := c.Do(context.Background(), "q")
 		var fe *fallback.Error
@@ -333,19 +334,19 @@ func TestPoolStickyAndQuota(t *testing.T) {
 		var calls [3]atomic.Int64
 		var quotaFor atomic.Value
 		quotaFor.Store("")
-		members := make([]fallback.Member[string, string], 3)
+		members := make([]pool.Member[string, string], 3)
 		for i := range members {
 			name := string(rune('a' + i))
-			members[i] = fallback.Member[string, string]{Key: "key-" + name, Tier: keyTier(name, &calls[i], func() error {
+			members[i] = pool.Member[string, string]{Key: "key-" + name, Tier: keyTier(name, &calls[i], func() error {
 				if quotaFor.Load() == name {
 					return classify.Wrap(errors.New("429"), classify.Verdict{Class: classify.QuotaExhausted, HTTPStatus: 429})
 				}
 				return nil
 			})}
 		}
-		pool, err := fallback.NewPool(fallback.PoolConfig[string, string]{Name: "pro", Members: members, Sticky: func(q string) string { return q }})
+		thePool, err := pool.New(pool.Config[string, string]{Name: "pro", Members: members, Sticky: func(q string) string { return q }})
 		require.NoError(t, err)
-		c := newChain(t, fallback.Config[string, string]{Stages: []fallback.Stage[string, string]{{Tier: pool}}})
+		c := newChain(t, fallback.Config[string, string]{Stages: []fallback.Stage[string, string]{{Tier: thePool}}})
 		first, err := c.Do(context.Background(), "conversation-7")
 		require.NoError(t, err)
 		for range 10 {
@@ -365,8 +366,8 @@ func TestPoolStickyAndQuota(t *testing.T) {
 			assert.Equal(t, moved, res.Value, "its member is parked: the key stays where it moved")
 		}
 		parked := 0
-		for _, m := range pool.Members() {
-			if m.Out == fallback.MemberQuota {
+		for _, m := range thePool.Members() {
+			if m.Out == pool.MemberQuota {
 				parked++
 			}
 		}
@@ -466,12 +467,12 @@ func TestHedgeOnAnotherMemberAtAQuantile(t *testing.T) {
 			}
 			return fast()
 		}
-		pool, err := fallback.NewPool(fallback.PoolConfig[string, string]{Name: "pro", Members: []fallback.Member[string, string]{
+		thePool, err := pool.New(pool.Config[string, string]{Name: "pro", Members: []pool.Member[string, string]{
 			{Key: "a", Tier: slowTier("a", &aCalls, slowA)}, {Key: "b", Tier: slowTier("b", &bCalls, fast)},
 		}})
 		require.NoError(t, err)
 		c := newChain(t, fallback.Config[string, string]{Stages: []fallback.Stage[string, string]{
-			{Tier: pool, Hedge: fallback.Hedge{Quantile: 0.9, Delay: 10 * time.Millisecond, MaxExtra: 0.2}},
+			{Tier: thePool, Hedge: fallback.Hedge{Quantile: 0.9, Delay: 10 * time.Millisecond, MaxExtra: 0.2}},
 		}})
 		var worst time.Duration
 		for i := range 300 {
@@ -502,7 +503,7 @@ func TestHedgeSettingsAreChecked(t *testing.T) {
 }
 
 // TestHedgeWithNowhereToGo: a hedge goes to another member of the tier
-// when its call names one (a pool, however wrapped), or else to the next
+// when its call names one (a thePool, however wrapped), or else to the next
 // tier; on the last tier of plain calls it never starts, and the slow call
 // is simply waited for.
 func TestHedgeWithNowhereToGo(t *testing.T) {
@@ -643,7 +644,7 @@ func TestHedgeLosingProbeKeepsItsSlot(t *testing.T) {
 }
 
 // TestHedgeLosingProbeOnAPoolCountsTheTiersAnswer: when the race is lost
-// to another member of the same pool, the tier did answer: the probe left
+// to another member of the same thePool, the tier did answer: the probe left
 // running reports a success when it returns, and the breaker closes.
 func TestHedgeLosingProbeOnAPoolCountsTheTiersAnswer(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -652,11 +653,11 @@ func TestHedgeLosingProbeOnAPoolCountsTheTiersAnswer(t *testing.T) {
 		failing.Store(true)
 		a := recoveringTier("a", &aCalls, &failing, 2*time.Second)
 		b := recoveringTier("b", &bCalls, &failing, 50*time.Millisecond)
-		pool, err := fallback.NewPool(fallback.PoolConfig[string, string]{Name: "pro", Members: []fallback.Member[string, string]{{Key: "a", Tier: a}, {Key: "b", Tier: b}}})
+		thePool, err := pool.New(pool.Config[string, string]{Name: "pro", Members: []pool.Member[string, string]{{Key: "a", Tier: a}, {Key: "b", Tier: b}}})
 		require.NoError(t, err)
 		proBr := newBreaker(t, breaker.Config{Name: "pro", ConsecutiveFailures: 1, Cooldown: time.Second, HalfOpenProbes: 1})
 		c := newChain(t, fallback.Config[string, string]{Stages: []fallback.Stage[string, string]{
-			{Tier: pool, Breaker: proBr, Retry: retry.Policy{MaxAttempts: 1}, Hedge: fallback.Hedge{Delay: 100 * time.Millisecond, MaxExtra: 1}},
+			{Tier: thePool, Breaker: proBr, Retry: retry.Policy{MaxAttempts: 1}, Hedge: fallback.Hedge{Delay: 100 * time.Millisecond, MaxExtra: 1}},
 		}, Default: func(context.Context, string) (string, bool) { return "default", true }})
 		_, _ = c.Do(context.Background(), "trip")
 		require.Equal(t, breaker.Open, proBr.State())
@@ -789,14 +790,14 @@ func TestPoolMemberStaysHeldByAStuckCall(t *testing.T) {
 			<-never
 			return "a", nil
 		})
-		pool, err := fallback.NewPool(fallback.PoolConfig[string, string]{Name: "pro", Members: []fallback.Member[string, string]{{Key: "a", Tier: a}}})
+		thePool, err := pool.New(pool.Config[string, string]{Name: "pro", Members: []pool.Member[string, string]{{Key: "a", Tier: a}}})
 		require.NoError(t, err)
 		c := newChain(t, fallback.Config[string, string]{
-			Stages:       []fallback.Stage[string, string]{{Tier: pool, Retry: retry.Policy{MaxAttempts: 1}, TryTimeout: 100 * time.Millisecond}},
+			Stages:       []fallback.Stage[string, string]{{Tier: thePool, Retry: retry.Policy{MaxAttempts: 1}, TryTimeout: 100 * time.Millisecond}},
 			Default:      func(context.Context, string) (string, bool) { return "default", true },
 			AbandonAfter: 50 * time.Millisecond,
 		})
-		inFlight := func() int { return pool.Members()[0].InFlight }
+		inFlight := func() int { return thePool.Members()[0].InFlight }
 
 		assert.Panics(t, func() { _, _ = c.Do(context.Background(), "q") })
 		assert.Zero(t, inFlight(), "a panic releases the member")
@@ -921,18 +922,18 @@ func TestHedgeEndsWithTheCaller(t *testing.T) {
 // the members in proportion to their weights.
 func TestPoolWeightedSpreadsByWeight(t *testing.T) {
 	var a, b atomic.Int64
-	pool, err := fallback.NewPool(fallback.PoolConfig[string, string]{Name: "pro", Balance: fallback.Weighted, Members: []fallback.Member[string, string]{
+	thePool, err := pool.New(pool.Config[string, string]{Name: "pro", Balance: pool.Weighted, Members: []pool.Member[string, string]{
 		{Key: "a", Tier: keyTier("a", &a, nil), Weight: 3}, {Key: "b", Tier: keyTier("b", &b, nil), Weight: 1},
 	}})
 	require.NoError(t, err)
-	c := newChain(t, fallback.Config[string, string]{Stages: []fallback.Stage[string, string]{{Tier: pool}}})
+	c := newChain(t, fallback.Config[string, string]{Stages: []fallback.Stage[string, string]{{Tier: thePool}}})
 	for range 4000 {
 		_, err := c.Do(context.Background(), "q")
 		require.NoError(t, err)
 	}
 	assert.InDelta(t, 3000, a.Load(), 200)
 	assert.InDelta(t, 1000, b.Load(), 200)
-	assert.Equal(t, "weighted", fallback.Weighted.String())
+	assert.Equal(t, "weighted", pool.Weighted.String())
 }
 
 // TestPoolLatencyAwarePrefersTheFasterMember: with LatencyAware, members
@@ -941,12 +942,12 @@ func TestPoolWeightedSpreadsByWeight(t *testing.T) {
 func TestPoolLatencyAwarePrefersTheFasterMember(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var near, far atomic.Int64
-		pool, err := fallback.NewPool(fallback.PoolConfig[string, string]{Name: "pro", LatencyAware: true, Members: []fallback.Member[string, string]{
+		thePool, err := pool.New(pool.Config[string, string]{Name: "pro", LatencyAware: true, Members: []pool.Member[string, string]{
 			{Key: "near", Tier: slowTier("near", &near, func() time.Duration { return 10 * time.Millisecond })},
 			{Key: "far", Tier: slowTier("far", &far, func() time.Duration { return 100 * time.Millisecond })},
 		}})
 		require.NoError(t, err)
-		c := newChain(t, fallback.Config[string, string]{Stages: []fallback.Stage[string, string]{{Tier: pool}}})
+		c := newChain(t, fallback.Config[string, string]{Stages: []fallback.Stage[string, string]{{Tier: thePool}}})
 		done := make(chan struct{})
 		for range 4 {
 			go func() {
@@ -968,18 +969,18 @@ func TestPoolLatencyAwarePrefersTheFasterMember(t *testing.T) {
 // member is refused.
 func TestPoolCalledOnItsOwn(t *testing.T) {
 	var a, b, c atomic.Int64
-	pool, err := fallback.NewPool(fallback.PoolConfig[string, string]{Name: "pro", Members: []fallback.Member[string, string]{
+	thePool, err := pool.New(pool.Config[string, string]{Name: "pro", Members: []pool.Member[string, string]{
 		{Key: "a", Tier: keyTier("a", &a, func() error { return rateLimited(time.Second) })},
 		{Key: "b", Tier: keyTier("b", &b, authErr)},
 		{Key: "c", Tier: keyTier("c", &c, nil)},
 	}})
 	require.NoError(t, err)
 	for range 3 {
-		out, err := pool.Call(context.Background(), "q")
+		out, err := thePool.Call(context.Background(), "q")
 		require.NoError(t, err)
 		assert.Equal(t, "c", out)
 	}
-	all, err := fallback.NewPool(fallback.PoolConfig[string, string]{Name: "pro", Members: []fallback.Member[string, string]{
+	all, err := pool.New(pool.Config[string, string]{Name: "pro", Members: []pool.Member[string, string]{
 		{Key: "x", Tier: keyTier("x", &a, authErr)},
 	}})
 	require.NoError(t, err)
@@ -987,7 +988,7 @@ func TestPoolCalledOnItsOwn(t *testing.T) {
 	assert.Equal(t, classify.Auth, classify.Classify(err).Class)
 	_, err = all.Call(context.Background(), "q")
 	assert.Equal(t, classify.Auth, classify.Classify(err).Class, "out of rotation: refused without a call")
-	_, err = fallback.NewPool(fallback.PoolConfig[string, string]{Members: []fallback.Member[string, string]{{Key: "k"}, {Key: "k"}}})
+	_, err = pool.New(pool.Config[string, string]{Members: []pool.Member[string, string]{{Key: "k"}, {Key: "k"}}})
 	require.Error(t, err)
 	for _, f := range []string{"Name", "Tier is required", "used twice"} {
 		assert.Contains(t, err.Error(), f)

@@ -185,7 +185,7 @@ func (c *Chain[In, Out]) hedged(st *stage, b budget.Budget, base context.Context
 	}
 	r := &race[In, Out]{c: c, st: st, b: b, base: base, in: in, tok: tok, ctx: budget.NewContext(base, deadline),
 		results: make(chan hedged[Out], 2), pending: 1}
-	r.first, _ = base.(*call)
+	r.first, _ = base.(*Record)
 	r.lostOutcome.Store(uint32(breaker.Ignored))
 	go r.runFirst()
 	delay, hedging := st.latency.delay()
@@ -250,7 +250,7 @@ type race[In, Out any] struct {
 	base  context.Context
 	in    In
 	tok   breaker.Token
-	first *call
+	first *Record
 	ctx   *budget.Context
 
 	results chan hedged[Out]

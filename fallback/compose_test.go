@@ -16,6 +16,7 @@ import (
 	"github.com/tierguard/tierguard/classify"
 	"github.com/tierguard/tierguard/fallback"
 	"github.com/tierguard/tierguard/fallback/chaos"
+	"github.com/tierguard/tierguard/fallback/pool"
 	"github.com/tierguard/tierguard/fallback/ratelimit"
 	"github.com/tierguard/tierguard/retry"
 )
@@ -62,14 +63,14 @@ func TestWinningHedgeIsMarked(t *testing.T) {
 				}
 				return 50 * time.Millisecond
 			}
-			pool, err := fallback.NewPool(fallback.PoolConfig[string, string]{Name: "pro", Members: []fallback.Member[string, string]{
+			thePool, err := pool.New(pool.Config[string, string]{Name: "pro", Members: []pool.Member[string, string]{
 				{Key: "key-a", Tier: slowTier("a", &aCalls, lat)},
 				{Key: "key-b", Tier: slowTier("b", &bCalls, lat)},
 			}})
 			require.NoError(t, err)
 			var obs events
 			c := newChain(t, fallback.Config[string, string]{Stages: []fallback.Stage[string, string]{
-				{Tier: pool, Hedge: fallback.Hedge{Delay: 100 * time.Millisecond, MaxExtra: 1}},
+				{Tier: thePool, Hedge: fallback.Hedge{Delay: 100 * time.Millisecond, MaxExtra: 1}},
 			}, Observer: &obs})
 			res, err := c.Do(context.Background(), "q")
 			require.NoError(t, err)
@@ -100,13 +101,13 @@ func TestPoolMemberHedgeHonoursTryTimeout(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				var aCalls, bCalls, flashCalls atomic.Int64
 				hung := func() time.Duration { return time.Hour }
-				pool, err := fallback.NewPool(fallback.PoolConfig[string, string]{Name: "pro", Members: []fallback.Member[string, string]{
+				thePool, err := pool.New(pool.Config[string, string]{Name: "pro", Members: []pool.Member[string, string]{
 					{Key: "key-a", Tier: slowTier("a", &aCalls, hung)},
 					{Key: "key-b", Tier: slowTier("b", &bCalls, hung)},
 				}})
 				require.NoError(t, err)
 				c := newChain(t, fallback.Config[string, string]{Total: total, Stages: []fallback.Stage[string, string]{
-					{Tier: pool, TryTimeout: 100 * time.Millisecond, Retry: retry.Policy{MaxAttempts: 1}, Hedge: fallback.Hedge{Delay: 20 * time.Millisecond, MaxExtra: 1}},
+					{Tier: thePool, TryTimeout: 100 * time.Millisecond, Retry: retry.Policy{MaxAttempts: 1}, Hedge: fallback.Hedge{Delay: 20 * time.Millisecond, MaxExtra: 1}},
 					{Tier: slowTier("flash", &flashCalls, func() time.Duration { return 10 * time.Millisecond })},
 				}})
 				start := time.Now()
@@ -266,14 +267,14 @@ func TestWrappedPoolKeepsItsMembers(t *testing.T) {
 				return "answer", nil
 			})
 		}
-		pool, err := fallback.NewPool(fallback.PoolConfig[string, string]{Name: "pro", Members: []fallback.Member[string, string]{
+		thePool, err := pool.New(pool.Config[string, string]{Name: "pro", Members: []pool.Member[string, string]{
 			// The pool starts at b, then c: both answer 429, and a answers.
 			{Key: "key-a", Tier: member("a", false)}, {Key: "key-b", Tier: member("b", true)}, {Key: "key-c", Tier: member("c", true)},
 		}})
 		require.NoError(t, err)
 		var obs events
 		c := newChain(t, fallback.Config[string, string]{Stages: []fallback.Stage[string, string]{
-			{Tier: wrap(pool), Retry: retry.Policy{MaxAttempts: 1}}, {Tier: newFake("flash", ok("flash"))},
+			{Tier: wrap(thePool), Retry: retry.Policy{MaxAttempts: 1}}, {Tier: newFake("flash", ok("flash"))},
 		}, Observer: &obs})
 		res, err := c.Do(context.Background(), "q")
 		require.NoError(t, err)
@@ -291,13 +292,13 @@ func TestWrappedPoolKeepsItsMembers(t *testing.T) {
 					return 10 * time.Millisecond
 				})
 			}
-			pool, err := fallback.NewPool(fallback.PoolConfig[string, string]{Name: "pro", Members: []fallback.Member[string, string]{
+			thePool, err := pool.New(pool.Config[string, string]{Name: "pro", Members: []pool.Member[string, string]{
 				{Key: "key-a", Tier: member("a")}, {Key: "key-b", Tier: member("b")},
 			}})
 			require.NoError(t, err)
 			var obs events
 			c := newChain(t, fallback.Config[string, string]{Stages: []fallback.Stage[string, string]{
-				{Tier: wrap(pool), Hedge: fallback.Hedge{Delay: 100 * time.Millisecond, MaxExtra: 1}},
+				{Tier: wrap(thePool), Hedge: fallback.Hedge{Delay: 100 * time.Millisecond, MaxExtra: 1}},
 			}, Observer: &obs})
 			res, err := c.Do(context.Background(), "q")
 			require.NoError(t, err)
@@ -378,25 +379,25 @@ func TestServerRetryDelayIsHonouredAcrossRequests(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			var aCalls []int
 			var bCalls atomic.Int64
-			pool, err := fallback.NewPool(fallback.PoolConfig[string, string]{Name: "pro", Members: []fallback.Member[string, string]{
+			thePool, err := pool.New(pool.Config[string, string]{Name: "pro", Members: []pool.Member[string, string]{
 				{Key: "key-a", Tier: storm(time.Now(), "a", &aCalls)}, {Key: "key-b", Tier: slowTier("b", &bCalls, func() time.Duration { return 0 })},
 			}})
 			require.NoError(t, err)
 			c := newChain(t, fallback.Config[string, string]{Total: 10 * time.Second, Stages: []fallback.Stage[string, string]{
-				{Tier: pool}, {Tier: newFake("flash", ok("flash"))},
+				{Tier: thePool}, {Tier: newFake("flash", ok("flash"))},
 			}})
 			for i := range 60 {
 				res, err := c.Do(context.Background(), "q")
 				require.NoError(t, err)
 				assert.Equal(t, "pro", res.Tier, "key b answers")
 				if i == 10 {
-					assert.Equal(t, fallback.MemberCooling, pool.Members()[0].Out, "key a cools down")
+					assert.Equal(t, pool.MemberCooling, thePool.Members()[0].Out, "key a cools down")
 				}
 				time.Sleep(time.Second)
 			}
 			require.Len(t, aCalls, 2, "key a, once per 30 s: %v", aCalls)
 			assert.GreaterOrEqual(t, aCalls[1]-aCalls[0], 30)
-			assert.Equal(t, fallback.MemberIn, pool.Members()[1].Out)
+			assert.Equal(t, pool.MemberIn, thePool.Members()[1].Out)
 		})
 	})
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/tierguard/tierguard/fallback/ratelimit"
 	"github.com/tierguard/tierguard/internal/budget"
 	"github.com/tierguard/tierguard/internal/detach"
+	"github.com/tierguard/tierguard/internal/park"
 	"github.com/tierguard/tierguard/retry"
 )
 
@@ -52,7 +53,9 @@ type stage struct {
 	try                   budget.Try // Cap and MinUseful; the reserve is computed per attempt
 	reserve               time.Duration
 	need                  budget.Need
-	parking
+	// parking takes the tier out of rotation (its quota, its model
+	// retired, a server's cool-down); its reasons are Skips.
+	parking park.Lot
 	// limiter is the tier's rate limiter; limited is set when the stage
 	// has one or a tenant limiter (so the attempter is asked for its).
 	limiter   *ratelimit.Limiter
@@ -339,7 +342,7 @@ func (e *engine) reserveFor(i int, remaining time.Duration) time.Duration {
 	unknown, capped := false, true
 	for j := i + 1; j < len(e.stages); j++ {
 		later := &e.stages[j]
-		if later.breaker != nil && later.breaker.State() == breaker.Open || later.parked(e.epoch) {
+		if later.breaker != nil && later.breaker.State() == breaker.Open || later.parking.Check(e.epoch) != park.None {
 			continue
 		}
 		need := withMargin(later.need.Get())
@@ -374,14 +377,15 @@ func withMargin(d time.Duration) time.Duration { return d + max(d/10, time.Milli
 // preflight says whether a stage must be skipped, for the model the call
 // would use, before any guard is touched. probe is set when the request
 // is the one let through at the end of the tier's cool-down: it ends the
-// hold with st.parking.endProbe once the stage is over.
+// hold with st.parking.EndProbe once the stage is over.
 func (e *engine) preflight(st *stage, model string) (why Skip, probe int64) {
-	if why, probe = st.parking.enter(e.epoch); why != NotSkipped {
-		return why, 0
+	w, probe := st.parking.Enter(e.epoch)
+	if w != park.None {
+		return Skip(w), 0
 	}
 	if model != "" {
 		if e.retired.has(model, e.epoch) || e.catalog != nil && !e.catalog.Available(model) {
-			st.parking.endProbe(probe)
+			st.parking.EndProbe(probe)
 			return SkipRetired, 0
 		}
 	}
@@ -580,7 +584,7 @@ func (e *engine) decide(r *request, st *stage, n int, try budget.Try, f failed, 
 func (e *engine) park(st *stage, model string, v classify.Verdict, p classify.Park) {
 	switch p {
 	case classify.ParkQuota:
-		st.parking.park(e.epoch, SkipQuota, min(max(e.quotaPark, v.RetryAfter), e.maxQuotaPark))
+		st.parking.Park(e.epoch, uint8(SkipQuota), min(max(e.quotaPark, v.RetryAfter), e.maxQuotaPark))
 	case classify.ParkRetired:
 		m := v.Model
 		if m == "" {
@@ -589,7 +593,7 @@ func (e *engine) park(st *stage, model string, v classify.Verdict, p classify.Pa
 		switch {
 		case m == "":
 			// No model to name: the tier itself is parked.
-			st.parking.park(e.epoch, SkipRetired, e.retirePark)
+			st.parking.Park(e.epoch, uint8(SkipRetired), e.retirePark)
 		case e.catalog != nil:
 			e.catalog.MarkRetired(m)
 		default:

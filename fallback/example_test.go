@@ -141,38 +141,6 @@ func ExampleNewCatalog() {
 	//   flash not_skipped
 }
 
-// A pool of two API keys behind one tier: a 429 on one key moves the
-// request to the other before the next tier, and the trail names the key
-// by a hash, never the key.
-func ExampleNewPool() {
-	limited := fallback.Tier("pro", func(context.Context, string) (string, error) {
-		return "", classify.Wrap(errors.New("429"), classify.Verdict{Class: classify.RateLimited, HTTPStatus: 429})
-	})
-	healthy := fallback.Tier("pro", func(context.Context, string) (string, error) { return "answer", nil })
-	pool, err := fallback.NewPool(fallback.PoolConfig[string, string]{Name: "pro", Members: []fallback.Member[string, string]{
-		{Key: "AIza-first-key", Tier: limited},
-		{Key: "AIza-second-key", Tier: healthy},
-	}, Sticky: func(string) string { return "conversation-1" }})
-	if err != nil {
-		panic(err)
-	}
-	chain, err := fallback.New(fallback.Config[string, string]{Stages: []fallback.Stage[string, string]{
-		{Tier: pool}, {Tier: fallback.Tier("flash", func(context.Context, string) (string, error) { return "flash", nil })},
-	}})
-	if err != nil {
-		panic(err)
-	}
-	res, _ := chain.Do(context.Background(), "q")
-	fmt.Println(res.Value, res.Tier, res.UpstreamCalls)
-	for _, a := range res.Attempts() {
-		fmt.Println(a.Verdict.Class, len(a.Member) == 13 && a.Member[0] == '#')
-	}
-	// Output:
-	// answer pro 2
-	// rate_limited true
-	// ok true
-}
-
 // Hedging the primary on the next tier: after 50 ms without an answer a
 // second call starts on flash, and the first answer wins.
 func ExampleHedge() {

@@ -120,23 +120,23 @@ type hedgeEnd struct {
 	primaryErr error
 	// rec is the hedge's call record, when the request listens: what it
 	// reported, and the member it went to.
-	rec *call
+	rec *Record
 }
 
 // hedgeEnded records the call that lost a hedged attempt's race (or the
 // hedge that failed): an upstream call in the trail, flagged Hedge when it
 // was the hedge. loser is that call's record: what it reported so far
 // rides its event, and a reply after this is late.
-func (e *engine) hedgeEnded(r *request, st *stage, model string, n int, he *hedgeEnd, loser *call) {
+func (e *engine) hedgeEnded(r *request, st *stage, model string, n int, he *hedgeEnd, loser *Record) {
 	reply, _ := loser.close()
 	// The hedge's own upstream calls; the first call's are counted with
 	// its attempt.
 	hedgeCalls, _, _, _ := he.rec.settled()
 	r.sum.UpstreamCalls += hedgeCalls
-	a := Attempt{Tier: he.stage.name, TierIndex: he.stage.index, Model: he.model, N: n, Member: loser.current(), Hedge: true, Latency: he.latency, Err: he.err}
+	a := Attempt{Tier: he.stage.name, TierIndex: he.stage.index, Model: he.model, N: n, Member: loser.CurrentMember(), Hedge: true, Latency: he.latency, Err: he.err}
 	a.Verdict = classify.Verdict{Class: classify.Canceled, Reason: "lost the race to the first call"}
 	if he.won {
-		a = Attempt{Tier: st.name, TierIndex: st.index, Model: model, N: n, Member: loser.current(),
+		a = Attempt{Tier: st.name, TierIndex: st.index, Model: model, N: n, Member: loser.CurrentMember(),
 			Verdict: classify.Verdict{Class: classify.Canceled, Reason: "lost the race to the hedge"}}
 		if he.primaryErr != nil {
 			a.Verdict, a.Err = st.classifier.Classify(he.primaryErr), he.primaryErr
@@ -175,7 +175,7 @@ type hedgeCall struct {
 // more than one hedge is banked: when hedges are scarce they go to the
 // calls still running a quarter of the delay later — the slow ones, not
 // those a moment late.
-func (e *engine) prepareHedge(b budget.Budget, st *stage, base context.Context, first *call, nextModel string, late bool) *hedgeCall {
+func (e *engine) prepareHedge(b budget.Budget, st *stage, base context.Context, first *Record, nextModel string, late bool) *hedgeCall {
 	least := int64(2)
 	if late {
 		least = 1
@@ -183,7 +183,7 @@ func (e *engine) prepareHedge(b budget.Budget, st *stage, base context.Context, 
 	if !st.hedges.take(least) {
 		return nil
 	}
-	if member := first.current(); member != "" {
+	if member := first.CurrentMember(); member != "" {
 		if deadline, ok := e.hedgeWindow(b, st); ok {
 			return &hedgeCall{ctx: budget.NewContext(base, deadline), end: hedgeEnd{stage: st, model: first.model}, avoid: member,
 				release: func(classify.Verdict, breaker.Outcome, time.Duration) {}}
@@ -220,7 +220,7 @@ func (e *engine) nextTierHedge(b budget.Budget, st *stage, base context.Context,
 		return nil
 	}
 	ns := &e.stages[st.index+1]
-	if ns.parking.until.Load() != 0 {
+	if ns.parking.Occupied() {
 		// Parked, or at the end of a cool-down whose one probe is a
 		// request's, not a hedge's.
 		return nil

@@ -14,12 +14,8 @@ func (b base[In]) ParkedUntil(i int) (time.Time, Skip) {
 	if i < 0 || i >= len(b.stages) {
 		return time.Time{}, NotSkipped
 	}
-	p := &b.stages[i].parking
-	until := p.until.Load()
-	if until == 0 || sinceEpoch(b.epoch) >= until {
-		return time.Time{}, NotSkipped
-	}
-	return b.epoch.Add(time.Duration(until - 1)), Skip(p.why.Load())
+	until, why := b.stages[i].parking.Until(b.epoch)
+	return until, Skip(why)
 }
 
 // Total returns the chain's Config.Total: the cap on each request's time;

@@ -34,19 +34,32 @@ type Reply struct {
 // response is counted exactly once. Outside a chain, or when nothing
 // listens to the chain, Report does nothing. It is safe to call from any
 // goroutine.
-func Report(ctx context.Context, r Reply) {
-	if c, ok := ctx.Value(callKey{}).(*call); ok {
-		c.report(r)
-	}
+func Report(ctx context.Context, r Reply) { RecordOf(ctx).Report(r) }
+
+// RecordOf returns the chain's record of the upstream call ctx was made
+// for, or nil outside a chain's attempt (and for attempts nothing needs a
+// record of: no observer, no limiter, a tier seen to be plain). Every
+// method of Record is safe on nil and then does nothing, so a tier
+// decorator calls them without checking.
+//
+// The record is the contract through which a tier that knows more than
+// its answer tells the chain: Report for what a response cost, Member and
+// Rotated for a tier that spreads its calls over several deployments (see
+// package pool). It travels in the context, so it reaches the chain
+// through any number of wrappers that pass their context on.
+func RecordOf(ctx context.Context) *Record {
+	c, _ := ctx.Value(callKey{}).(*Record)
+	return c
 }
 
 type callKey struct{}
 
-// call is one upstream call's record: the context its tier receives (it
-// carries the record to Report) and the replies reported for it. The
-// chain closes it when it stops waiting for the call; a reply reported
-// after that is late, and goes to the chain's observers on its own.
-type call struct {
+// Record is the chain's record of one upstream call: the context its tier
+// receives carries it (see RecordOf), and it collects what the call
+// reports. The chain closes it when it stops waiting for the call; a reply
+// reported after that is late, and goes to the chain's observers on its
+// own. It is safe for concurrent use.
+type Record struct {
 	context.Context
 	e *engine
 	// reqCtx and obs are the request's, for a late reply's event.
@@ -67,7 +80,7 @@ type call struct {
 	closed  bool
 	replies int
 	reply   Reply
-	// What a tier that spreads its calls over members (a Pool) reported:
+	// What a tier that spreads its calls over members (a pool) reported:
 	// counted once it counts its own calls, calls the upstream calls it
 	// made, at the member of the current one, rotated the member calls
 	// that failed before it, memberFailure when the attempt's failure is
@@ -90,14 +103,19 @@ type rotation struct {
 }
 
 // Value finds the record for Report; every other key goes to the parent.
-func (c *call) Value(key any) any {
+func (c *Record) Value(key any) any {
 	if key == (callKey{}) {
 		return c
 	}
 	return c.Context.Value(key)
 }
 
-func (c *call) report(r Reply) {
+// Report adds what one upstream response of the call said about itself
+// (see the package function Report).
+func (c *Record) Report(r Reply) {
+	if c == nil {
+		return
+	}
 	c.mu.Lock()
 	if !c.closed {
 		c.replies++
@@ -109,9 +127,11 @@ func (c *call) report(r Reply) {
 	c.e.late(c, r)
 }
 
-// counting marks a tier that counts its own upstream calls (enter), so
-// that one that made none (every member out) is counted as none.
-func (c *call) counting() {
+// CountCalls says that the tier counts its own upstream calls, each with
+// Member: one that then names none made no upstream call (every member
+// out of rotation), and its *SkipError is a skip, not a failure. A tier
+// that does not call it counts as one upstream call per attempt.
+func (c *Record) CountCalls() {
 	if c == nil {
 		return
 	}
@@ -120,8 +140,10 @@ func (c *call) counting() {
 	c.mu.Unlock()
 }
 
-// enter reports an upstream call to member id, the attempt's current one.
-func (c *call) enter(id string) {
+// Member reports an upstream call to the member named id ("#" and a
+// short hash of its key; never the key), which becomes the attempt's
+// current member: the trail and the events name it.
+func (c *Record) Member(id string) {
 	if c == nil {
 		return
 	}
@@ -130,9 +152,11 @@ func (c *call) enter(id string) {
 	c.mu.Unlock()
 }
 
-// rotate reports that the current member's call failed with err and the
-// attempt moves to another member.
-func (c *call) rotate(err error, v classify.Verdict, latency time.Duration) {
+// Rotated reports that the current member's call failed with err (of
+// verdict v, after latency) and that the attempt moves on to another
+// member: the failed call is an upstream call of its own on the trail,
+// outside the stage's retry policy and breaker.
+func (c *Record) Rotated(err error, v classify.Verdict, latency time.Duration) {
 	if c == nil {
 		return
 	}
@@ -141,8 +165,10 @@ func (c *call) rotate(err error, v classify.Verdict, latency time.Duration) {
 	c.mu.Unlock()
 }
 
-// memberFailed marks the attempt's failure as its member's alone.
-func (c *call) memberFailed() {
+// MemberFailed says that the attempt's failure is its member's alone (an
+// exhausted quota, a cool-down the tier applied to that member): the chain
+// does not park the whole tier for it.
+func (c *Record) MemberFailed() {
 	if c == nil {
 		return
 	}
@@ -151,9 +177,9 @@ func (c *call) memberFailed() {
 	c.mu.Unlock()
 }
 
-// current is the member the call is on now, "" for a tier without
-// members.
-func (c *call) current() string {
+// CurrentMember is the member the call is on now (see Member); "" for a
+// tier without members.
+func (c *Record) CurrentMember() string {
 	if c == nil {
 		return ""
 	}
@@ -162,8 +188,10 @@ func (c *call) current() string {
 	return c.at
 }
 
-// usage is the sum of the tokens reported so far, and whether any were.
-func (c *call) usage() (int64, bool) {
+// Tokens is the sum of the input and output tokens reported so far, and
+// whether any usage was — for a tier that corrects its own limiters with
+// what its calls cost.
+func (c *Record) Tokens() (int64, bool) {
 	if c == nil {
 		return 0, false
 	}
@@ -176,7 +204,7 @@ func (c *call) usage() (int64, bool) {
 // the upstream calls it made (1 for a tier that does not count them), the
 // member of the last, the member calls that failed before it, and whether
 // its failure is its member's alone.
-func (c *call) settled() (calls int, member string, rotated []rotation, memberFailure bool) {
+func (c *Record) settled() (calls int, member string, rotated []rotation, memberFailure bool) {
 	if c == nil {
 		return 1, "", nil, false
 	}
@@ -191,7 +219,7 @@ func (c *call) settled() (calls int, member string, rotated []rotation, memberFa
 
 // close ends the chain's wait for the call and returns what its replies
 // said so far.
-func (c *call) close() (Reply, int) {
+func (c *Record) close() (Reply, int) {
 	if c == nil {
 		return Reply{}, 0
 	}
@@ -227,24 +255,71 @@ func (r *request) listens(st *stage) bool { return r.obs != nil || st.limited ||
 
 // newCall returns the record of attempt n's call on st, built on base;
 // tokens is the stage's estimate for it.
-func (e *engine) newCall(r *request, st *stage, base context.Context, model string, n int, tokens int64) *call {
-	return &call{Context: base, e: e, reqCtx: r.ctx, obs: r.obs, st: st, model: model, n: n, tokens: tokens}
+func (e *engine) newCall(r *request, st *stage, base context.Context, model string, n int, tokens int64) *Record {
+	return &Record{Context: base, e: e, reqCtx: r.ctx, obs: r.obs, st: st, model: model, n: n, tokens: tokens}
 }
 
 // hedgeOf returns the record of the hedge of c's attempt, on st with
 // model, built on base; on the same tier it avoids the member avoid.
-func (c *call) hedgeOf(base context.Context, st *stage, model, avoid string) *call {
-	return &call{Context: base, e: c.e, reqCtx: c.reqCtx, obs: c.obs, st: st, model: model, n: c.n, hedge: true, avoid: avoid, tokens: c.tokens}
+// Avoid is the member another call of the same attempt holds — set for
+// a hedge on the same tier, so that it goes to another member; "" otherwise.
+func (c *Record) Avoid() string {
+	if c == nil {
+		return ""
+	}
+	return c.avoid
+}
+
+// Estimate is the stage's estimate of the call's tokens (Stage.Tokens), 0
+// when it has none.
+func (c *Record) Estimate() int64 {
+	if c == nil {
+		return 0
+	}
+	return c.tokens
+}
+
+// Rules are how the chain a call runs in classifies and parks failures,
+// for a tier that makes decisions of its own (a pool parking a member).
+type Rules struct {
+	// Classifier and Table are the stage's classifier and the chain's
+	// class table; Table must not be modified.
+	Classifier classify.Classifier
+	Table      *classify.Table
+	// QuotaCooldown and MaxQuotaCooldown are the chain's
+	// Config.QuotaCooldown and Config.MaxQuotaCooldown, with defaults.
+	QuotaCooldown, MaxQuotaCooldown time.Duration
+}
+
+// DefaultRules are the rules of a chain with default settings.
+func DefaultRules() Rules {
+	return Rules{Classifier: classify.Func(classify.Classify), Table: &defaultTable,
+		QuotaCooldown: defaultQuotaCooldown, MaxQuotaCooldown: defaultMaxQuotaCooldown}
+}
+
+var defaultTable = classify.DefaultTable()
+
+// Rules returns the rules of the chain the call runs in, or DefaultRules
+// outside a chain.
+func (c *Record) Rules() Rules {
+	if c == nil {
+		return DefaultRules()
+	}
+	return Rules{Classifier: c.st.classifier, Table: &c.e.table, QuotaCooldown: c.e.quotaPark, MaxQuotaCooldown: c.e.maxQuotaPark}
+}
+
+func (c *Record) hedgeOf(base context.Context, st *stage, model, avoid string) *Record {
+	return &Record{Context: base, e: c.e, reqCtx: c.reqCtx, obs: c.obs, st: st, model: model, n: c.n, hedge: true, avoid: avoid, tokens: c.tokens}
 }
 
 // late reports a reply that came after the chain stopped waiting for its
 // call.
-func (e *engine) late(c *call, r Reply) {
+func (e *engine) late(c *Record, r Reply) {
 	if c.obs == nil {
 		return
 	}
 	ev := Event{Kind: LateReply, Operation: e.op, Stream: e.stream, Tier: c.st.name, TierIndex: c.st.index, Model: c.model,
-		Provider: c.st.provider, Attempt: c.n, Member: c.current(), Hedge: c.hedge,
+		Provider: c.st.provider, Attempt: c.n, Member: c.CurrentMember(), Hedge: c.hedge,
 		Usage: r.Usage, HasUsage: r.HasUsage, Response: r.Response}
 	c.obs.Observe(c.reqCtx, ev)
 }

@@ -66,11 +66,6 @@ type stageEnd struct {
 	loser  breaker.Outcome
 }
 
-// errPoolAuth is the failure of a pool whose every member is out for its
-// credentials: it fails closed, as Auth on a single tier does.
-var errPoolAuth = classify.Wrap(errors.New("tierguard: every member of the pool was refused for its credentials"),
-	classify.Verdict{Class: classify.Auth, Reason: "every pool member refused for its credentials"})
-
 // runStage runs one tier behind its guards — preflight, breaker peek,
 // budget, bulkhead, breaker — then its attempts, each behind its rate
 // limiters, deciding after each failure whether to retry. On success it
@@ -85,7 +80,7 @@ func runStage[In, Out any, A attempter[In, Out]](e *engine, a A, r *request, st 
 		return out, h, e.skipped(r, st, model, skip, end.err)
 	}
 	if probe != 0 {
-		defer st.parking.endProbe(probe)
+		defer st.parking.EndProbe(probe)
 	}
 	if st.breaker != nil && st.breaker.State() == breaker.Open {
 		// An open tier is skipped before anything else is spent: no clock
@@ -191,7 +186,7 @@ func (s *stageRun[In, Out, A]) next(r *request) (out Out, done bool) {
 	base := e.attemptStarted(r, st, s.model, s.n)
 	// rec carries what the call reports (its responses, its members)
 	// through whatever wraps the tier.
-	var rec *call
+	var rec *Record
 	if r.listens(st) {
 		rec = e.newCall(r, st, base, s.model, s.n, s.cost)
 		base = rec
@@ -263,7 +258,7 @@ func (s *stageRun[In, Out, A]) rotations(r *request, rotated []rotation) {
 
 // answered settles a successful attempt: its guards' accounting, its
 // record, its report to observers.
-func (s *stageRun[In, Out, A]) answered(r *request, res Out, ae *attemptEnd, mine *call, member string, latency, ran time.Duration) Out {
+func (s *stageRun[In, Out, A]) answered(r *request, res Out, ae *attemptEnd, mine *Record, member string, latency, ran time.Duration) Out {
 	e, st := s.e, s.st
 	s.decided = true
 	if st.index > 0 && r.budget.Limited() {
@@ -302,7 +297,7 @@ func (s *stageRun[In, Out, A]) answered(r *request, res Out, ae *attemptEnd, min
 	if won {
 		// The hedge answered: the first call lost the race. The answer is
 		// the hedge's, marked as such, on its member.
-		r.member = ae.hedge.rec.current()
+		r.member = ae.hedge.rec.CurrentMember()
 		e.answered(r, ae.hedge.stage, ae.hedge.model, s.n, ae.hedge.latency, &d, true)
 		r.member = ""
 		if ae.hedge.stage != st {
@@ -318,7 +313,7 @@ func (s *stageRun[In, Out, A]) answered(r *request, res Out, ae *attemptEnd, min
 
 // failed decides what follows a failed attempt — retry here, or give the
 // tier up — and records it; done is set when the stage is over.
-func (s *stageRun[In, Out, A]) failed(r *request, ae *attemptEnd, mine *call, member string, memberFailure bool, latency, ran, per time.Duration) (done bool) {
+func (s *stageRun[In, Out, A]) failed(r *request, ae *attemptEnd, mine *Record, member string, memberFailure bool, latency, ran, per time.Duration) (done bool) {
 	e, st := s.e, s.st
 	s.policyN++
 	v, d := e.decide(r, st, s.policyN, s.try, failed{err: ae.err, timedOut: ae.timedOut, ran: ran, abandoned: ae.abandoned}, s.h.tok)
@@ -355,7 +350,7 @@ func (s *stageRun[In, Out, A]) failed(r *request, ae *attemptEnd, mine *call, me
 		// The server said when to come back: until then, other requests
 		// skip the tier without a call (SkipRateLimited), whatever this
 		// one does next.
-		st.parking.coolDown(e.epoch, SkipRateLimited, coolDownOf(v, e.maxQuotaPark))
+		st.parking.CoolDown(e.epoch, uint8(SkipRateLimited), coolDownOf(v, e.maxQuotaPark))
 	}
 	if !d.retry {
 		s.decided = true

@@ -369,7 +369,7 @@ type opened[Chunk any] struct {
 	start   time.Duration // c.now() when the attempt began
 	// rec is the call's record, when the request listens; the stream's
 	// end closes it.
-	rec *call
+	rec *Record
 	// abandoned is set once stopping the source found the tier stuck.
 	abandoned, stopped bool
 }
@@ -395,7 +395,7 @@ func (c *StreamChain[In, Chunk]) attempt(st *stage, b budget.Budget, base contex
 		deadline = d
 	}
 	op := &opened[Chunk]{ctx: budget.NewContext(base, deadline), start: c.now()}
-	op.rec, _ = base.(*call)
+	op.rec, _ = base.(*Record)
 	var timer *time.Timer
 	if per != budget.Unlimited && (st.try.Cap > 0 || per < remaining) {
 		timer = time.AfterFunc(per, func() {

@@ -18,6 +18,7 @@ import (
 	"github.com/tierguard/tierguard/bulkhead"
 	"github.com/tierguard/tierguard/classify"
 	"github.com/tierguard/tierguard/fallback"
+	"github.com/tierguard/tierguard/fallback/pool"
 	"github.com/tierguard/tierguard/fallback/ratelimit"
 	"github.com/tierguard/tierguard/otelx"
 	"github.com/tierguard/tierguard/retry"
@@ -858,12 +859,12 @@ func TestSkippedAttemptEndsItsSpan(t *testing.T) {
 	h := newHarness(t)
 	lim, err := ratelimit.New(ratelimit.Config{Name: "key", Requests: 1})
 	require.NoError(t, err)
-	pool, err := fallback.NewPool(fallback.PoolConfig[string, string]{Name: "pro", Members: []fallback.Member[string, string]{
+	thePool, err := pool.New(pool.Config[string, string]{Name: "pro", Members: []pool.Member[string, string]{
 		{Key: "key-a", Tier: newTier("a", ok("pro")), Limiter: lim},
 	}})
 	require.NoError(t, err)
 	c := newChain(t, twoTiers(
-		fallback.Stage[string, string]{Tier: pool},
+		fallback.Stage[string, string]{Tier: thePool},
 		fallback.Stage[string, string]{Tier: newTier("flash", ok("flash"))},
 	))
 	instrument(t, c, h.options())

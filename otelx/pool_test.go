@@ -11,6 +11,7 @@ import (
 
 	"github.com/tierguard/tierguard/classify"
 	"github.com/tierguard/tierguard/fallback"
+	"github.com/tierguard/tierguard/fallback/pool"
 	"github.com/tierguard/tierguard/otelx"
 )
 
@@ -22,12 +23,12 @@ func TestPoolMembersAreNamedHashed(t *testing.T) {
 	revoked := fallback.Tier("pro", func(context.Context, string) (string, error) {
 		return "", classify.Wrap(errors.New("API key not valid"), classify.Verdict{Class: classify.Auth, HTTPStatus: 400, Reason: "api key invalid"})
 	})
-	pool, err := fallback.NewPool(fallback.PoolConfig[string, string]{Name: "pro", Members: []fallback.Member[string, string]{
+	thePool, err := pool.New(pool.Config[string, string]{Name: "pro", Members: []pool.Member[string, string]{
 		{Key: "AIzaSy-revoked-secret", Tier: revoked},
 		{Key: "AIzaSy-good-secret", Tier: newTier("pro", ok("answer"))},
 	}})
 	require.NoError(t, err)
-	c := newChain(t, fallback.Config[string, string]{Stages: []fallback.Stage[string, string]{{Tier: pool}}})
+	c := newChain(t, fallback.Config[string, string]{Stages: []fallback.Stage[string, string]{{Tier: thePool}}})
 	instrument(t, c, h.options())
 	// Least in flight, round the members: the second request starts on the
 	// revoked key at the latest.
@@ -37,7 +38,7 @@ func TestPoolMembersAreNamedHashed(t *testing.T) {
 	}
 	rm := h.collect(t)
 	got := ints(t, findMetric(t, rm, otelx.MetricAttempts))
-	members := pool.Members()
+	members := thePool.Members()
 	assert.Equal(t, int64(1), got[kv(opAttr, proTier, otelx.AttrClass.String("auth"), otelx.AttrMember.String(members[0].ID))])
 	assert.Equal(t, int64(2), got[kv(opAttr, proTier, otelx.AttrClass.String("ok"), otelx.AttrMember.String(members[1].ID))])
 	errs := h.logsWith(t, "tierguard: pool member refused for its credentials, taken out of rotation")

@@ -17,6 +17,7 @@ import (
 	"github.com/tierguard/tierguard/classify"
 	"github.com/tierguard/tierguard/fallback"
 	"github.com/tierguard/tierguard/fallback/chaos"
+	"github.com/tierguard/tierguard/fallback/pool"
 	"github.com/tierguard/tierguard/fallback/spend"
 	"github.com/tierguard/tierguard/retry"
 	"github.com/tierguard/tierguard/validate"
@@ -134,19 +135,19 @@ var notBad = validate.Func[string](func(s string) error {
 // then a default answer, with AbandonAfter and shared executions.
 func wireChain(t *testing.T, p *provider, wrap bool) *fallback.Chain[string, string] {
 	t.Helper()
-	pool, err := fallback.NewPool(fallback.PoolConfig[string, string]{Name: "pro", Members: []fallback.Member[string, string]{
+	thePool, err := pool.New(pool.Config[string, string]{Name: "pro", Members: []pool.Member[string, string]{
 		{Key: "key-1", Tier: &model{p: p, name: "pro-1", model: "pro", primary: true}},
 		{Key: "key-2", Tier: &model{p: p, name: "pro-2", model: "pro", primary: true}},
 	}})
 	require.NoError(t, err)
-	pro := fallback.Stage[string, string]{Tier: pool, Model: "pro", TryTimeout: 200 * time.Millisecond, Validate: notBad,
+	pro := fallback.Stage[string, string]{Tier: thePool, Model: "pro", TryTimeout: 200 * time.Millisecond, Validate: notBad,
 		Retry: retry.Policy{MaxAttempts: 2, BaseDelay: time.Millisecond, MaxDelay: time.Millisecond},
 		Hedge: fallback.Hedge{Delay: 50 * time.Millisecond, MaxExtra: 1}}
 	if wrap {
 		// A wrapped pool is a plain tier to the chain (no hedge on its
 		// members), and its members' reports still reach the ledger.
 		var sw chaos.Switch
-		pro.Tier, pro.Hedge = chaos.Tier[string, string](pool, &sw), fallback.Hedge{}
+		pro.Tier, pro.Hedge = chaos.Tier[string, string](thePool, &sw), fallback.Hedge{}
 	}
 	c, err := fallback.New(fallback.Config[string, string]{
 		Stages: []fallback.Stage[string, string]{
@@ -240,12 +241,12 @@ func TestLedgerMatchesTheProvider(t *testing.T) {
 func TestPoolTrafficIsBilled(t *testing.T) {
 	p := &provider{prices: testPrices(t)}
 	l := newLedger(t, spend.Config{Prices: p.prices})
-	pool, err := fallback.NewPool(fallback.PoolConfig[string, string]{Name: "pro", Members: []fallback.Member[string, string]{
+	thePool, err := pool.New(pool.Config[string, string]{Name: "pro", Members: []pool.Member[string, string]{
 		{Key: "key-1", Tier: &model{p: p, name: "pro-1", model: "pro"}},
 		{Key: "key-2", Tier: &model{p: p, name: "pro-2", model: "pro"}},
 	}})
 	require.NoError(t, err)
-	c, err := fallback.New(fallback.Config[string, string]{Stages: []fallback.Stage[string, string]{{Tier: pool, Model: "pro"}}})
+	c, err := fallback.New(fallback.Config[string, string]{Stages: []fallback.Stage[string, string]{{Tier: thePool, Model: "pro"}}})
 	require.NoError(t, err)
 	_, err = l.Attach(c)
 	require.NoError(t, err)

@@ -9,6 +9,7 @@ import (
 	"github.com/tierguard/tierguard/breaker"
 	"github.com/tierguard/tierguard/bulkhead"
 	"github.com/tierguard/tierguard/fallback"
+	"github.com/tierguard/tierguard/fallback/pool"
 	"github.com/tierguard/tierguard/fallback/ratelimit"
 	"github.com/tierguard/tierguard/internal/testbed/fakegemini"
 	"github.com/tierguard/tierguard/internal/testbed/gemrest"
@@ -171,7 +172,7 @@ func runTail(c tailConfig, v tailVariant, seed uint64) sample {
 	r := capRig(srv)
 	var proTier fallback.ModelTier[string, gemrest.Response] = capTier(srv, r, proModel, "pro", apiKey)
 	if v.pool {
-		p, err := fallback.NewPool(fallback.PoolConfig[string, gemrest.Response]{Name: "pro", Members: []fallback.Member[string, gemrest.Response]{
+		p, err := pool.New(pool.Config[string, gemrest.Response]{Name: "pro", Members: []pool.Member[string, gemrest.Response]{
 			{Key: "key-1", Tier: capTier(srv, r, proModel, "pro", "key-1")},
 			{Key: "key-2", Tier: capTier(srv, r, proModel, "pro", "key-2")},
 		}})
@@ -217,9 +218,9 @@ func scenarioTail(c tailConfig, runs int, seed uint64) *result {
 	extra := paired(hedged, base, "callsPerReq") - 1
 	res.expect("hedging cuts p99 by ≥ 40%", cut >= 0.4, fmtPct(cut))
 	res.expect("with ≤ 10% extra upstream calls", extra <= 0.10, fmtPct(extra))
-	pool := res.find(variants[2].name)
+	thePool := res.find(variants[2].name)
 	res.notes = append(res.notes, fmt.Sprintf("On a second key of the same model the hedge cuts p99 by %s: the hedge itself is slow one time in ten, so about 1%% of requests still wait for a slow call — p99's own boundary.",
-		fmtPct(1-paired(pool, base, "p99"))))
+		fmtPct(1-paired(thePool, base, "p99"))))
 	q := res.find(variants[3].name)
 	res.notes = append(res.notes, fmt.Sprintf("At the observed p90 the hedge cuts p99 by %s: with exactly 10%% of calls slow, pro's 90th percentile is any value between its fast and its slow calls, and the tracker wanders in that gap; for a tail this heavy use a fixed delay (or a lower quantile with a larger MaxExtra).",
 		fmtPct(1-paired(q, base, "p99"))))
@@ -250,30 +251,30 @@ func runPool(c poolConfig, seed uint64) sample {
 	srv.SetScript(proModel, fakegemini.Script{Latency: latency(c.ProLatency)})
 	srv.SetQuota(fakegemini.Quota{Key: "key-limited", Requests: c.LimitedQuota, Per: time.Second})
 	r := capRig(srv)
-	member := func(key string) fallback.Member[string, gemrest.Response] {
+	member := func(key string) pool.Member[string, gemrest.Response] {
 		lim, err := ratelimit.New(ratelimit.Config{Name: "pro/" + key, Requests: 1000, Per: time.Second})
 		must(err)
-		return fallback.Member[string, gemrest.Response]{Key: key, Tier: capTier(srv, r, proModel, "pro", key), Limiter: lim}
+		return pool.Member[string, gemrest.Response]{Key: key, Tier: capTier(srv, r, proModel, "pro", key), Limiter: lim}
 	}
-	pool, err := fallback.NewPool(fallback.PoolConfig[string, gemrest.Response]{Name: "pro", Members: []fallback.Member[string, gemrest.Response]{
+	thePool, err := pool.New(pool.Config[string, gemrest.Response]{Name: "pro", Members: []pool.Member[string, gemrest.Response]{
 		member("key-revoked"), member("key-limited"), member("key-good"),
 	}})
 	must(err)
 	var authOut, reported atomic.Int64
 	revokedID := ""
-	for _, m := range pool.Members() {
+	for _, m := range thePool.Members() {
 		revokedID = m.ID
 		break
 	}
-	pool.Observe(func(e fallback.MemberEvent) {
-		if e.Out == fallback.MemberAuth {
+	thePool.Observe(func(e pool.MemberEvent) {
+		if e.Out == pool.MemberAuth {
 			authOut.Add(1)
 			if e.Member == revokedID {
 				reported.Add(1)
 			}
 		}
 	})
-	r.build(c.Deadline, capStage(c.loadConfig, r, "pro", proModel, pool), capStage(c.loadConfig, r, "flash", flashModel, capTier(srv, r, flashModel, "flash", apiKey)))
+	r.build(c.Deadline, capStage(c.loadConfig, r, "pro", proModel, thePool), capStage(c.loadConfig, r, "flash", flashModel, capTier(srv, r, flashModel, "flash", apiKey)))
 	defer r.close()
 	st := watchStalls(r.clock)
 	outs := closedLoop(r.clock, c.Clients, c.Duration, func(n int) outcome { return r.doChain(n, c.Deadline) })

@@ -1,18 +1,27 @@
-package fallback
+package pool
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"sync/atomic"
 	"time"
 
 	"github.com/tierguard/tierguard/breaker"
 	"github.com/tierguard/tierguard/classify"
+	"github.com/tierguard/tierguard/fallback"
 	"github.com/tierguard/tierguard/fallback/ratelimit"
 	"github.com/tierguard/tierguard/internal/keyed"
+	"github.com/tierguard/tierguard/internal/park"
 	"github.com/tierguard/tierguard/internal/subscribers"
 )
+
+// errAllAuth is the failure of a pool whose every member is out for its
+// credentials: it fails closed, as Auth on a single tier does.
+var errAllAuth = classify.Wrap(errors.New("tierguard: every member of the pool was refused for its credentials"),
+	classify.Verdict{Class: classify.Auth, Reason: "every pool member refused for its credentials"})
 
 // maxPoolMembers bounds a pool, so that a request's tried members fit one
 // word.
@@ -53,7 +62,7 @@ type Member[In, Out any] struct {
 	// digits of its SHA-256. Required, unique within the pool.
 	Key string
 	// Tier makes the member's calls. Required.
-	Tier ModelTier[In, Out]
+	Tier fallback.ModelTier[In, Out]
 	// Breaker and Limiter are the member's own; nil means none. The
 	// stage's own Breaker, if any, still counts the request once.
 	Breaker *breaker.Breaker
@@ -62,8 +71,8 @@ type Member[In, Out any] struct {
 	Weight int
 }
 
-// PoolConfig configures a Pool.
-type PoolConfig[In, Out any] struct {
+// Config configures a Pool.
+type Config[In, Out any] struct {
 	// Name is the tier's name. Required.
 	Name string
 	// Members are the deployments, at least one and at most 64.
@@ -93,7 +102,7 @@ type PoolConfig[In, Out any] struct {
 // Auth on every member still fails closed.
 //
 // A Pool is a tier like any other: it reports each member call to the
-// chain through the call's context, so that the trail and the events name
+// chain through the call's record (fallback.RecordOf), so that the trail and the events name
 // the member (by a hash of its key), show each rotation as an upstream
 // call of its own, and count upstream calls right — whatever wraps the
 // pool (chaos.Tier, MapTier, a route), as long as the wrapper passes its
@@ -103,11 +112,11 @@ type PoolConfig[In, Out any] struct {
 // picks and rotates the same way, with the default classifier and table.
 type Pool[In, Out any] struct {
 	p      *pool
-	tiers  []ModelTier[In, Out]
+	tiers  []fallback.ModelTier[In, Out]
 	sticky func(In) string
 }
 
-// pool is a Pool's state that the engine needs, whatever the types.
+// pool is a Pool's state that does not depend on its types.
 type pool struct {
 	name         string
 	members      []poolMember
@@ -130,11 +139,11 @@ type poolMember struct {
 	// latency is a moving average of the member's successful calls, in
 	// nanoseconds; 0 until one is seen.
 	latency atomic.Int64
-	parking
+	park.Lot
 }
 
-// NewPool returns a pool tier, or an error naming every invalid field.
-func NewPool[In, Out any](cfg PoolConfig[In, Out]) (*Pool[In, Out], error) {
+// New returns a pool tier, or an error naming every invalid field.
+func New[In, Out any](cfg Config[In, Out]) (*Pool[In, Out], error) {
 	var errs []error
 	if cfg.Name == "" {
 		errs = append(errs, errors.New("Name is required"))
@@ -149,7 +158,7 @@ func NewPool[In, Out any](cfg PoolConfig[In, Out]) (*Pool[In, Out], error) {
 		errs = append(errs, fmt.Errorf("negative AuthCooldown %v", cfg.AuthCooldown))
 	}
 	p := &Pool[In, Out]{p: &pool{name: cfg.Name, balance: cfg.Balance, latencyAware: cfg.LatencyAware,
-		authCooldown: cmpOr(cfg.AuthCooldown, defaultAuthCooldown), epoch: time.Now()}, sticky: cfg.Sticky}
+		authCooldown: cmp.Or(cfg.AuthCooldown, defaultAuthCooldown), epoch: time.Now()}, sticky: cfg.Sticky}
 	p.p.members = make([]poolMember, len(cfg.Members))
 	seen := map[string]bool{}
 	for i, m := range cfg.Members {
@@ -176,9 +185,16 @@ func NewPool[In, Out any](cfg PoolConfig[In, Out]) (*Pool[In, Out], error) {
 		p.tiers = append(p.tiers, m.Tier)
 	}
 	if err := errors.Join(errs...); err != nil {
-		return nil, fmt.Errorf("fallback: invalid pool %q: %w", cfg.Name, err)
+		return nil, fmt.Errorf("pool: invalid pool %q: %w", cfg.Name, err)
 	}
 	return p, nil
+}
+
+// customOutcome reports whether b decides outcomes itself: a chain's
+// class table decides them for a member's breaker, as for a stage's.
+func customOutcome(b *breaker.Breaker) bool {
+	f := b.Config().Outcome
+	return f != nil && reflect.ValueOf(f).Pointer() != reflect.ValueOf(breaker.OutcomeOf).Pointer()
 }
 
 // Name returns the pool's tier name.
@@ -190,13 +206,14 @@ func (p *Pool[In, Out]) Name() string { return p.p.name }
 // it makes no upstream call and returns a *SkipError; when every member
 // was refused for its credentials, an error of class Auth.
 func (p *Pool[In, Out]) Call(ctx context.Context, in In) (Out, error) {
-	rec, _ := ctx.Value(callKey{}).(*call)
-	rules := p.p.rulesOf(rec)
-	rec.counting()
+	rec := fallback.RecordOf(ctx)
+	rules := rec.Rules()
+	tokens := rec.Estimate()
+	rec.CountCalls()
 	var tried uint64
-	if rec != nil && rec.avoid != "" {
+	if avoid := rec.Avoid(); avoid != "" {
 		// A hedge: not on the member the first call holds.
-		if i := p.p.index(rec.avoid); i >= 0 {
+		if i := p.p.index(avoid); i >= 0 {
 			tried = 1 << i
 		}
 	}
@@ -204,83 +221,64 @@ func (p *Pool[In, Out]) Call(ctx context.Context, in In) (Out, error) {
 	var zero Out
 	var last error
 	for {
-		m, tok, probe, why := p.p.enter(key, tried, rules.tokens)
+		m, tok, probe, why := p.p.enter(key, tried, tokens)
 		if m < 0 {
 			switch {
 			case last != nil:
 				return zero, last
-			case why == skipAuth:
-				return zero, errPoolAuth
+			case why == outAuth:
+				return zero, errAllAuth
 			}
-			return zero, &SkipError{Tier: p.p.name, Skip: why}
+			return zero, &fallback.SkipError{Tier: p.p.name, Skip: fallback.Skip(why)}
 		}
 		tried |= 1 << m
-		out, v, latency, err := p.callMember(ctx, rec, m, tok, probe, rules, in)
+		out, v, latency, err := p.callMember(ctx, rec, m, tok, probe, rules, tokens, in)
 		if err == nil || !rotates(v.Class) || ctx.Err() != nil || !p.p.another(tried) {
 			if err != nil && (v.Class == classify.QuotaExhausted || v.Class == classify.RateLimited) {
 				// This member is parked, or cooling down; the tier is not.
-				rec.memberFailed()
+				rec.MemberFailed()
 			}
 			return out, err
 		}
-		rec.rotate(err, v, latency)
+		rec.Rotated(err, v, latency)
 		last = err
 	}
 }
 
 // callMember makes one call on member m, holding its breaker token tok,
 // and settles it: the member's breaker, limiter, latency and parking.
-func (p *Pool[In, Out]) callMember(ctx context.Context, rec *call, m int, tok breaker.Token, probe int64, rules poolRules, in In) (Out, classify.Verdict, time.Duration, error) {
-	defer p.p.members[m].endProbe(probe)
-	rec.enter(p.p.members[m].id)
-	before, _ := rec.usage()
+func (p *Pool[In, Out]) callMember(ctx context.Context, rec *fallback.Record, m int, tok breaker.Token, probe int64, rules fallback.Rules, tokens int64, in In) (Out, classify.Verdict, time.Duration, error) {
+	defer p.p.members[m].EndProbe(probe)
+	rec.Member(p.p.members[m].id)
+	before, _ := rec.Tokens()
 	start := time.Now()
 	settled := false
 	defer func() {
 		if !settled {
 			// A panic: free the member without deciding anything.
-			p.p.done(m, tok, classify.Verdict{Class: classify.Canceled, Reason: "the call panicked"}, breaker.Ignored, 0, rules.quotaPark, rules.maxQuotaPark)
+			p.p.done(m, tok, classify.Verdict{Class: classify.Canceled, Reason: "the call panicked"}, breaker.Ignored, 0, rules)
 		}
 	}()
 	out, err := p.tiers[m].Call(ctx, in)
 	latency := time.Since(start)
-	v, o := rules.outcome(ctx, err)
+	v, o := outcome(rules, ctx, err)
 	if l := p.p.members[m].limiter; l != nil && err == nil {
-		if after, ok := rec.usage(); ok {
-			if delta := after - before - rules.tokens; delta != 0 {
+		if after, ok := rec.Tokens(); ok {
+			if delta := after - before - tokens; delta != 0 {
 				l.Adjust(delta)
 			}
 		}
 	}
 	settled = true
-	p.p.done(m, tok, v, o, latency, rules.quotaPark, rules.maxQuotaPark)
+	p.p.done(m, tok, v, o, latency, rules)
 	return out, v, latency, err
-}
-
-// poolRules are what a pool's call classifies, decides and parks with:
-// the chain's, when it runs in one.
-type poolRules struct {
-	classifier              classify.Classifier
-	table                   *classify.Table
-	quotaPark, maxQuotaPark time.Duration
-	tokens                  int64
-}
-
-var defaultPoolTable = classify.DefaultTable()
-
-func (p *pool) rulesOf(rec *call) poolRules {
-	if rec == nil {
-		return poolRules{classifier: classify.Func(classify.Classify), table: &defaultPoolTable,
-			quotaPark: defaultQuotaCooldown, maxQuotaPark: defaultMaxQuotaCooldown}
-	}
-	return poolRules{classifier: rec.st.classifier, table: &rec.e.table, quotaPark: rec.e.quotaPark, maxQuotaPark: rec.e.maxQuotaPark, tokens: rec.tokens}
 }
 
 // outcome classifies a member's call and says how it counts for the
 // member's breaker. A call whose context was cancelled (a hedge race
 // lost, the caller gone) says nothing of the member; one that outlived
 // its deadline failed, even if it answered late.
-func (r poolRules) outcome(ctx context.Context, err error) (classify.Verdict, breaker.Outcome) {
+func outcome(r fallback.Rules, ctx context.Context, err error) (classify.Verdict, breaker.Outcome) {
 	cerr := ctx.Err()
 	switch {
 	case err == nil && cerr == nil:
@@ -290,8 +288,8 @@ func (r poolRules) outcome(ctx context.Context, err error) (classify.Verdict, br
 	case cerr != nil:
 		return classify.Verdict{Class: classify.Transient, Reason: "member call past its deadline"}, breaker.Failure
 	}
-	v := r.classifier.Classify(err)
-	if r.table.Action(v.Class).BreakerFailure {
+	v := r.Classifier.Classify(err)
+	if r.Table.Action(v.Class).BreakerFailure {
 		return v, breaker.Failure
 	}
 	return v, breaker.Ignored
@@ -343,7 +341,12 @@ const (
 var memberOutNames = [...]string{MemberIn: "in", MemberQuota: "quota", MemberAuth: "auth", MemberCooling: "cooling"}
 
 // String names the reason.
-func (o MemberOut) String() string { return name(memberOutNames[:], o, "invalid") }
+func (o MemberOut) String() string {
+	if int(o) < len(memberOutNames) {
+		return memberOutNames[o]
+	}
+	return "invalid"
+}
 
 // Members describes the pool's members, in order.
 func (p *Pool[In, Out]) Members() []MemberInfo {
@@ -363,7 +366,7 @@ func (p *Pool[In, Out]) Members() []MemberInfo {
 func (p *Pool[In, Out]) Restore(id string) bool {
 	for i := range p.p.members {
 		if m := &p.p.members[i]; m.id == id {
-			m.until.Store(0)
+			m.Clear()
 			p.p.tell(MemberEvent{Pool: p.p.name, Member: id, Out: MemberIn})
 			return true
 		}
@@ -399,31 +402,38 @@ func (p *pool) tell(e MemberEvent) {
 
 // out says why m is out of rotation now.
 func (m *poolMember) out(epoch time.Time) MemberOut {
-	switch m.check(epoch) {
-	case SkipQuota:
+	switch m.Check(epoch) {
+	case outQuota:
 		return MemberQuota
-	case skipAuth:
+	case outAuth:
 		return MemberAuth
-	case SkipRateLimited:
+	case outCooling:
 		return MemberCooling
 	}
 	return MemberIn
 }
 
-// skipAuth is the parking reason of a member refused for its credentials;
-// it is never a stage's skip.
-const skipAuth Skip = 255
+// A member's reasons to be out of rotation, as its park.Lot holds them:
+// the stage's skip reasons where a skip follows (a pool with no member
+// left is skipped for the last one's), and outAuth, which is never a
+// stage's skip (every member refused fails closed instead).
+const (
+	outOpen    = uint8(fallback.SkipOpen)
+	outQuota   = uint8(fallback.SkipQuota)
+	outCooling = uint8(fallback.SkipRateLimited)
+	outAuth    = uint8(255)
+)
 
 // enter picks a member for a call — not in tried, in rotation, its breaker
 // admitting it, its limiter admitting tokens now — and takes its breaker
 // token and a place in flight. m is -1 when none can serve; why says what
 // kept the last candidate out (SkipRateLimited, SkipQuota, SkipOpen), or
-// skipAuth when every member is out for its credentials. probe is set
+// outAuth when every member is out for its credentials. probe is set
 // when the call is the one let through at the end of the member's
 // cool-down (done ends its hold).
-func (p *pool) enter(key string, tried uint64, tokens int64) (m int, tok breaker.Token, probe int64, why Skip) {
+func (p *pool) enter(key string, tried uint64, tokens int64) (m int, tok breaker.Token, probe int64, why uint8) {
 	n := len(p.members)
-	why = SkipOpen
+	why = outOpen
 	auth := 0
 	for range n {
 		m = p.choose(key, tried)
@@ -432,35 +442,35 @@ func (p *pool) enter(key string, tried uint64, tokens int64) (m int, tok breaker
 		}
 		tried |= 1 << m
 		pm := &p.members[m]
-		out, held := pm.parking.enter(p.epoch)
+		out, held := pm.Enter(p.epoch)
 		switch out {
-		case skipAuth:
+		case outAuth:
 			auth++
 			continue
-		case SkipQuota, SkipRateLimited:
+		case outQuota, outCooling:
 			why = out
 			continue
 		}
 		if pm.breaker != nil {
 			t, err := pm.breaker.Allow()
 			if err != nil {
-				pm.endProbe(held)
-				why = SkipOpen
+				pm.EndProbe(held)
+				why = outOpen
 				continue
 			}
 			tok = t
 		}
 		if pm.limiter != nil && !pm.limiter.Allow(tokens) {
-			pm.endProbe(held)
+			pm.EndProbe(held)
 			tok.Done(breaker.Ignored)
-			tok, why = breaker.Token{}, SkipRateLimited
+			tok, why = breaker.Token{}, outCooling
 			continue
 		}
 		pm.inflight.Add(1)
-		return m, tok, held, NotSkipped
+		return m, tok, held, park.None
 	}
 	if auth == n {
-		why = skipAuth
+		why = outAuth
 	}
 	return -1, breaker.Token{}, 0, why
 }
@@ -504,7 +514,7 @@ func (p *pool) choose(key string, tried uint64) int {
 	best, bestScore := -1, int64(0)
 	for j := range n {
 		i := (start + j) % n
-		if tried&(1<<i) != 0 || p.members[i].check(p.epoch) != NotSkipped {
+		if tried&(1<<i) != 0 || p.members[i].Check(p.epoch) != park.None {
 			continue
 		}
 		pm := &p.members[i]
@@ -542,7 +552,7 @@ func fnv(a, b string) uint64 {
 
 // done settles a member's call: its breaker's outcome, its limiter, its
 // latency, and the member-level action of its class.
-func (p *pool) done(m int, tok breaker.Token, v classify.Verdict, o breaker.Outcome, latency time.Duration, quotaPark, maxQuotaPark time.Duration) {
+func (p *pool) done(m int, tok breaker.Token, v classify.Verdict, o breaker.Outcome, latency time.Duration, rules fallback.Rules) {
 	pm := &p.members[m]
 	pm.inflight.Add(-1)
 	tok.Done(o)
@@ -566,17 +576,17 @@ func (p *pool) done(m int, tok breaker.Token, v classify.Verdict, o breaker.Outc
 		if v.RetryAfter > 0 {
 			// The server said when this key may come back: until then the
 			// member is out of rotation, limiter or not.
-			pm.coolDown(p.epoch, SkipRateLimited, coolDownOf(v, maxQuotaPark))
+			pm.CoolDown(p.epoch, outCooling, min(v.RetryAfter, classify.LongRetryAfter, rules.MaxQuotaCooldown))
 		}
 	case classify.QuotaExhausted:
 		// Reported once per time out of rotation, however many calls in
 		// flight come back refused.
-		d := min(max(quotaPark, v.RetryAfter), maxQuotaPark)
-		if pm.parkOnce(p.epoch, SkipQuota, d) {
+		d := min(max(rules.QuotaCooldown, v.RetryAfter), rules.MaxQuotaCooldown)
+		if pm.ParkOnce(p.epoch, outQuota, d) {
 			p.tell(MemberEvent{Pool: p.name, Member: pm.id, Out: MemberQuota, For: d, Verdict: v})
 		}
 	case classify.Auth:
-		if pm.parkOnce(p.epoch, skipAuth, p.authCooldown) {
+		if pm.ParkOnce(p.epoch, outAuth, p.authCooldown) {
 			p.tell(MemberEvent{Pool: p.name, Member: pm.id, Out: MemberAuth, For: p.authCooldown, Verdict: v})
 		}
 	}
@@ -585,7 +595,7 @@ func (p *pool) done(m int, tok breaker.Token, v classify.Verdict, o breaker.Outc
 // another reports whether a member not in tried is in rotation.
 func (p *pool) another(tried uint64) bool {
 	for i := range p.members {
-		if tried&(1<<i) == 0 && p.members[i].check(p.epoch) == NotSkipped {
+		if tried&(1<<i) == 0 && p.members[i].Check(p.epoch) == park.None {
 			if b := p.members[i].breaker; b == nil || b.State() != breaker.Open {
 				return true
 			}

@@ -1,0 +1,150 @@
+// Package park takes a tier, or one member of a pool, out of rotation for
+// a while: after an exhausted quota, a retired model, refused credentials,
+// or a server's "come back in N seconds". The reasons are the caller's own
+// small numbers; one kind of stay, the cool-down (CoolDown), ends with a
+// single probe instead of a burst of every waiting caller.
+package park
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+// None is the reason Check reports while nothing is parked. Callers number
+// their own reasons from 1.
+const None uint8 = 0
+
+// coolingBit marks a stay set by CoolDown in Lot.why.
+const coolingBit = 1 << 8
+
+// ProbeHold is how long the one call let through at the end of a
+// cool-down holds the others off, at most: it ends the hold itself when it
+// returns (EndProbe), or another cool-down extends the stay.
+const ProbeHold = time.Minute
+
+// Lot is one parking place. Its zero value is empty; it is safe for
+// concurrent use. All times are nanoseconds since an epoch the owner
+// keeps (see Since), so that reading a Lot costs one atomic load while it
+// is empty.
+type Lot struct {
+	// until is when the stay ends, in Since units (0: not parked); why is
+	// its reason, with coolingBit for a cool-down.
+	until atomic.Int64
+	why   atomic.Uint32
+	// hold is the until of the probe let through at the end of a
+	// cool-down (see Enter), which a new cool-down replaces.
+	hold atomic.Int64
+}
+
+// Since is the instant now in a Lot's units: nanoseconds since epoch, plus
+// one so that 0 means "not parked".
+func Since(epoch time.Time) int64 { return int64(time.Since(epoch)) + 1 }
+
+// Check reports the reason the lot is occupied now, or None. It reads the
+// clock only while something is parked. An ended cool-down is left for
+// Enter to hand over to its probe.
+func (l *Lot) Check(epoch time.Time) uint8 {
+	if until := l.until.Load(); until != 0 {
+		why := l.why.Load()
+		if Since(epoch) < until {
+			return uint8(why)
+		}
+		if why&coolingBit == 0 {
+			l.until.CompareAndSwap(until, 0)
+		}
+	}
+	return None
+}
+
+// Enter says whether a call may go now, as Check does, with one
+// difference: when a cool-down has just ended, one caller gets through and
+// the others still see its reason until that caller returns — the server
+// hears one request per delay, not a burst. probe is then the hold that
+// caller ends with EndProbe; 0 otherwise.
+func (l *Lot) Enter(epoch time.Time) (why uint8, probe int64) {
+	until := l.until.Load()
+	if until == 0 {
+		return None, 0
+	}
+	now := Since(epoch)
+	w := l.why.Load()
+	if now < until {
+		return uint8(w), 0
+	}
+	if w&coolingBit == 0 {
+		l.until.CompareAndSwap(until, 0)
+		return None, 0
+	}
+	hold := now + int64(ProbeHold)
+	l.hold.Store(hold)
+	if !l.until.CompareAndSwap(until, hold) {
+		// Another caller took the probe, or the lot was taken again.
+		return l.Check(epoch), 0
+	}
+	return None, hold
+}
+
+// EndProbe ends the hold of a cool-down's probe, unless the lot was taken
+// again meanwhile.
+func (l *Lot) EndProbe(probe int64) {
+	if probe != 0 {
+		l.until.CompareAndSwap(probe, 0)
+	}
+}
+
+// Park occupies the lot for d for why, replacing any stay.
+func (l *Lot) Park(epoch time.Time, why uint8, d time.Duration) {
+	l.why.Store(uint32(why))
+	l.until.Store(Since(epoch) + int64(d))
+}
+
+// ParkOnce parks for d for why, unless the lot is taken for why already,
+// and reports whether it did: of concurrent failures that park it, one is
+// told it was first.
+func (l *Lot) ParkOnce(epoch time.Time, why uint8, d time.Duration) bool {
+	for {
+		u := l.until.Load()
+		now := Since(epoch)
+		if u != 0 && now < u && uint8(l.why.Load()) == why {
+			return false
+		}
+		if l.until.CompareAndSwap(u, now+int64(d)) {
+			l.why.Store(uint32(why))
+			return true
+		}
+	}
+}
+
+// CoolDown occupies the lot for d for why, unless it is taken longer
+// already (a quota's stay outlasts a server's retry delay). When it ends,
+// Enter lets one probe through first.
+func (l *Lot) CoolDown(epoch time.Time, why uint8, d time.Duration) {
+	for {
+		u := l.until.Load()
+		next := Since(epoch) + int64(d)
+		if u >= next && u != l.hold.Load() {
+			return
+		}
+		if l.until.CompareAndSwap(u, next) {
+			l.why.Store(uint32(why) | coolingBit)
+			return
+		}
+	}
+}
+
+// Until reports when the current stay ends and why, or the zero time and
+// None when the lot is free.
+func (l *Lot) Until(epoch time.Time) (time.Time, uint8) {
+	until := l.until.Load()
+	if until == 0 || Since(epoch) >= until {
+		return time.Time{}, None
+	}
+	return epoch.Add(time.Duration(until - 1)), uint8(l.why.Load())
+}
+
+// Occupied reports whether anything is parked, without reading the clock:
+// a stay that has ended but was not yet cleared counts.
+func (l *Lot) Occupied() bool { return l.until.Load() != 0 }
+
+// Clear frees the lot at once.
+func (l *Lot) Clear() { l.until.Store(0) }
