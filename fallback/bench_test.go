@@ -77,7 +77,7 @@ func BenchmarkChain(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	limited.Limiter, limited.Tokens = lim, func(q string) int64 { return int64(len(q)) }
+	limited.Tier, limited.Tokens = ratelimit.Tier(limited.Tier, ratelimit.TierConfig[string]{Limiter: lim}), func(q string) int64 { return int64(len(q)) }
 	rateLimited, err := fallback.New(fallback.Config[string, string]{Stages: []fallback.Stage[string, string]{limited}})
 	if err != nil {
 		b.Fatal(err)

@@ -39,7 +39,7 @@ func TestOverTheLimitSkipsWithoutACall(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		pro, flash := newFake("pro", ok("pro")), newFake("flash", ok("flash"))
 		c := newChain(t, fallback.Config[string, string]{Stages: []fallback.Stage[string, string]{
-			{Tier: pro, Limiter: newLimiter(t, ratelimit.Config{Name: "pro", Requests: 20, Burst: 2})},
+			{Tier: ratelimit.Tier(pro, ratelimit.TierConfig[string]{Limiter: newLimiter(t, ratelimit.Config{Name: "pro", Requests: 20, Burst: 2})})},
 			{Tier: flash},
 		}})
 		var tiers []string
@@ -73,11 +73,11 @@ func TestLimitWaitIsDecidedLikeARetry(t *testing.T) {
 		var waits []time.Duration
 		c := newChain(t, fallback.Config[string, string]{
 			Stages: []fallback.Stage[string, string]{
-				{Tier: pro, Limiter: lim, LimitWait: 5 * time.Second},
+				{Tier: ratelimit.Tier(pro, ratelimit.TierConfig[string]{Limiter: lim, MaxWait: 5 * time.Second})},
 				{Tier: flash, MinAttempt: 200 * time.Millisecond},
 			},
 			Observer: fallback.ObserverFunc(func(ctx context.Context, e fallback.Event) context.Context {
-				if e.Kind == fallback.AttemptStarted && e.Tier == "pro" {
+				if e.Kind == fallback.AttemptEnded && e.Tier == "pro" {
 					waits = append(waits, e.LimitWait)
 				}
 				return ctx
@@ -114,7 +114,7 @@ func TestRateLimitedThrottlesTheTier(t *testing.T) {
 		flash := newFake("flash", ok("flash"))
 		lim := newLimiter(t, ratelimit.Config{Name: "pro", Requests: 600})
 		c := newChain(t, fallback.Config[string, string]{Stages: []fallback.Stage[string, string]{
-			{Tier: pro, Limiter: lim, Retry: retry.Policy{MaxAttempts: 1}}, {Tier: flash},
+			{Tier: ratelimit.Tier(pro, ratelimit.TierConfig[string]{Limiter: lim}), Retry: retry.Policy{MaxAttempts: 1}}, {Tier: flash},
 		}})
 		for range 10 {
 			res, err := c.Do(context.Background(), "q")
@@ -147,7 +147,7 @@ func TestTokenEstimateIsCorrectedByUsage(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		lim := newLimiter(t, ratelimit.Config{Name: "pro", Tokens: 100_000, TokenBurst: 10_000})
 		c := newChain(t, fallback.Config[string, string]{Stages: []fallback.Stage[string, string]{
-			{Tier: reportingTier{newFake("pro", ok("x"))}, Limiter: lim, Tokens: func(q string) int64 { return int64(len(q)) }},
+			{Tier: ratelimit.Tier(reportingTier{newFake("pro", ok("x"))}, ratelimit.TierConfig[string]{Limiter: lim}), Tokens: func(q string) int64 { return int64(len(q)) }},
 		}})
 		_, err := c.Do(context.Background(), strings.Repeat("x", 300))
 		require.NoError(t, err)
@@ -170,10 +170,10 @@ func TestTenantCannotSpendAnothersShare(t *testing.T) {
 		require.NoError(t, err)
 		pro, flash := newFake("pro", ok("pro")), newFake("flash", ok("flash"))
 		c := newChain(t, fallback.Config[string, string]{Stages: []fallback.Stage[string, string]{
-			{Tier: pro, Limiter: newLimiter(t, ratelimit.Config{Name: "pro", Requests: 1000}),
-				TenantLimiter: func(ctx context.Context, _ string) *ratelimit.Limiter {
+			{Tier: ratelimit.Tier(pro, ratelimit.TierConfig[string]{Limiter: newLimiter(t, ratelimit.Config{Name: "pro", Requests: 1000}),
+				PerRequest: func(ctx context.Context, _ string) *ratelimit.Limiter {
 					return group.Get(ctx.Value(tenantKey{}).(string))
-				}},
+				}})},
 			{Tier: flash},
 		}})
 		from := func(tenant string) string {
@@ -198,8 +198,9 @@ func TestRateLimitedSuccessAllocatesOnce(t *testing.T) {
 	lim := newLimiter(t, ratelimit.Config{Name: "pro", Requests: 1 << 30, Tokens: 1 << 40})
 	tenant := newLimiter(t, ratelimit.Config{Name: "tenant", Requests: 1 << 30})
 	c := newChain(t, fallback.Config[string, string]{Stages: []fallback.Stage[string, string]{{
-		Tier: newFake("pro", ok("x")), Breaker: newBreaker(t, breaker.Config{Name: "pro"}), Bulkhead: newBulkhead(t, "pro", 8),
-		Limiter: lim, TenantLimiter: func(context.Context, string) *ratelimit.Limiter { return tenant },
+		Tier: ratelimit.Tier(newFake("pro", ok("x")), ratelimit.TierConfig[string]{Limiter: lim,
+			PerRequest: func(context.Context, string) *ratelimit.Limiter { return tenant }}),
+		Breaker: newBreaker(t, breaker.Config{Name: "pro"}), Bulkhead: newBulkhead(t, "pro", 8),
 		Tokens: func(q string) int64 { return int64(len(q)) },
 	}}})
 	assert.Equal(t, 1.0, testing.AllocsPerRun(500, func() { _, _ = c.Do(context.Background(), "q") }))
@@ -494,10 +495,10 @@ func TestHedgeOnAnotherMemberAtAQuantile(t *testing.T) {
 // the others, each named.
 func TestHedgeSettingsAreChecked(t *testing.T) {
 	_, err := fallback.New(fallback.Config[string, string]{Stages: []fallback.Stage[string, string]{
-		{Tier: newFake("pro", ok("x")), Hedge: fallback.Hedge{Delay: time.Second, Quantile: 2}, InvalidOutputRetries: -1, LimitWait: -1},
+		{Tier: newFake("pro", ok("x")), Hedge: fallback.Hedge{Delay: time.Second, Quantile: 2}, InvalidOutputRetries: -1},
 	}})
 	require.Error(t, err)
-	for _, f := range []string{"Hedge.Quantile", "InvalidOutputRetries", "LimitWait"} {
+	for _, f := range []string{"Hedge.Quantile", "InvalidOutputRetries"} {
 		assert.Contains(t, err.Error(), f)
 	}
 }
@@ -529,7 +530,7 @@ func TestStreamTierIsRateLimited(t *testing.T) {
 		pro := &streamFake{name: "pro", def: streamScript{chunks: words("a", "b"), finishing: true}}
 		flash := &streamFake{name: "flash", def: streamScript{chunks: words("c"), finishing: true}}
 		c := newStreamChain(t, fallback.StreamConfig[string, chunk]{Stages: []fallback.StreamStage[string, chunk]{
-			{Tier: usageTier{pro.tier()}, Limiter: lim, Tokens: func(string) int64 { return 50 }},
+			{Tier: ratelimit.StreamTier(usageTier{pro.tier()}, ratelimit.TierConfig[string]{Limiter: lim}), Tokens: func(string) int64 { return 50 }},
 			{Tier: flash.tier()},
 		}})
 		text, err := collect(c.Stream(context.Background(), "q"))

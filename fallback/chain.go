@@ -45,7 +45,7 @@ func New[In, Out any](cfg Config[In, Out]) (*Chain[In, Out], error) {
 	for i, s := range cfg.Stages {
 		c.tiers[i], c.validators[i] = s.Tier, s.Validate
 		c.modelFors[i] = s.ModelFor
-		c.tenants[i], c.tokens[i], c.reprompts[i] = s.TenantLimiter, s.Tokens, s.Reprompt
+		c.tokens[i], c.reprompts[i] = s.Tokens, s.Reprompt
 	}
 	c.writer, _ = cfg.Cache.(CacheWriter[In, Out])
 	return c, nil

@@ -132,7 +132,7 @@ func TestRetryRefusedByTheLimiterIsTraced(t *testing.T) {
 		lim := newLimiter(t, ratelimit.Config{Name: "pro", Requests: 1})
 		var obs events
 		c := newChain(t, fallback.Config[string, string]{Stages: []fallback.Stage[string, string]{
-			{Tier: pro, Limiter: lim, Retry: retry.Policy{MaxAttempts: 3, BaseDelay: time.Millisecond, MaxDelay: time.Millisecond}},
+			{Tier: ratelimit.Tier(pro, ratelimit.TierConfig[string]{Limiter: lim}), Retry: retry.Policy{MaxAttempts: 3, BaseDelay: time.Millisecond, MaxDelay: time.Millisecond}},
 		}, Observer: &obs})
 		res, err := c.Do(context.Background(), "q")
 		require.Error(t, err)

@@ -10,7 +10,6 @@ import (
 	"github.com/tierguard/tierguard/breaker"
 	"github.com/tierguard/tierguard/bulkhead"
 	"github.com/tierguard/tierguard/classify"
-	"github.com/tierguard/tierguard/fallback/ratelimit"
 	"github.com/tierguard/tierguard/retry"
 	"github.com/tierguard/tierguard/validate"
 )
@@ -78,29 +77,12 @@ type Stage[In, Out any] struct {
 	// next tier and does not count against the breaker. nil accepts all.
 	Validate validate.Validator[Out]
 
-	// Limiter keeps the tier's calls under its quota (requests and tokens
-	// per minute). Every attempt takes its turn just before its call; a
-	// tier over its limit is skipped without an upstream call
-	// (SkipRateLimited), or waited for (see LimitWait). A 429 (RateLimited)
-	// throttles it for the wait the server asked for and lowers its rate
-	// until calls pass again. nil means none.
-	Limiter *ratelimit.Limiter
-	// TenantLimiter, when set, returns the limiter of the request's
-	// tenant (or feature) on this tier — typically a ratelimit.Group's
-	// Get(tenant) — so that one tenant cannot spend another's share of
-	// the tier's quota: a request whose tenant is over its share skips the
-	// tier as for Limiter. It may return nil.
-	TenantLimiter func(ctx context.Context, in In) *ratelimit.Limiter
 	// Tokens estimates the tokens a call for in will use (prompt and
-	// answer), for the limiters' token limits; once the answer reports its
-	// usage (Report) the limiters are corrected with it. nil counts
-	// no tokens.
+	// answer), for the tier's decorators that count tokens: rate limits
+	// (ratelimit.Tier) and pool members' limiters read it from the call's
+	// record (Record.Estimate) and correct it with the usage the answer
+	// reports. nil counts no tokens.
 	Tokens func(in In) int64
-	// LimitWait is the longest an attempt waits for its limiters' turn.
-	// A wait is decided before it starts, like a retry: only when it fits
-	// what the deadline leaves after the reserve for later tiers. 0 never
-	// waits: a tier over its limit is skipped at once.
-	LimitWait time.Duration
 
 	// InvalidOutputRetries, when positive, retries an answer the
 	// validator rejected (InvalidOutput) on the same tier up to this many
@@ -115,7 +97,7 @@ type Stage[In, Out any] struct {
 
 	// Hedge, when enabled, starts a second attempt when the first is slow:
 	// on another member of the tier's Pool, or else on the next tier —
-	// behind that tier's breaker, bulkhead and Limiter, none of them
+	// behind that tier's breaker and bulkhead, neither of them
 	// waiting (a hedge that cannot start at once is looked at again every
 	// quarter of the delay while the first call runs). The first valid
 	// answer wins and the other call is cancelled; each breaker counts the
@@ -248,9 +230,6 @@ type stageSpec struct {
 	capName               string
 	reserve, idle         time.Duration
 	nilTier               bool
-	limiter               *ratelimit.Limiter
-	limitWait             time.Duration
-	tenants               bool
 	invalidRetries        int
 	hedge                 Hedge
 }
@@ -269,7 +248,7 @@ func (cfg *Config[In, Out]) specs() []stageSpec {
 		specs[i] = stageSpec{
 			model: s.Model, provider: s.Provider, bulkhead: s.Bulkhead, breaker: s.Breaker, retry: s.Retry,
 			classifier: s.Classifier, cap: s.TryTimeout, capName: "TryTimeout", minAttempt: s.MinAttempt, reserve: s.Reserve, nilTier: s.Tier == nil,
-			limiter: s.Limiter, limitWait: s.LimitWait, tenants: s.TenantLimiter != nil, invalidRetries: s.InvalidOutputRetries, hedge: s.Hedge,
+			invalidRetries: s.InvalidOutputRetries, hedge: s.Hedge,
 		}
 		if s.Tier != nil {
 			specs[i].name = s.Tier.Name()
@@ -280,10 +259,22 @@ func (cfg *Config[In, Out]) specs() []stageSpec {
 }
 
 // endpoint fills the provider (when the stage leaves it empty) and the
-// server from a tier that reports its endpoint.
+// server from a tier that reports its endpoint, or from the tier a
+// decorator wraps (Unwrap), however deep.
 func (s *stageSpec) endpoint(tier any) {
-	r, ok := tier.(EndpointReporter)
-	if !ok {
+	var r EndpointReporter
+	for range 64 {
+		var ok bool
+		if r, ok = tier.(EndpointReporter); ok {
+			break
+		}
+		u, ok := tier.(interface{ Unwrap() any })
+		if !ok {
+			return
+		}
+		tier = u.Unwrap()
+	}
+	if r == nil {
 		return
 	}
 	ep := r.Endpoint()
@@ -327,7 +318,7 @@ func check(kind string, sh shared, specs []stageSpec) error {
 		for _, d := range []struct {
 			name string
 			v    time.Duration
-		}{{s.capName, s.cap}, {"MinAttempt", s.minAttempt}, {"IdleTimeout", s.idle}, {"LimitWait", s.limitWait}, {"Hedge.Delay", s.hedge.Delay}} {
+		}{{s.capName, s.cap}, {"MinAttempt", s.minAttempt}, {"IdleTimeout", s.idle}, {"Hedge.Delay", s.hedge.Delay}} {
 			if d.v < 0 {
 				errs = append(errs, fmt.Errorf("stage %d (%s): negative %s %v", i, s.name, d.name, d.v))
 			}

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tierguard/tierguard/fallback"
+	"github.com/tierguard/tierguard/fallback/ratelimit"
 	"github.com/tierguard/tierguard/validate"
 )
 
@@ -94,17 +95,24 @@ func TestEndpointNamesTheProvider(t *testing.T) {
 	assert.Equal(t, fallback.ResponseInfo{ID: "resp-q", Model: "gemini-2.5-pro-001", FinishReason: "STOP"}, ev.Response)
 }
 
-func TestMapTierKeepsTheEndpoint(t *testing.T) {
+// TestWrappedTiersKeepTheEndpoint: the chain finds the endpoint of a tier
+// through any decorators that wrap it (Unwrap), however many.
+func TestWrappedTiersKeepTheEndpoint(t *testing.T) {
 	mapped := fallback.MapTier[string, string, int](describedTier{name: "pro"}, func(s string) int { return len(s) })
-	r, ok := mapped.(fallback.EndpointReporter)
-	require.True(t, ok)
-	assert.Equal(t, "gcp.gemini", r.Endpoint().Provider)
-
-	plain := fallback.MapTier(fallback.Tier("p", func(context.Context, string) (string, error) { return "", nil }), func(s string) int { return 0 })
-	assert.Equal(t, fallback.Endpoint{}, plain.(fallback.EndpointReporter).Endpoint(), "nothing to report is the zero Endpoint")
-	c, err := fallback.New(fallback.Config[string, int]{Stages: []fallback.Stage[string, int]{{Tier: mapped}}})
+	lim, err := ratelimit.New(ratelimit.Config{Name: "pro", Requests: 100})
 	require.NoError(t, err)
-	assert.Equal(t, "gcp.gemini", c.Stages()[0].Provider)
+	t.Cleanup(lim.Close)
+	limited := ratelimit.Tier(fallback.MapTier[string, string, int](describedTier{name: "pro2"}, func(s string) int { return len(s) }),
+		ratelimit.TierConfig[string]{Limiter: lim})
+	c, err := fallback.New(fallback.Config[string, int]{Stages: []fallback.Stage[string, int]{{Tier: mapped}, {Tier: limited}}})
+	require.NoError(t, err)
+	for _, st := range c.Stages() {
+		assert.Equal(t, "gcp.gemini", st.Provider, st.TierIndex)
+	}
+	plain := fallback.MapTier(fallback.Tier("p", func(context.Context, string) (string, error) { return "", nil }), func(s string) int { return 0 })
+	p, err := fallback.New(fallback.Config[string, int]{Stages: []fallback.Stage[string, int]{{Tier: plain}}})
+	require.NoError(t, err)
+	assert.Empty(t, p.Stages()[0].Provider, "nothing to report")
 }
 
 // A rejected answer cost its tokens: its usage reaches the observers with

@@ -10,7 +10,6 @@ import (
 	"github.com/tierguard/tierguard/bulkhead"
 	"github.com/tierguard/tierguard/classify"
 	"github.com/tierguard/tierguard/deadline"
-	"github.com/tierguard/tierguard/fallback/ratelimit"
 	"github.com/tierguard/tierguard/internal/budget"
 	"github.com/tierguard/tierguard/internal/detach"
 	"github.com/tierguard/tierguard/internal/park"
@@ -56,11 +55,6 @@ type stage struct {
 	// parking takes the tier out of rotation (its quota, its model
 	// retired, a server's cool-down); its reasons are Skips.
 	parking park.Lot
-	// limiter is the tier's rate limiter; limited is set when the stage
-	// has one or a tenant limiter (so the attempter is asked for its).
-	limiter   *ratelimit.Limiter
-	limitWait time.Duration
-	limited   bool
 	// invalidRetries is Stage.InvalidOutputRetries.
 	invalidRetries int
 	// hedge is Stage.Hedge; hedges and latency are its budget and its
@@ -100,7 +94,6 @@ func newEngine(kind string, sh shared, specs []stageSpec) (*engine, error) {
 			index: i, bulkhead: s.bulkhead, breaker: s.breaker,
 			policy: s.retry.WithDefaults(), classifier: s.classifier, reserve: s.reserve,
 			try:     budget.Try{Cap: s.cap, MinUseful: cmpOr(s.minAttempt, minAttempt)},
-			limiter: s.limiter, limitWait: s.limitWait, limited: s.limiter != nil || s.tenants,
 			invalidRetries: s.invalidRetries, hedge: s.hedge,
 		}
 		if s.hedge.enabled() {
@@ -130,28 +123,22 @@ func cmpOr[T comparable](v, def T) T {
 type base[In any] struct {
 	*engine
 	modelFors []func(In) string
-	tenants   []func(context.Context, In) *ratelimit.Limiter
 	tokens    []func(In) int64
 	reprompts []func(In, error) In
 }
 
 func newBase[In any](e *engine, n int) base[In] {
-	return base[In]{engine: e, modelFors: make([]func(In) string, n), tenants: make([]func(context.Context, In) *ratelimit.Limiter, n),
+	return base[In]{engine: e, modelFors: make([]func(In) string, n), 
 		tokens: make([]func(In) int64, n), reprompts: make([]func(In, error) In, n)}
 }
 
-// limits returns the request's tenant limiter on st and its estimated
-// tokens.
-func (b base[In]) limits(st *stage, ctx context.Context, in In) (*ratelimit.Limiter, int64) {
-	var l *ratelimit.Limiter
-	if f := b.tenants[st.index]; f != nil {
-		l = f(ctx, in)
-	}
-	var n int64
+// estimate is the request's estimated tokens on st (Stage.Tokens), for
+// the tier's decorators.
+func (b base[In]) estimate(st *stage, in In) int64 {
 	if f := b.tokens[st.index]; f != nil {
-		n = max(f(in), 0)
+		return max(f(in), 0)
 	}
-	return l, n
+	return 0
 }
 
 // reprompt adjusts in before a retry of an invalid answer on st.
@@ -319,8 +306,6 @@ type held struct {
 	fresh     bool
 	slot      bool
 	tok       breaker.Token
-	// cost is the request's estimated tokens, for a stream's correction.
-	cost int64
 }
 
 // reserveFor is what stage i's attempts leave for the stages after it,
@@ -635,7 +620,6 @@ func (e *engine) attemptStarted(r *request, st *stage, model string, n int) cont
 	}
 	ev := e.event(r, AttemptStarted, st, model, n)
 	ev.QueueWait, r.queueWait = r.queueWait, 0
-	ev.LimitWait = r.limitWait
 	return r.obs.Observe(r.ctx, ev)
 }
 
@@ -665,7 +649,7 @@ func (e *engine) answered(r *request, st *stage, model string, n int, latency ti
 	r.sum.record(Attempt{Tier: st.name, TierIndex: st.index, Model: model, N: n, Latency: latency, Member: r.member, Hedge: hedge})
 	if r.obs != nil {
 		ev := e.event(r, AttemptEnded, st, model, n)
-		ev.Latency, ev.Usage, ev.HasUsage, ev.Response, ev.Hedge = latency, d.Usage, d.HasUsage, d.Response, hedge
+		ev.Latency, ev.Usage, ev.HasUsage, ev.Response, ev.Hedge, ev.LimitWait = latency, d.Usage, d.HasUsage, d.Response, hedge, r.limitWait
 		r.obs.Observe(r.ctx, ev)
 	}
 }
@@ -677,7 +661,7 @@ func (e *engine) attemptFailed(r *request, st *stage, model string, n int, laten
 		ev := e.event(r, AttemptEnded, st, model, n)
 		ev.Verdict, ev.Latency, ev.Err = v, latency, err
 		ev.Retry, ev.Wait, ev.Stop, ev.Route = d.retry, d.wait, d.stop, d.route
-		ev.Usage, ev.HasUsage, ev.Response = desc.Usage, desc.HasUsage, desc.Response
+		ev.Usage, ev.HasUsage, ev.Response, ev.LimitWait = desc.Usage, desc.HasUsage, desc.Response, r.limitWait
 		r.obs.Observe(r.ctx, ev)
 	}
 }
@@ -757,108 +741,5 @@ func (e *engine) endOnPanic(r *request) {
 	}
 	if p != nil {
 		panic(p)
-	}
-}
-
-// admit takes the attempt's turn with its rate limiters — the tenant's,
-// then the tier's — for one call of cost tokens. Each limiter is asked to
-// take the turn now, or within the wait the attempt may still make (the
-// stage's LimitWait and what the budget leaves after the reserve, decided
-// before waiting as a retry is): a limiter whose turn does not come in
-// time takes nothing, so callers contending for the last turns lose none
-// of them. When one refuses, the turns the earlier ones took are given
-// back and the error says when to come back; a fleet's refusal that fits
-// is waited out and the turns taken again. It returns the reservations,
-// to give back if the call is not made after all.
-func (e *engine) admit(r *request, st *stage, lims [2]*ratelimit.Limiter, cost int64, try budget.Try) ([2]ratelimit.Reservation, error) {
-	for {
-		wait := limitWaitLeft(r, st, try)
-		var res [2]ratelimit.Reservation
-		var delay time.Duration
-		by := 0
-		for i, l := range lims {
-			if l == nil {
-				continue
-			}
-			res[i] = l.TakeWithin(cost, wait)
-			if !res[i].OK() {
-				unadmit(res)
-				return res, &ratelimit.LimitedError{Name: l.Name()}
-			}
-			if res[i].Retry() {
-				// Nothing held by this one: give back the others'.
-				unadmit(res)
-				d := res[i].Delay()
-				if d > wait || !r.budget.Fits(d, try) {
-					return res, &ratelimit.LimitedError{Name: l.Name(), RetryIn: d}
-				}
-				r.limitWait += d
-				if err := e.sleep(r, d); err != nil {
-					return res, err
-				}
-				delay = -1
-				break
-			}
-			if d := res[i].Delay(); d > delay {
-				delay, by = d, i
-			}
-		}
-		switch {
-		case delay < 0:
-			// A refusal was waited out: the turns are taken again.
-			continue
-		case delay == 0:
-			return res, nil
-		case delay > st.limitWait-r.limitWait || !r.budget.Fits(delay, try):
-			// Scheduling ate the margin the turns were taken within.
-			unadmit(res)
-			return res, &ratelimit.LimitedError{Name: lims[by].Name(), RetryIn: delay}
-		}
-		r.limitWait += delay
-		if err := e.sleep(r, delay); err != nil {
-			unadmit(res)
-			return res, err
-		}
-		return res, nil
-	}
-}
-
-// limitWaitLeft is the longest the attempt may still wait for its
-// limiters: what is left of the stage's LimitWait, and no more than lets
-// a useful attempt fit the budget after the reserve (budget.Fits).
-func limitWaitLeft(r *request, st *stage, try budget.Try) time.Duration {
-	wait := st.limitWait - r.limitWait
-	if wait <= 0 {
-		return 0
-	}
-	if r.budget.Limited() {
-		avail, useful := budget.Sub(r.budget.Remaining(), try.Reserve), max(try.MinUseful, 1)
-		if avail < useful {
-			return 0
-		}
-		wait = min(wait, avail-useful)
-	}
-	return wait
-}
-
-// unadmit gives back the turns of a call that is not made.
-func unadmit(res [2]ratelimit.Reservation) {
-	for _, x := range res {
-		if x.OK() {
-			x.Cancel()
-		}
-	}
-}
-
-// corrected corrects the limiters' token counts with an answer's usage.
-func corrected(lims [2]*ratelimit.Limiter, cost int64, u Usage) {
-	delta := u.InputTokens + u.OutputTokens - cost
-	if delta == 0 {
-		return
-	}
-	for _, l := range lims {
-		if l != nil {
-			l.Adjust(delta)
-		}
 	}
 }

@@ -125,20 +125,33 @@ func (e *Error) Unwrap() []error {
 // chain's error names why the request failed.
 func (e *Error) Verdict() classify.Verdict { return e.Cause }
 
-// SkipError reports a tier passed over by preflight: its model is retired,
-// or its quota is exhausted and it is parked.
+// SkipError reports a tier passed over without an upstream call: its
+// model is retired, its quota is exhausted and it is parked, or a tier
+// decorator refused the call (a rate limit's turn, every pool member out).
+// A tier returns one, after Record.CountCalls, to be skipped rather than
+// failed.
 type SkipError struct {
 	// Tier and Model name the tier passed over and the model the call
 	// would have used.
 	Tier  string
 	Model string
-	// Skip says why: SkipRetired or SkipQuota.
+	// Skip says why.
 	Skip Skip
+	// Cause is what refused the call, when it says more (a
+	// *ratelimit.LimitedError with when to come back); nil otherwise.
+	Cause error
 }
+
+// Unwrap returns the cause.
+func (e *SkipError) Unwrap() error { return e.Cause }
 
 // Error names the tier and why it was skipped.
 func (e *SkipError) Error() string {
-	return "tierguard: tier " + e.Tier + " skipped: " + skipReasons[e.Skip]
+	msg := "tierguard: tier " + e.Tier + " skipped: " + skipReasons[e.Skip]
+	if e.Cause != nil {
+		msg += ": " + e.Cause.Error()
+	}
+	return msg
 }
 
 // Verdict classifies the skip as Rejected: no upstream call was made.

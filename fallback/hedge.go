@@ -244,26 +244,11 @@ func (e *engine) nextTierHedge(b budget.Budget, st *stage, base context.Context,
 		tok.Done(breaker.Ignored)
 		return nil
 	}
-	if ns.limiter != nil && !ns.limiter.Allow(0) {
-		tok.Done(breaker.Ignored)
-		if ns.bulkhead != nil {
-			ns.bulkhead.Release()
-		}
-		return nil
-	}
 	return &hedgeCall{ctx: budget.NewContext(base, deadline), end: hedgeEnd{stage: ns, model: nextModel},
-		release: func(v classify.Verdict, o breaker.Outcome, _ time.Duration) {
+		release: func(_ classify.Verdict, o breaker.Outcome, _ time.Duration) {
 			tok.Done(o)
 			if ns.bulkhead != nil {
 				ns.bulkhead.Release()
-			}
-			if ns.limiter != nil {
-				switch v.Class {
-				case classify.OK:
-					ns.limiter.Passed()
-				case classify.RateLimited:
-					ns.limiter.Throttle(v.RetryAfter)
-				}
 			}
 		}}
 }

@@ -89,7 +89,7 @@ func TestStageLimiterPassesItsQuotaUnderContention(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		lim := newLimiter(t, ratelimit.Config{Name: "pro", Requests: 600})
 		got := contendedChain(t, 64, 20*time.Millisecond, 3*time.Minute, func(pro fallback.ModelTier[string, string]) fallback.Stage[string, string] {
-			return fallback.Stage[string, string]{Tier: pro, Limiter: lim}
+			return fallback.Stage[string, string]{Tier: ratelimit.Tier(pro, ratelimit.TierConfig[string]{Limiter: lim})}
 		})
 		ceiling := 60 + 540*3
 		t.Logf("primary called %d times of %d (%.1f %%), worst minute %d of 600; answers %v",
@@ -112,9 +112,9 @@ func TestTenantAndStageLimitersPassTheirQuotaUnderContention(t *testing.T) {
 		lim := newLimiter(t, ratelimit.Config{Name: "pro", Requests: 600, Tokens: 60_000, TokenBurst: 6_000})
 		tenant := newLimiter(t, ratelimit.Config{Name: "tenant", Requests: 1200, Burst: 60})
 		got := contendedChain(t, 64, 20*time.Millisecond, 3*time.Minute, func(pro fallback.ModelTier[string, string]) fallback.Stage[string, string] {
-			return fallback.Stage[string, string]{Tier: pro, Limiter: lim,
-				TenantLimiter: func(context.Context, string) *ratelimit.Limiter { return tenant },
-				Tokens:        func(string) int64 { return 100 }}
+			return fallback.Stage[string, string]{Tier: ratelimit.Tier(pro, ratelimit.TierConfig[string]{Limiter: lim,
+				PerRequest: func(context.Context, string) *ratelimit.Limiter { return tenant }}),
+				Tokens: func(string) int64 { return 100 }}
 		})
 		ceiling := 60 + 540*3
 		t.Logf("primary called %d times of %d (%.1f %%), worst minute %d of 600; tenant holds %.1f of its burst of 60",

@@ -6,8 +6,7 @@ import "context"
 // different SDKs can serve one chain (a genai answer and a chat completion
 // both becoming your reply type). What the wrapped tier's responses report
 // (Report) reaches the chain as before: it travels in the context, not in
-// the answer. The result reports the wrapped tier's Endpoint when it has
-// one.
+// the answer. The wrapped tier's Endpoint is found through Unwrap.
 func MapTier[In, A, B any](t ModelTier[In, A], mapAnswer func(A) B) ModelTier[In, B] {
 	return mappedTier[In, A, B]{t: t, f: mapAnswer}
 }
@@ -19,13 +18,8 @@ type mappedTier[In, A, B any] struct {
 
 func (m mappedTier[In, A, B]) Name() string { return m.t.Name() }
 
-// Endpoint reports the wrapped tier's endpoint, if it knows one.
-func (m mappedTier[In, A, B]) Endpoint() Endpoint {
-	if r, ok := m.t.(EndpointReporter); ok {
-		return r.Endpoint()
-	}
-	return Endpoint{}
-}
+// Unwrap returns the wrapped tier.
+func (m mappedTier[In, A, B]) Unwrap() any { return m.t }
 
 func (m mappedTier[In, A, B]) Call(ctx context.Context, in In) (B, error) {
 	a, err := m.t.Call(ctx, in)

@@ -87,8 +87,8 @@ type Event struct {
 	Member string
 	// Hedge is set for the second call of a hedged attempt.
 	Hedge bool
-	// LimitWait is how long the attempt waited for its rate limiters' turn
-	// (AttemptStarted).
+	// LimitWait is how long the attempt's call waited for a rate limit's
+	// turn before its upstream call (Record.Waited; AttemptEnded).
 	LimitWait time.Duration
 	// Verdict is the attempt's outcome (AttemptEnded), the skip's
 	// (StageSkipped), or the request's (RequestEnded, class OK if answered).

@@ -3,6 +3,7 @@ package fallback
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tierguard/tierguard/classify"
@@ -91,6 +92,12 @@ type Record struct {
 	at            string
 	rotated       []rotation
 	memberFailure bool
+	// waited is how long the call waited for a rate limit's turn before
+	// its upstream call (Waited).
+	waited time.Duration
+	// asked is set when a decorator read the record (its estimate, its
+	// rules, its tokens): the stage then keeps making records.
+	asked atomic.Bool
 }
 
 // rotation is a member's call that failed and sent the attempt to
@@ -195,6 +202,7 @@ func (c *Record) Tokens() (int64, bool) {
 	if c == nil {
 		return 0, false
 	}
+	c.asked.Store(true)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.reply.Usage.InputTokens + c.reply.Usage.OutputTokens, c.reply.HasUsage
@@ -247,11 +255,12 @@ func merge(a, b Reply) Reply {
 }
 
 // listens reports whether a request's attempts need a call record: an
-// observer to tell, limiters to correct with the usage, or a tier that
-// may spread its calls over members (a Pool, however wrapped) and report
-// them for the trail. A stage learns its tier is plain — a success that
-// named no member — and then makes no record when nothing else needs one.
-func (r *request) listens(st *stage) bool { return r.obs != nil || st.limited || !st.plain.Load() }
+// observer to tell, or a tier that may read it — a decorator correcting
+// its limiters with the usage, a pool reporting its members, however
+// wrapped. A stage learns its tier is plain — a success that named no
+// member and whose record no decorator read — and then makes no record
+// when no observer needs one.
+func (r *request) listens(st *stage) bool { return r.obs != nil || !st.plain.Load() }
 
 // newCall returns the record of attempt n's call on st, built on base;
 // tokens is the stage's estimate for it.
@@ -276,6 +285,7 @@ func (c *Record) Estimate() int64 {
 	if c == nil {
 		return 0
 	}
+	c.asked.Store(true)
 	return c.tokens
 }
 
@@ -289,12 +299,16 @@ type Rules struct {
 	// QuotaCooldown and MaxQuotaCooldown are the chain's
 	// Config.QuotaCooldown and Config.MaxQuotaCooldown, with defaults.
 	QuotaCooldown, MaxQuotaCooldown time.Duration
+	// MinAttempt is the stage's: the least time worth starting a call
+	// with, which a wait before the call must leave before the attempt's
+	// deadline.
+	MinAttempt time.Duration
 }
 
 // DefaultRules are the rules of a chain with default settings.
 func DefaultRules() Rules {
 	return Rules{Classifier: classify.Func(classify.Classify), Table: &defaultTable,
-		QuotaCooldown: defaultQuotaCooldown, MaxQuotaCooldown: defaultMaxQuotaCooldown}
+		QuotaCooldown: defaultQuotaCooldown, MaxQuotaCooldown: defaultMaxQuotaCooldown, MinAttempt: defaultMinAttempt}
 }
 
 var defaultTable = classify.DefaultTable()
@@ -305,7 +319,31 @@ func (c *Record) Rules() Rules {
 	if c == nil {
 		return DefaultRules()
 	}
-	return Rules{Classifier: c.st.classifier, Table: &c.e.table, QuotaCooldown: c.e.quotaPark, MaxQuotaCooldown: c.e.maxQuotaPark}
+	c.asked.Store(true)
+	return Rules{Classifier: c.st.classifier, Table: &c.e.table, QuotaCooldown: c.e.quotaPark, MaxQuotaCooldown: c.e.maxQuotaPark,
+		MinAttempt: c.st.try.MinUseful}
+}
+
+// Waited reports that the call waited d for a rate limit's turn before its
+// upstream call; the attempt's event carries it (LimitWait).
+func (c *Record) Waited(d time.Duration) {
+	if c == nil || d <= 0 {
+		return
+	}
+	c.mu.Lock()
+	c.waited += d
+	c.mu.Unlock()
+}
+
+// used reports whether a decorator read the record, and how long the call
+// waited for its turn.
+func (c *Record) used() (asked bool, waited time.Duration) {
+	if c == nil {
+		return false, 0
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.asked.Load(), c.waited
 }
 
 func (c *Record) hedgeOf(base context.Context, st *stage, model, avoid string) *Record {

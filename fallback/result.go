@@ -51,7 +51,8 @@ const (
 	SkipBudget
 	// SkipRateLimited: the tier (or the request's tenant on it, or every
 	// member of its pool) is over its local rate limit, and waiting for its
-	// turn does not fit (Stage.LimitWait, the deadline).
+	// turn does not fit (ratelimit.TierConfig.MaxWait, the deadline), or a
+	// server asked it to wait (a 429 with RetryInfo) and it cools down.
 	SkipRateLimited
 )
 

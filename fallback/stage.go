@@ -7,7 +7,6 @@ import (
 
 	"github.com/tierguard/tierguard/breaker"
 	"github.com/tierguard/tierguard/classify"
-	"github.com/tierguard/tierguard/fallback/ratelimit"
 	"github.com/tierguard/tierguard/internal/budget"
 	"github.com/tierguard/tierguard/internal/detach"
 )
@@ -24,9 +23,8 @@ type attempter[In, Out any] interface {
 	// committed is set for attempts whose success is only a beginning (a
 	// stream's first chunk): their end is reported when it comes.
 	committed() bool
-	// limits returns the request's limiters on st (its tenant's, the
-	// tier's) and its estimated tokens.
-	limits(st *stage, ctx context.Context, in In) (tenant *ratelimit.Limiter, tokens int64)
+	// estimate returns the request's estimated tokens on st.
+	estimate(st *stage, in In) int64
 	// reprompt adjusts in before a retry of an invalid answer.
 	reprompt(st *stage, in In, err error) In
 }
@@ -105,11 +103,7 @@ func runStage[In, Out any, A attempter[In, Out]](e *engine, a A, r *request, st 
 	}
 	s := stageRun[In, Out, A]{e: e, a: a, st: st, model: model, in: in, h: h, try: try, n: 1}
 	defer s.unwind(r)
-	if st.limited {
-		s.lims[0], s.cost = a.limits(st, r.ctx, in)
-		s.lims[1] = st.limiter
-		s.h.cost = s.cost
-	}
+	s.cost = a.estimate(st, in)
 	for ; ; s.n++ {
 		if out, done := s.next(r); done {
 			return out, s.h, s.end
@@ -129,7 +123,6 @@ type stageRun[In, Out any, A attempter[In, Out]] struct {
 	in    In
 	h     held
 	try   budget.Try
-	lims  [2]*ratelimit.Limiter
 	cost  int64
 	// n numbers the attempts on the trail; policyN those the retry policy
 	// counts (a pool's rotations and retries of invalid answers are not
@@ -161,28 +154,6 @@ func (s *stageRun[In, Out, A]) next(r *request) (out Out, done bool) {
 		return out, s.stop(r, SkipBudget, exhausted(remaining, nil))
 	}
 	r.limitWait = 0
-	var resv [2]ratelimit.Reservation
-	if s.lims[0] != nil || s.lims[1] != nil {
-		var err error
-		if resv, err = e.admit(r, st, s.lims, s.cost, s.try); err != nil {
-			if r.ctx.Err() != nil {
-				s.decided = true
-				e.exit(r, st, &s.h, breaker.Ignored)
-				v, _ := e.localCause(r, classify.Verdict{Class: classify.DeadlineExhausted, Reason: "no time left to start an attempt"})
-				s.end = stageEnd{verdict: v, route: e.table.Action(v.Class).Route, err: err}
-				return out, true
-			}
-			return out, s.stop(r, SkipRateLimited, err)
-		}
-		if r.limitWait > 0 {
-			// The wait ate into the attempt's window.
-			remaining = r.budget.Remaining()
-			if per, ok = r.budget.Window(remaining, s.try); !ok {
-				unadmit(resv)
-				return out, s.stop(r, SkipBudget, exhausted(remaining, nil))
-			}
-		}
-	}
 	base := e.attemptStarted(r, st, s.model, s.n)
 	// rec carries what the call reports (its responses, its members)
 	// through whatever wraps the tier.
@@ -217,11 +188,12 @@ func (s *stageRun[In, Out, A]) next(r *request) (out Out, done bool) {
 		ran = remaining - r.budget.Remaining()
 	}
 	calls, member, rotated, memberFailure := rec.settled()
+	_, r.limitWait = rec.used()
 	if calls == 0 && ae.hedge == nil {
-		// The tier made no upstream call: a pool with every member out.
+		// The tier made no upstream call: a pool with every member out, a
+		// rate limit's turn refused.
 		var se *SkipError
 		if errors.As(ae.err, &se) {
-			unadmit(resv)
 			return out, s.stop(r, se.Skip, ae.err)
 		}
 	}
@@ -270,9 +242,10 @@ func (s *stageRun[In, Out, A]) answered(r *request, res Out, ae *attemptEnd, min
 		// enough to move the quantile up.
 		st.latency.observe(latency)
 	}
-	if mine != nil && member == "" && !won {
-		// A success that named no member: the tier is plain, and needs no
-		// call record when nothing else listens.
+	if asked, _ := mine.used(); mine != nil && member == "" && !won && !asked {
+		// A success that named no member, and no decorator read its
+		// record: the tier is plain, and needs no call record when nothing
+		// else listens.
 		st.plain.Store(true)
 	}
 	// lost is what the first call counts for when the hedge won: nothing,
@@ -281,18 +254,12 @@ func (s *stageRun[In, Out, A]) answered(r *request, res Out, ae *attemptEnd, min
 	if won && ae.hedge.primaryErr != nil {
 		_, lost = e.outcomeOf(st, ae.hedge.primaryErr, false)
 	}
-	if s.lims[1] != nil {
-		s.lims[1].Passed()
-	}
 	if s.a.committed() {
 		succeeded(st)
 		s.end = stageEnd{n: s.n}
 		return res
 	}
 	d, _ := mine.close()
-	if d.HasUsage && st.limited {
-		corrected(s.lims, s.cost, d.Usage)
-	}
 	s.end = stageEnd{n: s.n}
 	if won {
 		// The hedge answered: the first call lost the race. The answer is
@@ -317,9 +284,6 @@ func (s *stageRun[In, Out, A]) failed(r *request, ae *attemptEnd, mine *Record, 
 	e, st := s.e, s.st
 	s.policyN++
 	v, d := e.decide(r, st, s.policyN, s.try, failed{err: ae.err, timedOut: ae.timedOut, ran: ran, abandoned: ae.abandoned}, s.h.tok)
-	if v.Class == classify.RateLimited && s.lims[1] != nil {
-		s.lims[1].Throttle(v.RetryAfter)
-	}
 	if v.Class == classify.InvalidOutput && s.invalids < st.invalidRetries && !d.retry && !r.budget.Over() && r.ctx.Err() == nil && r.budget.Fits(0, s.try) {
 		// Opt-in: the transport was healthy, the answer was not; ask the
 		// same tier again (with an adjusted prompt, if the stage says

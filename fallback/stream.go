@@ -12,7 +12,6 @@ import (
 	"github.com/tierguard/tierguard/breaker"
 	"github.com/tierguard/tierguard/bulkhead"
 	"github.com/tierguard/tierguard/classify"
-	"github.com/tierguard/tierguard/fallback/ratelimit"
 	"github.com/tierguard/tierguard/internal/budget"
 	"github.com/tierguard/tierguard/retry"
 	"github.com/tierguard/tierguard/validate"
@@ -109,13 +108,10 @@ type StreamStage[In, Chunk any] struct {
 	// chunk) when the stream ends; a rejection reaches the consumer as the
 	// stream's final error, after the chunks it already showed.
 	Validate validate.Validator[string]
-	// Limiter, TenantLimiter, Tokens and LimitWait are as in Stage: each
-	// attempt to start a stream takes its turn; the usage a stream reports
-	// at its end corrects the token estimate.
-	Limiter       *ratelimit.Limiter
-	TenantLimiter func(ctx context.Context, in In) *ratelimit.Limiter
-	Tokens        func(in In) int64
-	LimitWait     time.Duration
+	// Tokens is as in Stage: the estimate a rate-limited tier
+	// (ratelimit.StreamTier) takes its turn for; the usage a stream
+	// reports by its end corrects it.
+	Tokens func(in In) int64
 }
 
 // StreamConfig configures a StreamChain; fields mean what they mean in
@@ -188,7 +184,6 @@ func (cfg *StreamConfig[In, Chunk]) specs() []stageSpec {
 			specs[i].endpoint(s.Tier)
 		}
 		specs[i].idle = s.IdleTimeout
-		specs[i].limiter, specs[i].limitWait, specs[i].tenants = s.Limiter, s.LimitWait, s.TenantLimiter != nil
 	}
 	return specs
 }
@@ -222,7 +217,7 @@ func NewStream[In, Chunk any](cfg StreamConfig[In, Chunk]) (*StreamChain[In, Chu
 	}
 	for i, s := range cfg.Stages {
 		c.tiers[i], c.validators[i], c.idle[i] = s.Tier, s.Validate, s.IdleTimeout
-		c.tenants[i], c.tokens[i] = s.TenantLimiter, s.Tokens
+		c.tokens[i] = s.Tokens
 		c.modelFors[i] = s.ModelFor
 	}
 	c.writer, _ = cfg.Cache.(CacheWriter[In, string])
@@ -648,10 +643,6 @@ func (p *pump[In, Chunk]) ended(chunks int, v classify.Verdict, err error, incom
 	*d = reported
 	if finish != "" {
 		d.Response.FinishReason = finish
-	}
-	if d.HasUsage && p.st.limited {
-		tenant, _ := p.c.limits(p.st, r.ctx, p.in)
-		corrected([2]*ratelimit.Limiter{tenant, p.st.limiter}, p.h.cost, d.Usage)
 	}
 	r.sum.record(Attempt{Tier: p.st.name, TierIndex: p.st.index, Model: p.model, N: p.n, Verdict: v, Latency: latency, Err: err})
 	if r.obs != nil {

@@ -63,7 +63,9 @@ type Endpoint struct {
 // EndpointReporter is implemented by tiers that know the API they call
 // (the SDK adapters' tiers do). A stage whose Provider is empty takes the
 // tier's, so that telemetry always names the provider; observers see the
-// server in StageInfo.
+// server in StageInfo. A tier decorator (MapTier, ratelimit.Tier,
+// chaos.Tier) has an Unwrap() any method that returns the tier it wraps,
+// through which the chain finds the endpoint however deep it is.
 type EndpointReporter interface {
 	// Endpoint describes the API the tier's calls go to.
 	Endpoint() Endpoint

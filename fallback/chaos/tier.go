@@ -52,6 +52,9 @@ type tier[In, Out any] struct {
 
 func (w *tier[In, Out]) Name() string { return w.name }
 
+// Unwrap returns the tier the faults are injected in front of.
+func (w *tier[In, Out]) Unwrap() any { return w.t }
+
 func (w *tier[In, Out]) Call(ctx context.Context, in In) (Out, error) {
 	r := w.sw.cur.Load()
 	if r == nil {
@@ -107,6 +110,9 @@ type streamTier[In, Chunk any] struct {
 }
 
 func (w *streamTier[In, Chunk]) Name() string { return w.name }
+
+// Unwrap returns the tier the faults are injected in front of.
+func (w *streamTier[In, Chunk]) Unwrap() any { return w.t }
 
 func (w *streamTier[In, Chunk]) Inspect(c Chunk) fallback.ChunkInfo { return w.t.Inspect(c) }
 

@@ -100,7 +100,7 @@ func TestChainStageUnderContentionThroughRedis(t *testing.T) {
 		x := pod{store: store, lim: lim}
 		pods = append(pods, x)
 		c, err := fallback.New(fallback.Config[string, string]{Stages: []fallback.Stage[string, string]{
-			{Tier: pro, Limiter: x.lim}, {Tier: flash},
+			{Tier: ratelimit.Tier(pro, ratelimit.TierConfig[string]{Limiter: x.lim})}, {Tier: flash},
 		}})
 		require.NoError(t, err)
 		chains = append(chains, c)

@@ -23,5 +23,5 @@ func ExampleNew() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	_ = lim // fallback.Stage{Tier: pro, Limiter: lim, ...}
+	_ = lim // fallback.Stage{Tier: ratelimit.Tier(pro, ratelimit.TierConfig[string]{Limiter: lim})}
 }

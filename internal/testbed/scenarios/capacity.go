@@ -92,7 +92,7 @@ func runQuota(c quotaConfig, v quotaVariant, seed uint64) sample {
 	if v.limit > 0 {
 		lim, err := ratelimit.New(ratelimit.Config{Name: "pro", Requests: v.limit, Per: c.Window})
 		must(err)
-		pro.Limiter = lim
+		pro.Tier = ratelimit.Tier(pro.Tier, ratelimit.TierConfig[string]{Limiter: lim})
 	}
 	r.build(c.Deadline, pro, capStage(c.loadConfig, r, "flash", flashModel, capTier(srv, r, flashModel, "flash", apiKey)))
 	defer r.close()
