@@ -14,40 +14,30 @@ import (
 	"github.com/tierguard/tierguard/retry"
 )
 
-// matchCache answers every prompt with a fixed hit kind.
+// matchCache answers every prompt with a fixed hit label.
 type matchCache[T any] struct {
 	out    T
-	hit    fallback.CacheHit
+	hit    string
 	gets   int
 	misses bool
 }
 
-func (c *matchCache[T]) Get(ctx context.Context, in string) (T, bool) {
+func (c *matchCache[T]) Get(context.Context, string) (T, string, bool) {
 	c.gets++
-	out, _, ok := c.Match(ctx, in)
-	return out, ok
-}
-
-func (c *matchCache[T]) Match(context.Context, string) (T, fallback.CacheHit, bool) {
 	var zero T
 	if c.misses {
-		return zero, fallback.CacheHitUnknown, false
+		return zero, "", false
 	}
 	return c.out, c.hit, true
 }
 
-func TestCacheHitString(t *testing.T) {
-	for h, want := range map[fallback.CacheHit]string{
-		fallback.CacheHitUnknown: "unknown", fallback.CacheHitExact: "exact", fallback.CacheHitTemplate: "template",
-		fallback.CacheHitSemantic: "semantic", fallback.CacheHitSimplified: "simplified", 99: "invalid_cache_hit",
-	} {
-		assert.Equal(t, want, h.String())
-	}
-}
+func (*matchCache[T]) Put(context.Context, string, string) {}
 
-func TestCacheMatcherReportsTheHitKind(t *testing.T) {
-	cache := &matchCache[string]{out: "close enough", hit: fallback.CacheHitSimplified}
-	var local, ended []fallback.CacheHit
+// TestCacheReportsItsHitLabel: the cache's own label for how it matched
+// reaches the result and the events as the cache said it.
+func TestCacheReportsItsHitLabel(t *testing.T) {
+	cache := &matchCache[string]{out: "close enough", hit: "simplified"}
+	var local, ended []string
 	c := newChain(t, fallback.Config[string, string]{
 		Stages: []fallback.Stage[string, string]{{Tier: newFake("pro", fails(classify.Transient)), Retry: retry.Policy{MaxAttempts: 1}}},
 		Cache:  cache,
@@ -65,18 +55,18 @@ func TestCacheMatcherReportsTheHitKind(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "close enough", res.Value)
 	assert.Equal(t, fallback.SourceCache, res.Source)
-	assert.Equal(t, fallback.CacheHitSimplified, res.CacheHit)
-	assert.Zero(t, cache.gets, "Match replaces Get")
-	assert.Equal(t, []fallback.CacheHit{fallback.CacheHitSimplified}, local)
-	assert.Equal(t, []fallback.CacheHit{fallback.CacheHitSimplified}, ended)
+	assert.Equal(t, "simplified", res.CacheHit)
+	assert.Equal(t, 1, cache.gets)
+	assert.Equal(t, []string{"simplified"}, local)
+	assert.Equal(t, []string{"simplified"}, ended)
 
 	cache.misses = true
 	res, err = c.Do(context.Background(), "q")
 	require.Error(t, err)
-	assert.Equal(t, fallback.CacheHitUnknown, res.CacheHit)
+	assert.Equal(t, "", res.CacheHit)
 }
 
-func TestPlainCacheHitIsUnknown(t *testing.T) {
+func TestCacheWithoutALabel(t *testing.T) {
 	c := newChain(t, fallback.Config[string, string]{
 		Stages: []fallback.Stage[string, string]{{Tier: newFake("pro", fails(classify.Transient)), Retry: retry.Policy{MaxAttempts: 1}}},
 		Cache:  &mapCache{m: map[string]string{"q": "cached"}},
@@ -84,28 +74,28 @@ func TestPlainCacheHitIsUnknown(t *testing.T) {
 	res, err := c.Do(context.Background(), "q")
 	require.NoError(t, err)
 	assert.Equal(t, fallback.SourceCache, res.Source)
-	assert.Equal(t, fallback.CacheHitUnknown, res.CacheHit)
+	assert.Equal(t, "", res.CacheHit)
 }
 
-func TestStreamCacheMatcherReportsTheHitKind(t *testing.T) {
+func TestStreamCacheReportsItsHitLabel(t *testing.T) {
 	pro := &streamFake{name: "pro", def: streamScript{before: classErr(classify.Transient)}}
 	c := newStreamChain(t, fallback.StreamConfig[string, chunk]{
 		Stages: []fallback.StreamStage[string, chunk]{{Tier: pro.tier(), Retry: retry.Policy{MaxAttempts: 1}}},
-		Cache:  &matchCache[chunk]{out: chunk{text: "cached", finish: "STOP"}, hit: fallback.CacheHitTemplate},
+		Cache:  &matchCache[chunk]{out: chunk{text: "cached", finish: "STOP"}, hit: "template"},
 	})
 	s := c.Stream(context.Background(), "q")
 	text, err := collect(s)
 	require.NoError(t, err)
 	assert.Equal(t, "cached", text)
 	assert.Equal(t, fallback.SourceCache, s.Result().Source)
-	assert.Equal(t, fallback.CacheHitTemplate, s.Result().CacheHit)
+	assert.Equal(t, "template", s.Result().CacheHit)
 }
 
-func TestSharedWaiterOutOfTimeReportsTheHitKind(t *testing.T) {
+func TestSharedWaiterOutOfTimeReportsTheHitLabel(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := newChain(t, fallback.Config[string, string]{
 			Stages: []fallback.Stage[string, string]{{Tier: newFake("pro", step{block: true}), Retry: retry.Policy{MaxAttempts: 1}}},
-			Cache:  &matchCache[string]{out: "cached", hit: fallback.CacheHitExact},
+			Cache:  &matchCache[string]{out: "cached", hit: "exact"},
 			Key:    func(in string) string { return in },
 		})
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
@@ -113,7 +103,7 @@ func TestSharedWaiterOutOfTimeReportsTheHitKind(t *testing.T) {
 		res, err := c.Do(ctx, "q")
 		require.NoError(t, err)
 		assert.Equal(t, fallback.SourceCache, res.Source)
-		assert.Equal(t, fallback.CacheHitExact, res.CacheHit)
+		assert.Equal(t, "exact", res.CacheHit)
 		synctest.Wait()
 	})
 }

@@ -23,7 +23,6 @@ type Chain[In, Out any] struct {
 	tiers      []ModelTier[In, Out]
 	validators []validate.Validator[Out]
 	cache      Cache[In, Out]
-	writer     CacheWriter[In, Out]
 	def        func(context.Context, In) (Out, bool)
 	key        func(In) string
 
@@ -47,7 +46,6 @@ func New[In, Out any](cfg Config[In, Out]) (*Chain[In, Out], error) {
 		c.modelFors[i] = s.ModelFor
 		c.tokens[i], c.reprompts[i] = s.Tokens, s.Reprompt
 	}
-	c.writer, _ = cfg.Cache.(CacheWriter[In, Out])
 	return c, nil
 }
 
@@ -87,8 +85,8 @@ func (c *Chain[In, Out]) Do(ctx context.Context, in In) (Result[Out], error) {
 			}
 			c.exit(&r, st, &h, o)
 			c.answeredBy(&r, win, win.index > 0)
-			if c.writer != nil {
-				c.writer.Put(r.ctx, in, out)
+			if c.cache != nil {
+				c.cache.Put(r.ctx, in, out)
 			}
 			c.end(&r, nil, classify.Verdict{}, 0)
 			return Result[Out]{Value: out, Summary: r.sum}, nil
@@ -459,28 +457,29 @@ func (c *Chain[In, Out]) local(r *request, in In, last classify.Verdict) (Result
 }
 
 // localAnswer asks the cache, then the default.
-func (c *Chain[In, Out]) localAnswer(ctx context.Context, in In) (Out, Source, CacheHit, bool) {
+func (c *Chain[In, Out]) localAnswer(ctx context.Context, in In) (Out, Source, string, bool) {
 	return lookup(ctx, c.cache, c.def, in)
 }
 
+// getter is what lookup needs of a Cache or a StreamCache.
+type getter[In, T any] interface {
+	Get(ctx context.Context, in In) (T, string, bool)
+}
+
 // lookup asks a cache, then a default, for in.
-func lookup[In, T any](ctx context.Context, cache Cache[In, T], def func(context.Context, In) (T, bool), in In) (T, Source, CacheHit, bool) {
-	if m, ok := cache.(CacheMatcher[In, T]); ok {
-		if out, hit, ok := m.Match(ctx, in); ok {
+func lookup[In, T any](ctx context.Context, cache getter[In, T], def func(context.Context, In) (T, bool), in In) (T, Source, string, bool) {
+	if cache != nil {
+		if out, hit, ok := cache.Get(ctx, in); ok {
 			return out, SourceCache, hit, true
-		}
-	} else if cache != nil {
-		if out, ok := cache.Get(ctx, in); ok {
-			return out, SourceCache, CacheHitUnknown, true
 		}
 	}
 	if def != nil {
 		if out, ok := def(ctx, in); ok {
-			return out, SourceDefault, CacheHitUnknown, true
+			return out, SourceDefault, "", true
 		}
 	}
 	var zero T
-	return zero, SourceTier, CacheHitUnknown, false
+	return zero, SourceTier, "", false
 }
 
 // fail ends the request with its *Error.

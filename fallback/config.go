@@ -154,8 +154,8 @@ type Config[In, Out any] struct {
 	// adapters provide one that knows their error types.
 	Classifier classify.Classifier
 
-	// Cache answers after every tier failed. If it also implements
-	// CacheWriter, validated tier answers are written back.
+	// Cache answers after every tier failed, and is given every tier
+	// answer that passed validation.
 	Cache Cache[In, Out]
 	// Default answers last, from the input alone.
 	Default func(ctx context.Context, in In) (Out, bool)

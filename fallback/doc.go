@@ -11,27 +11,31 @@
 //	    bulkhead:  take a slot or skip (no upstream call)
 //	    breaker:   allow, or skip (no upstream call)
 //	    retry:     attempt 1..N, each with min(TryTimeout, remaining − reserve)
-//	        rate limit: the tenant's and the tier's turn, or skip (no upstream call)
-//	        call tier (a Pool picks a member, rotating on 429) → validate output → classify error
+//	        call tier (its decorators first: a rate limit's turn or a skip,
+//	                   a pool's member, rotating on 429) → validate output → classify error
 //	        decide from the class table: retry here / next tier / local / fail closed
 //	cache lookup, then the default answer
 //	otherwise an *Error that says why each tier failed
 //
 // What a tier knows travels with its call: the code that receives an
 // upstream response reports its usage, model and finish reason with
-// Report, and a Pool reports the member each call went to, through the
-// call's context — so any wrapper passes it on, and a response nobody
-// waits for any more still reaches observers (LateReply).
+// Report; a tier decorator (a pool of keys, a rate limit) reports the
+// member each call went to, a rotation, a refusal or a wait on the call's
+// Record (RecordOf). Both travel in the call's context — so any wrapper
+// passes them on, and a response nobody waits for any more still reaches
+// observers (LateReply). The engine knows no decorator by name: package
+// pool, ratelimit.Tier, chaos.Tier and MapTier are tiers like any other,
+// and a decorator's Unwrap() any lets the chain see the tier it wraps.
 //
 // Where to read what happens on a 429 with RetryInfo of 30 s: classify
 // (classify.go, hints.go) makes it RateLimited with RetryAfter 30 s;
 // retry.Policy.Decide (retry/retry.go) retries only if the wait fits the
 // deadline; stage.go (stageRun.failed) gives the tier up when it does not
 // and cools it down (parking.go) so that later requests skip it until the
-// server's time, one request probing at its end; pool.go does the same for
-// the member whose key got the 429 and rotates to another at once;
-// ratelimit (limiter.go) holds and slows a stage's Limiter; engine.go
-// (decide) says how it counts for the breaker.
+// server's time, one request probing at its end; package pool (pool.go)
+// does the same for the member whose key got the 429 and rotates to
+// another at once; ratelimit (tier.go, limiter.go) holds and slows the
+// tier's limiter; engine.go (decide) says how it counts for the breaker.
 //
 // Retries live inside the breaker, so a request counts once toward tripping
 // it; the breaker lives inside the bulkhead, so an open circuit frees its
@@ -56,9 +60,9 @@
 // moves on to the next tier and does not count against the breaker. Only
 // validated tier answers are written back to a cache.
 //
-// Capacity: a Stage's Limiter (package ratelimit) keeps its calls under
-// the tier's requests and tokens per minute, skipping the tier
-// (SkipRateLimited) or waiting for its turn when the wait fits; a Pool puts
+// Capacity: ratelimit.Tier keeps a tier's calls under its requests and
+// tokens per minute, skipping the tier (SkipRateLimited) or waiting for
+// its turn when the wait fits; a pool.Pool puts
 // several keys, projects or regions behind one tier, rotating on a member's
 // 429, quota or Auth failure before the next tier; Stage.Hedge starts a
 // second call when the first is slow, within a budget of extra calls; and

@@ -93,7 +93,7 @@ func newEngine(kind string, sh shared, specs []stageSpec) (*engine, error) {
 			name: s.name, model: s.model, provider: s.provider, address: s.address, port: s.port,
 			index: i, bulkhead: s.bulkhead, breaker: s.breaker,
 			policy: s.retry.WithDefaults(), classifier: s.classifier, reserve: s.reserve,
-			try:     budget.Try{Cap: s.cap, MinUseful: cmpOr(s.minAttempt, minAttempt)},
+			try:            budget.Try{Cap: s.cap, MinUseful: cmpOr(s.minAttempt, minAttempt)},
 			invalidRetries: s.invalidRetries, hedge: s.hedge,
 		}
 		if s.hedge.enabled() {
@@ -128,7 +128,7 @@ type base[In any] struct {
 }
 
 func newBase[In any](e *engine, n int) base[In] {
-	return base[In]{engine: e, modelFors: make([]func(In) string, n), 
+	return base[In]{engine: e, modelFors: make([]func(In) string, n),
 		tokens: make([]func(In) int64, n), reprompts: make([]func(In, error) In, n)}
 }
 
@@ -672,7 +672,7 @@ func (e *engine) answeredBy(r *request, st *stage, degraded bool) {
 }
 
 // localAnswered records an answer from the cache or the default.
-func (e *engine) localAnswered(r *request, src Source, hit CacheHit) {
+func (e *engine) localAnswered(r *request, src Source, hit string) {
 	r.sum.Source, r.sum.Tier, r.sum.TierIndex, r.sum.Degraded, r.sum.CacheHit = src, "", -1, true, hit
 	if r.obs != nil {
 		r.obs.Observe(r.ctx, Event{Kind: LocalAnswered, Operation: e.op, Stream: e.stream, TierIndex: -1, Source: src, CacheHit: hit, Degraded: true, UpstreamCalls: r.sum.UpstreamCalls})

@@ -346,11 +346,11 @@ type streamCache struct {
 	m  map[string]string
 }
 
-func (c *streamCache) Get(_ context.Context, in string) (chunk, bool) {
+func (c *streamCache) Get(_ context.Context, in string) (chunk, string, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	t, ok := c.m[in]
-	return chunk{text: t, finish: "STOP"}, ok
+	return chunk{text: t, finish: "STOP"}, "", ok
 }
 
 func (c *streamCache) Put(_ context.Context, in, text string) {

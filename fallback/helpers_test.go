@@ -103,11 +103,11 @@ type mapCache struct {
 	puts int
 }
 
-func (c *mapCache) Get(_ context.Context, in string) (string, bool) {
+func (c *mapCache) Get(_ context.Context, in string) (string, string, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	v, ok := c.m[in]
-	return v, ok
+	return v, "", ok
 }
 
 func (c *mapCache) Put(_ context.Context, in, out string) {

@@ -126,7 +126,7 @@ type Event struct {
 	Answered bool
 	// CacheHit says how the cache matched, when Source is SourceCache
 	// (LocalAnswered, RequestEnded).
-	CacheHit CacheHit
+	CacheHit string
 	// Remaining is the time left in the request's budget, or
 	// deadline.Unlimited (AttemptStarted, AttemptEnded, RequestEnded).
 	Remaining time.Duration

@@ -118,9 +118,10 @@ const inlineTrail = 2
 type Summary struct {
 	// Source says whether a tier, the cache or the default answered.
 	Source Source
-	// CacheHit says how the cache matched, for an answer from a cache that
-	// implements CacheMatcher; CacheHitUnknown otherwise.
-	CacheHit CacheHit
+	// CacheHit says how the cache matched, in the cache's own words (see
+	// Cache.Get; package cache says "exact", "template", "semantic" or
+	// "simplified"); "" for an answer not from a cache.
+	CacheHit string
 	// Tier and TierIndex name the tier that answered; "" and -1 for the
 	// cache, the default, and a request that failed.
 	Tier      string

@@ -141,10 +141,10 @@ type StreamConfig[In, Chunk any] struct {
 	QuotaCooldown    time.Duration
 	MaxQuotaCooldown time.Duration
 	RetiredRecheck   time.Duration
-	// Cache answers with a single chunk when no tier could start a stream.
-	// If it also implements CacheWriter[In, string], the assembled text of
-	// every stream that completed and passed validation is written back.
-	Cache Cache[In, Chunk]
+	// Cache answers with a single chunk when no tier could start a stream,
+	// and is given the assembled text of every stream that completed and
+	// passed validation.
+	Cache StreamCache[In, Chunk]
 	// Default answers with a single chunk when no tier could start a
 	// stream and the cache had nothing. It is not used once a stream has
 	// committed.
@@ -196,8 +196,7 @@ type StreamChain[In, Chunk any] struct {
 	tiers      []StreamTier[In, Chunk]
 	validators []validate.Validator[string]
 	idle       []time.Duration
-	cache      Cache[In, Chunk]
-	writer     CacheWriter[In, string]
+	cache      StreamCache[In, Chunk]
 	def        func(context.Context, In) (Chunk, bool)
 	cont       func(In, string) (In, bool)
 }
@@ -220,7 +219,6 @@ func NewStream[In, Chunk any](cfg StreamConfig[In, Chunk]) (*StreamChain[In, Chu
 		c.tokens[i] = s.Tokens
 		c.modelFors[i] = s.ModelFor
 	}
-	c.writer, _ = cfg.Cache.(CacheWriter[In, string])
 	return c, nil
 }
 
@@ -521,7 +519,7 @@ func (p *pump[In, Chunk]) relay(rl *relayed, last time.Duration) (stopped bool) 
 	c, r, st, op := p.c, p.r, p.st, p.op
 	res := &p.s.res
 	tier := c.tiers[st.index]
-	keepText := p.partial != nil || c.validators[st.index] != nil || c.writer != nil
+	keepText := p.partial != nil || c.validators[st.index] != nil || c.cache != nil
 	idleFor := c.idle[st.index]
 	var idle *time.Timer
 	if idleFor > 0 {
@@ -605,8 +603,8 @@ func (p *pump[In, Chunk]) settle(in In, rl *relayed, d *Reply) (ie *IncompleteEr
 		res.Complete = true
 		p.outcome = breaker.Success
 		p.ended(rl.chunks, classify.Verdict{}, nil, false, d)
-		if c.writer != nil {
-			c.writer.Put(r.ctx, in, rl.text.String())
+		if c.cache != nil {
+			c.cache.Put(r.ctx, in, rl.text.String())
 		}
 		c.end(r, nil, classify.Verdict{}, res.Chunks)
 		return nil, true

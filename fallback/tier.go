@@ -81,18 +81,30 @@ type ResponseInfo struct {
 	FinishReason string
 }
 
-// Cache answers a request locally after every tier has failed. It must be
-// fast: it runs inside the request's deadline, after the tiers.
+// Cache answers a request locally after every tier has failed, and
+// learns the answers tiers gave. It must be fast: it runs inside the
+// request's deadline, after the tiers. Package cache provides one (exact,
+// template and semantic matching).
 type Cache[In, Out any] interface {
-	// Get returns a cached answer for in.
-	Get(ctx context.Context, in In) (Out, bool)
+	// Get returns a cached answer for in, and how it matched in the
+	// cache's own words ("exact", "semantic"; "" when it does not say),
+	// which the chain reports in Summary.CacheHit. A label is a small
+	// fixed set of words, never part of the prompt: observers export it.
+	Get(ctx context.Context, in In) (out Out, hit string, ok bool)
+	// Put stores an answer for in that came from a tier and passed its
+	// validator. A cache that only serves does nothing.
+	Put(ctx context.Context, in In, out Out)
 }
 
-// CacheWriter is implemented by caches that accept write-back. The chain
-// writes only answers that came from a tier and passed validation.
-type CacheWriter[In, Out any] interface {
-	// Put stores a validated answer for in.
-	Put(ctx context.Context, in In, out Out)
+// StreamCache is a Cache for a StreamChain: it answers with one chunk
+// and learns the assembled text of every stream that completed and passed
+// validation. cache.ForStream adapts a cache of text answers.
+type StreamCache[In, Chunk any] interface {
+	// Get returns a cached answer for in as a chunk, and how it matched,
+	// as Cache.Get.
+	Get(ctx context.Context, in In) (chunk Chunk, hit string, ok bool)
+	// Put stores the assembled text of a validated stream for in.
+	Put(ctx context.Context, in In, text string)
 }
 
 // ChunkInfo is what a streaming chain needs to know about one chunk.

@@ -15,19 +15,29 @@ import (
 // tierguard.requests{tierguard.source="default"} for the default answers.
 const metricCacheHits = "tierguard.cache.hits"
 
-// attrCacheHit is how the cache matched: "exact", "template",
-// "semantic", "simplified", or "unknown" for a cache that does not say
-// (fallback.CacheHit).
+// attrCacheHit is how the cache matched, in the cache's own words
+// (fallback.Summary.CacheHit): package cache says "exact", "template",
+// "semantic" or "simplified"; "unknown" stands for a cache that does not
+// say, and "other" for labels past the first maxCacheHitLabels of an
+// operation, so that a cache cannot grow the series without bound.
 const attrCacheHit = attribute.Key("tierguard.cache.hit")
 
-// numCacheHits is the number of fallback.CacheHit values.
-const numCacheHits = int(fallback.CacheHitSimplified) + 1
+// maxCacheHitLabels bounds the hit labels counted per operation.
+const maxCacheHitLabels = 16
 
 // cacheHits is the cache hit counter and its attribute sets per
-// operation.
+// operation and label.
 type cacheHits struct {
 	counter metric.Int64Counter
-	byOp    sync.Map // operation → *[numCacheHits]*attrs
+	byOp    sync.Map // operation → *hitLabels
+}
+
+// hitLabels are one operation's attribute sets by hit label.
+type hitLabels struct {
+	m     sync.Map // label → *attrs
+	mu    sync.Mutex
+	n     int
+	other *attrs
 }
 
 func (c *cacheHits) create(meter metric.Meter) error {
@@ -38,19 +48,36 @@ func (c *cacheHits) create(meter metric.Meter) error {
 	return err
 }
 
-func (c *cacheHits) attrs(op string, h fallback.CacheHit) *attrs {
-	if int(h) >= numCacheHits {
-		h = fallback.CacheHitUnknown
+// hitLabel is how a hit is exported: "unknown" for a cache that did not say.
+func hitLabel(h string) string {
+	if h == "" {
+		return "unknown"
 	}
-	if v, ok := c.byOp.Load(op); ok {
-		return v.(*[numCacheHits]*attrs)[h]
+	return h
+}
+
+func (c *cacheHits) attrs(op, h string) *attrs {
+	v, ok := c.byOp.Load(op)
+	if !ok {
+		v, _ = c.byOp.LoadOrStore(op, &hitLabels{other: newAttrs(attrOperation.String(op), attrCacheHit.String("other"))})
 	}
-	var set [numCacheHits]*attrs
-	for k := range numCacheHits {
-		set[k] = newAttrs(attrOperation.String(op), attrCacheHit.String(fallback.CacheHit(k).String()))
+	ls := v.(*hitLabels)
+	h = hitLabel(h)
+	if a, ok := ls.m.Load(h); ok {
+		return a.(*attrs)
 	}
-	v, _ := c.byOp.LoadOrStore(op, &set)
-	return v.(*[numCacheHits]*attrs)[h]
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if a, ok := ls.m.Load(h); ok {
+		return a.(*attrs)
+	}
+	if ls.n >= maxCacheHitLabels {
+		return ls.other
+	}
+	ls.n++
+	a := newAttrs(attrOperation.String(op), attrCacheHit.String(h))
+	ls.m.Store(h, a)
+	return a
 }
 
 // cacheHit counts an answer from the cache and marks the request's span
@@ -59,8 +86,11 @@ func (i *Instrumentation) cacheHit(ctx context.Context, r *reqState, e *fallback
 	if e.Source != fallback.SourceCache {
 		return
 	}
-	i.hits.counter.Add(ctx, 1, r.add(i.hits.attrs(e.Operation, e.CacheHit))...)
+	a := i.hits.attrs(e.Operation, e.CacheHit)
+	i.hits.counter.Add(ctx, 1, r.add(a)...)
 	if r.span != nil && r.span.IsRecording() {
-		r.span.SetAttributes(attrCacheHit.String(e.CacheHit.String()))
+		if v, ok := a.set.Value(attrCacheHit); ok {
+			r.span.SetAttributes(attrCacheHit.String(v.AsString()))
+		}
 	}
 }

@@ -83,8 +83,9 @@
 // Values: tierguard.class and error.type are classify.Class names ("ok",
 // "transient", "rate_limited", ...), tierguard.source is "tier", "cache",
 // "default" or "error", tierguard.cache.hit is "exact", "template",
-// "semantic", "simplified" or "unknown" (fallback.CacheHit; the request
-// span carries it too), tierguard.skip.reason is "open", "full", "retired",
+// "semantic", "simplified" — a cache's own label (fallback.Summary.CacheHit),
+// at most 16 per operation and "other" past them — or "unknown" for a
+// cache that does not say (the request span carries it too), tierguard.skip.reason is "open", "full", "retired",
 // "quota", "budget" or "rate_limited", tierguard.pool.member is a pool
 // member's hashed id ("#" and 12 hex digits, never its key), and the
 // breaker state is closed 0, half-open 1, open 2. tierguard.degraded is

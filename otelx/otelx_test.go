@@ -568,7 +568,12 @@ func TestLocalAnswers(t *testing.T) {
 
 type cacheFunc func(context.Context, string) (string, bool)
 
-func (f cacheFunc) Get(ctx context.Context, in string) (string, bool) { return f(ctx, in) }
+func (f cacheFunc) Get(ctx context.Context, in string) (string, string, bool) {
+	out, ok := f(ctx, in)
+	return out, "", ok
+}
+
+func (cacheFunc) Put(context.Context, string, string) {}
 
 // Request ids and tenants stay off metrics unless listed; listed labels
 // are copied onto the request-scoped metrics. The request's id and

@@ -202,11 +202,11 @@ type memoryCache struct {
 	m  map[string]gemini.Answer
 }
 
-func (c *memoryCache) Get(_ context.Context, q string) (gemini.Answer, bool) {
+func (c *memoryCache) Get(_ context.Context, q string) (gemini.Answer, string, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	a, ok := c.m[q]
-	return a, ok
+	return a, "", ok
 }
 
 func (c *memoryCache) Put(_ context.Context, q string, a gemini.Answer) {

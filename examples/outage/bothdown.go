@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -110,7 +111,7 @@ func kindOf(res *fallback.Result[gemrest.Response], err error) string {
 	case err != nil:
 		return "error"
 	case res.Source == fallback.SourceCache:
-		return res.CacheHit.String()
+		return cmp.Or(res.CacheHit, "unknown")
 	case res.Source == fallback.SourceDefault:
 		return "default"
 	}

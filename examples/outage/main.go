@@ -367,11 +367,11 @@ type answerCache struct {
 func newAnswerCache() *answerCache { return &answerCache{m: make(map[int]gemrest.Response)} }
 
 // Get returns the cached answer to q.
-func (c *answerCache) Get(_ context.Context, q question) (gemrest.Response, bool) {
+func (c *answerCache) Get(_ context.Context, q question) (gemrest.Response, string, bool) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	r, ok := c.m[q.ID]
-	return r, ok
+	return r, "", ok
 }
 
 // Put stores a validated answer to q.

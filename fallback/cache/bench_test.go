@@ -9,7 +9,6 @@ import (
 	"runtime"
 	"testing"
 
-	"github.com/tierguard/tierguard/fallback"
 	"github.com/tierguard/tierguard/fallback/cache"
 )
 
@@ -50,17 +49,17 @@ func BenchmarkMatch(b *testing.B) {
 	}
 	for _, tc := range []struct {
 		kind, query string
-		want        fallback.CacheHit
+		want        string
 	}{
-		{"exact", prompts[7], fallback.CacheHitExact},
-		{"exact-unnormalised", "  Tell me about topic HAA   please", fallback.CacheHitExact},
-		{"template", "status of order 5678", fallback.CacheHitTemplate},
-		{"semantic", paraphrase, fallback.CacheHitSemantic},
+		{"exact", prompts[7], cache.HitExact},
+		{"exact-unnormalised", "  Tell me about topic HAA   please", cache.HitExact},
+		{"template", "status of order 5678", cache.HitTemplate},
+		{"semantic", paraphrase, cache.HitSemantic},
 	} {
 		b.Run("kind="+tc.kind, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, hit, _ := c.Match(context.Background(), tc.query); hit != tc.want {
+				if _, hit, _ := c.Get(context.Background(), tc.query); hit != tc.want {
 					b.Fatalf("%q: %v, want %v", tc.query, hit, tc.want)
 				}
 			}

@@ -18,10 +18,9 @@ const entryOverhead = 256
 
 // Cache answers a chain's requests from answers its tiers gave earlier:
 // the same prompt (exact), a prompt of the same template (template), or a
-// prompt of the same meaning (semantic). It implements fallback.Cache,
-// fallback.CacheMatcher and fallback.CacheWriter: put it in
-// fallback.Config.Cache, and the chain writes back every answer that
-// passed validation and asks the cache after every tier failed. It is safe
+// prompt of the same meaning (semantic). It implements fallback.Cache:
+// put it in fallback.Config.Cache, and the chain writes back every answer
+// that passed validation and asks the cache after every tier failed. It is safe
 // for concurrent use; Close it when done.
 type Cache[In, Out any] struct {
 	cfg       Config[In, Out]
@@ -134,10 +133,25 @@ type Stats struct {
 	TemplateTooLong, TemplateCut uint64
 }
 
-var (
-	_ fallback.Cache[string, string]        = (*Cache[string, string])(nil)
-	_ fallback.CacheMatcher[string, string] = (*Cache[string, string])(nil)
-	_ fallback.CacheWriter[string, string]  = (*Cache[string, string])(nil)
+var _ fallback.Cache[string, string] = (*Cache[string, string])(nil)
+
+// How a Cache matched, as its Get says and the chain reports in
+// fallback.Summary.CacheHit.
+const (
+	// HitExact: a stored answer to the same prompt, after whitespace and
+	// case normalisation.
+	HitExact = "exact"
+	// HitTemplate: a stored answer to a prompt of the same template (the
+	// prompt with its variable parts — numbers, dates, ids — replaced by
+	// placeholders) that could be reused for this prompt's values.
+	HitTemplate = "template"
+	// HitSemantic: a stored answer to a prompt whose meaning reaches
+	// SemanticConfig.Threshold.
+	HitSemantic = "semantic"
+	// HitSimplified: a stored answer to a similar, not the same, question
+	// (SemanticConfig.SimplifiedThreshold). Label it in the UI as an
+	// approximate answer.
+	HitSimplified = "simplified"
 )
 
 // New returns a cache, or an error naming every invalid field of cfg.
@@ -230,25 +244,19 @@ func (c *Cache[In, Out]) scopeOf(ctx context.Context, in In) Scope {
 	return s
 }
 
-// Get implements fallback.Cache.
-func (c *Cache[In, Out]) Get(ctx context.Context, in In) (Out, bool) {
-	out, _, ok := c.Match(ctx, in)
-	return out, ok
-}
-
-// Match implements fallback.CacheMatcher: an exact match first, then a
+// Get implements fallback.Cache: an exact match first, then a
 // template match, then — with an embedder, and time left in ctx — a
 // semantic one. An embedder that fails, is slow or is tripped never holds
 // the answer: the semantic layer is skipped. Template matching runs while
 // ctx lasts, on prompts of at most Template.MaxPrompt bytes; after ctx
 // ends only an exact match answers.
-func (c *Cache[In, Out]) Match(ctx context.Context, in In) (Out, fallback.CacheHit, bool) {
+func (c *Cache[In, Out]) Get(ctx context.Context, in In) (Out, string, bool) {
 	prompt, sc := c.cfg.Prompt(in), c.scopeOf(ctx, in)
 	now := time.Now().UnixNano()
 	out, ok, tmpls, vecs := c.lookupExact(sc, prompt, now)
 	if ok {
 		c.stats.exact.Add(1)
-		return out, fallback.CacheHitExact, true
+		return out, HitExact, true
 	}
 	var t template
 	hasT := false
@@ -266,13 +274,13 @@ func (c *Cache[In, Out]) Match(ctx context.Context, in In) (Out, fallback.CacheH
 		if hasT && tmpls {
 			if out, ok := c.lookupTemplate(ctx, sc, &t, now); ok {
 				c.stats.template.Add(1)
-				return out, fallback.CacheHitTemplate, true
+				return out, HitTemplate, true
 			}
 		}
 	}
 	if vecs {
 		if out, hit, ok := c.lookupSemantic(ctx, sc, prompt, &t, hasT); ok {
-			if hit == fallback.CacheHitSemantic {
+			if hit == HitSemantic {
 				c.stats.semantic.Add(1)
 			} else {
 				c.stats.simplified.Add(1)
@@ -282,7 +290,7 @@ func (c *Cache[In, Out]) Match(ctx context.Context, in In) (Out, fallback.CacheH
 	}
 	c.stats.misses.Add(1)
 	var zero Out
-	return zero, fallback.CacheHitUnknown, false
+	return zero, "", false
 }
 
 // lookupExact finds prompt's entry, without allocating when the default
@@ -373,7 +381,7 @@ func (c *Cache[In, Out]) lookupTemplate(ctx context.Context, sc Scope, t *templa
 	return zero, false
 }
 
-func (c *Cache[In, Out]) lookupSemantic(ctx context.Context, sc Scope, prompt string, t *template, hasT bool) (Out, fallback.CacheHit, bool) {
+func (c *Cache[In, Out]) lookupSemantic(ctx context.Context, sc Scope, prompt string, t *template, hasT bool) (Out, string, bool) {
 	var zero Out
 	q, err := c.emb.embed(ctx, prompt, true)
 	if err != nil {
@@ -381,7 +389,7 @@ func (c *Cache[In, Out]) lookupSemantic(ctx context.Context, sc Scope, prompt st
 		if ended, ok := err.(*endedError); ok {
 			ended.raise()
 		}
-		return zero, fallback.CacheHitUnknown, false
+		return zero, "", false
 	}
 	c.stats.embedded.Add(1)
 	var mine []string
@@ -394,7 +402,7 @@ func (c *Cache[In, Out]) lookupSemantic(ctx context.Context, sc Scope, prompt st
 	sp := c.spaces[sc]
 	if sp == nil || sp.index == nil || sp.dims != len(q) {
 		c.mu.RUnlock()
-		return zero, fallback.CacheHitUnknown, false
+		return zero, "", false
 	}
 	found := sp.index.Search(q, defaultCandidates, buf[:0])
 	var best *entry[Out]
@@ -415,13 +423,13 @@ func (c *Cache[In, Out]) lookupSemantic(ctx context.Context, sc Scope, prompt st
 	}
 	c.mu.RUnlock()
 	if best == nil {
-		return zero, fallback.CacheHitUnknown, false
+		return zero, "", false
 	}
 	best.ref.Store(true)
 	if sim >= c.threshold {
-		return best.out, fallback.CacheHitSemantic, true
+		return best.out, HitSemantic, true
 	}
-	return best.out, fallback.CacheHitSimplified, true
+	return best.out, HitSimplified, true
 }
 
 func equalStrings(a, b []string) bool {
@@ -444,7 +452,7 @@ func (c *Cache[In, Out]) countEmbedError(err error) {
 	c.stats.embedFailures.Add(1)
 }
 
-// Put implements fallback.CacheWriter: it caches out as the answer to in,
+// Put implements fallback.Cache: it caches out as the answer to in,
 // replacing the answer in's prompt had. The chain calls it only for
 // answers that came from a tier and passed validation; call it yourself
 // only with answers you would serve. The prompt's embedding is made, and

@@ -25,19 +25,19 @@ func TestExactMatchNormalisesWhiteSpaceAndCase(t *testing.T) {
 	c := newCache(t, cache.Config[string, string]{})
 	c.Put(bg, "What is  RAG?\n", "retrieval-augmented generation")
 	for _, q := range []string{"what is rag?", "  WHAT IS RAG?", "What\tis\nRAG?"} {
-		out, hit, ok := c.Match(bg, q)
+		out, hit, ok := c.Get(bg, q)
 		require.True(t, ok, q)
 		assert.Equal(t, "retrieval-augmented generation", out)
-		assert.Equal(t, fallback.CacheHitExact, hit)
+		assert.Equal(t, cache.HitExact, hit)
 	}
-	_, _, ok := c.Match(bg, "what is a rag?")
+	_, _, ok := c.Get(bg, "what is a rag?")
 	assert.False(t, ok)
 
 	strict := newCache(t, cache.Config[string, string]{Normalize: func(s string) string { return s }})
 	strict.Put(bg, "What is RAG?", "x")
-	_, _, ok = strict.Match(bg, "what is rag?")
+	_, _, ok = strict.Get(bg, "what is rag?")
 	assert.False(t, ok, "an identity normaliser is case-sensitive")
-	_, _, ok = strict.Match(bg, "What is RAG?")
+	_, _, ok = strict.Get(bg, "What is RAG?")
 	assert.True(t, ok)
 	assert.Equal(t, "what is rag?", cache.NormalizeText(" What\u00a0is\u3000RAG? "), "Unicode spaces collapse too")
 }
@@ -50,7 +50,7 @@ func TestExactLookupAllocatesNothing(t *testing.T) {
 	c.Put(bg, "what is rag?", "answer")
 	for _, q := range []string{"what is rag?", "What is  RAG?"} {
 		allocs := testing.AllocsPerRun(100, func() {
-			if _, _, ok := c.Match(bg, q); !ok {
+			if _, _, ok := c.Get(bg, q); !ok {
 				t.Fatal("miss")
 			}
 		})
@@ -63,25 +63,25 @@ func TestTemplateReusesAnAnswerOnlyWhenTheValuesThatMatterAgree(t *testing.T) {
 	c := newCache(t, cache.Config[string, string]{Template: cache.TemplateConfig[string]{Slots: []cache.Slot{reqID}}})
 	c.Put(bg, "[req-00aa11] Summarise the refund policy for order 1234", "refunds within 30 days")
 
-	out, hit, ok := c.Match(bg, "[req-ffee99] summarise the refund policy for order 1234")
+	out, hit, ok := c.Get(bg, "[req-ffee99] summarise the refund policy for order 1234")
 	require.True(t, ok, "only a free value differs")
-	assert.Equal(t, fallback.CacheHitTemplate, hit)
+	assert.Equal(t, cache.HitTemplate, hit)
 	assert.Equal(t, "refunds within 30 days", out)
 
-	_, _, ok = c.Match(bg, "[req-ffee99] Summarise the refund policy for order 9999")
+	_, _, ok = c.Get(bg, "[req-ffee99] Summarise the refund policy for order 9999")
 	assert.False(t, ok, "the order number matters: no reuse without a Refill")
 }
 
 func TestTemplateRefill(t *testing.T) {
 	c := newCache(t, cache.Config[string, string]{Template: cache.TemplateConfig[string]{Refill: cache.SubstituteVars}})
 	c.Put(bg, `Describe the appeal of product "Aurora Lamp"`, `The "Aurora Lamp" brightens any room.`)
-	out, hit, ok := c.Match(bg, `Describe the appeal of product "Nimbus Chair"`)
+	out, hit, ok := c.Get(bg, `Describe the appeal of product "Nimbus Chair"`)
 	require.True(t, ok)
-	assert.Equal(t, fallback.CacheHitTemplate, hit)
+	assert.Equal(t, cache.HitTemplate, hit)
 	assert.Equal(t, `The "Nimbus Chair" brightens any room.`, out)
 
 	c.Put(bg, "What does SKU-1 cost?", "$40")
-	_, _, ok = c.Match(bg, "What does SKU-2 cost?")
+	_, _, ok = c.Get(bg, "What does SKU-2 cost?")
 	assert.False(t, ok, "the answer does not quote the value: SubstituteVars refuses")
 }
 
@@ -107,16 +107,16 @@ func TestBuiltinSlots(t *testing.T) {
 		{"add 1,250.50 and 3", "add 7 and -2.5", "number:1,250.50→7;number:3→-2.5;"},
 	} {
 		c.Put(bg, tc.stored, "stored")
-		out, hit, ok := c.Match(bg, tc.query)
+		out, hit, ok := c.Get(bg, tc.query)
 		if assert.True(t, ok, tc.query) {
-			assert.Equal(t, fallback.CacheHitTemplate, hit)
+			assert.Equal(t, cache.HitTemplate, hit)
 			assert.Equal(t, tc.want, out, tc.query)
 		}
 	}
 	c.Put(bg, "render {name} for 3 users", "x")
-	_, _, ok := c.Match(bg, "render {number} for 4 users")
+	_, _, ok := c.Get(bg, "render {number} for 4 users")
 	assert.False(t, ok, "a prompt's own braces never read as a placeholder")
-	_, _, ok = c.Match(bg, "it's 'quoted' here, isn't it")
+	_, _, ok = c.Get(bg, "it's 'quoted' here, isn't it")
 	assert.False(t, ok, "single quotes are apostrophes, not a slot")
 }
 
@@ -128,9 +128,9 @@ func TestTemplateListIsBounded(t *testing.T) {
 	// Exact entries all stay; only the template list forgets.
 	assert.Equal(t, 5, c.Stats().Entries)
 	for i := range 5 {
-		_, hit, ok := c.Match(bg, fmt.Sprintf("[run  %d] STATUS", i))
+		_, hit, ok := c.Get(bg, fmt.Sprintf("[run  %d] STATUS", i))
 		require.True(t, ok)
-		assert.Equal(t, fallback.CacheHitExact, hit)
+		assert.Equal(t, cache.HitExact, hit)
 	}
 }
 
@@ -156,20 +156,20 @@ func TestSemanticThresholdAtTheBoundary(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		query       string
-		plain, mark fallback.CacheHit
+		plain, mark string
 	}{
-		{"at threshold", fallback.CacheHitSemantic, fallback.CacheHitSemantic},
-		{"just below", fallback.CacheHitUnknown, fallback.CacheHitSimplified},
-		{"at simplified", fallback.CacheHitUnknown, fallback.CacheHitSimplified},
-		{"below both", fallback.CacheHitUnknown, fallback.CacheHitUnknown},
+		{"at threshold", cache.HitSemantic, cache.HitSemantic},
+		{"just below", "", cache.HitSimplified},
+		{"at simplified", "", cache.HitSimplified},
+		{"below both", "", ""},
 	} {
 		for _, c := range []struct {
 			c    *cache.Cache[string, string]
-			want fallback.CacheHit
+			want string
 		}{{plain, tc.plain}, {marked, tc.mark}} {
-			out, hit, ok := c.c.Match(bg, tc.query)
+			out, hit, ok := c.c.Get(bg, tc.query)
 			assert.Equal(t, c.want, hit, tc.query)
-			assert.Equal(t, c.want != fallback.CacheHitUnknown, ok, tc.query)
+			assert.Equal(t, c.want != "", ok, tc.query)
 			if ok {
 				assert.Equal(t, "stored answer", out)
 			}
@@ -189,17 +189,17 @@ func TestSemanticNeverMixesValues(t *testing.T) {
 	c := newCache(t, cache.Config[string, string]{Semantic: semantic(emb, 0)})
 	c.Put(bg, "What is the price of SKU-1?", "$40")
 	settle(t, c, 1)
-	_, _, ok := c.Match(bg, "How much is SKU-2?")
+	_, _, ok := c.Get(bg, "How much is SKU-2?")
 	assert.False(t, ok, "close embeddings, different product")
-	out, hit, ok := c.Match(bg, "How much is SKU-1 then?")
+	out, hit, ok := c.Get(bg, "How much is SKU-1 then?")
 	require.True(t, ok)
 	assert.Equal(t, "$40", out)
-	assert.Equal(t, fallback.CacheHitSemantic, hit)
+	assert.Equal(t, cache.HitSemantic, hit)
 
 	loose := newCache(t, cache.Config[string, string]{Semantic: cache.SemanticConfig{Embedder: emb, KeepVariables: true}})
 	loose.Put(bg, "What is the price of SKU-1?", "$40")
 	settle(t, loose, 1)
-	_, _, ok = loose.Match(bg, "How much is SKU-2?")
+	_, _, ok = loose.Get(bg, "How much is SKU-2?")
 	assert.True(t, ok, "KeepVariables trusts the embedding alone")
 }
 
@@ -215,21 +215,21 @@ func TestTenantsAndScenariosAreIsolated(t *testing.T) {
 		fallback.WithRequest(bg, fallback.Request{Tenant: "acme", Scenario: "report"}),
 	} {
 		for _, q := range []string{"Q?  [ID 17]", "q? [id 18]", "question, reworded [id 18]"} {
-			_, _, ok := c.Match(ctx, q)
+			_, _, ok := c.Get(ctx, q)
 			assert.False(t, ok, "%v %q", fallback.RequestFrom(ctx), q)
 		}
 	}
-	_, hit, ok := c.Match(acme, "Q?  [ID 17]")
+	_, hit, ok := c.Get(acme, "Q?  [ID 17]")
 	assert.True(t, ok)
-	assert.Equal(t, fallback.CacheHitExact, hit)
-	_, hit, _ = c.Match(acme, "q? [id 18]")
-	assert.Equal(t, fallback.CacheHitTemplate, hit)
+	assert.Equal(t, cache.HitExact, hit)
+	_, hit, _ = c.Get(acme, "q? [id 18]")
+	assert.Equal(t, cache.HitTemplate, hit)
 
 	shared := newCache(t, cache.Config[string, string]{ShareAcrossTenants: true})
 	shared.Put(acme, "public fact", "x")
-	_, _, ok = shared.Match(fallback.WithRequest(bg, fallback.Request{Tenant: "globex", Scenario: "chat"}), "public fact")
+	_, _, ok = shared.Get(fallback.WithRequest(bg, fallback.Request{Tenant: "globex", Scenario: "chat"}), "public fact")
 	assert.True(t, ok, "shared across tenants")
-	_, _, ok = shared.Match(fallback.WithRequest(bg, fallback.Request{Tenant: "globex", Scenario: "report"}), "public fact")
+	_, _, ok = shared.Get(fallback.WithRequest(bg, fallback.Request{Tenant: "globex", Scenario: "report"}), "public fact")
 	assert.False(t, ok, "still apart by scenario")
 
 	type req struct{ tenant, text string }
@@ -240,9 +240,9 @@ func TestTenantsAndScenariosAreIsolated(t *testing.T) {
 	require.NoError(t, err)
 	defer byField.Close()
 	byField.Put(bg, req{"acme", "hi"}, "hello acme")
-	_, ok = byField.Get(bg, req{"globex", "hi"})
+	_, _, ok = byField.Get(bg, req{"globex", "hi"})
 	assert.False(t, ok)
-	out, ok := byField.Get(bg, req{"acme", "hi"})
+	out, _, ok := byField.Get(bg, req{"acme", "hi"})
 	assert.True(t, ok)
 	assert.Equal(t, "hello acme", out)
 }
@@ -252,10 +252,10 @@ func TestTTLExpiry(t *testing.T) {
 		c := newCache(t, cache.Config[string, string]{})
 		c.Put(bg, "q", "a")
 		time.Sleep(24*time.Hour - time.Nanosecond)
-		_, _, ok := c.Match(bg, "q")
+		_, _, ok := c.Get(bg, "q")
 		assert.True(t, ok, "24h by default")
 		time.Sleep(time.Nanosecond)
-		_, _, ok = c.Match(bg, "q")
+		_, _, ok = c.Get(bg, "q")
 		assert.False(t, ok, "expired")
 		c.Put(bg, "other", "b")
 		assert.Equal(t, 1, c.Stats().Entries, "the expired entry is swept on the next write")
@@ -264,7 +264,7 @@ func TestTTLExpiry(t *testing.T) {
 		short := newCache(t, cache.Config[string, string]{TTL: time.Minute})
 		short.Put(bg, "q", "a")
 		time.Sleep(time.Minute)
-		_, _, ok = short.Match(bg, "q")
+		_, _, ok = short.Get(bg, "q")
 		assert.False(t, ok)
 	})
 }
@@ -275,7 +275,7 @@ func TestMemoryIsBoundedInBytes(t *testing.T) {
 	c.Put(bg, "hot", strings.Repeat("h", 1000))
 	for i := range 500 {
 		c.Put(bg, fmt.Sprintf("question %d", i), strings.Repeat("x", 1000+i))
-		_, _, ok := c.Match(bg, "hot")
+		_, _, ok := c.Get(bg, "hot")
 		require.True(t, ok, "an entry hit between writes survives eviction (step %d)", i)
 		require.LessOrEqual(t, c.Stats().Bytes, int64(max))
 	}
@@ -286,7 +286,7 @@ func TestMemoryIsBoundedInBytes(t *testing.T) {
 
 	c.Put(bg, "huge", strings.Repeat("x", max/16))
 	assert.Equal(t, uint64(1), c.Stats().Rejected, "an answer above a sixteenth of the bound is not cached")
-	_, _, ok := c.Match(bg, "huge")
+	_, _, ok := c.Get(bg, "huge")
 	assert.False(t, ok)
 
 	type answer struct{ Text string }
@@ -374,18 +374,18 @@ func TestEmbedderOutageFallsBackToExactAndTemplateWithinTheBudget(t *testing.T) 
 		ctx, cancel := context.WithTimeout(bg, time.Second)
 		defer cancel()
 		start := time.Now()
-		out, hit, ok := c.Match(ctx, "status of order 17?")
+		out, hit, ok := c.Get(ctx, "status of order 17?")
 		assert.True(t, ok)
-		assert.Equal(t, fallback.CacheHitExact, hit, "exact first: the embedder is not asked")
+		assert.Equal(t, cache.HitExact, hit, "exact first: the embedder is not asked")
 		assert.Equal(t, "order 17 shipped", out)
-		out, hit, _ = c.Match(ctx, "Status of order 18?")
-		assert.Equal(t, fallback.CacheHitTemplate, hit)
+		out, hit, _ = c.Get(ctx, "Status of order 18?")
+		assert.Equal(t, cache.HitTemplate, hit)
 		assert.Equal(t, "order 18 shipped", out)
 		assert.Zero(t, time.Since(start))
 		assert.Equal(t, int64(1), emb.calls.Load())
 
 		start = time.Now()
-		_, _, ok = c.Match(ctx, "something else entirely")
+		_, _, ok = c.Get(ctx, "something else entirely")
 		assert.False(t, ok)
 		assert.Equal(t, 200*time.Millisecond, time.Since(start), "the embedding's own deadline, well inside the request's")
 
@@ -394,7 +394,7 @@ func TestEmbedderOutageFallsBackToExactAndTemplateWithinTheBudget(t *testing.T) 
 		short, cancelShort := context.WithTimeout(bg, 50*time.Millisecond)
 		defer cancelShort()
 		start = time.Now()
-		c.Match(short, "a third one")
+		c.Get(short, "a third one")
 		assert.Equal(t, 50*time.Millisecond, time.Since(start))
 		assert.Equal(t, breaker.Closed, br.State())
 
@@ -402,7 +402,7 @@ func TestEmbedderOutageFallsBackToExactAndTemplateWithinTheBudget(t *testing.T) 
 		// deadline.
 		emb.ignore.Store(true)
 		start = time.Now()
-		_, _, ok = c.Match(ctx, "and another")
+		_, _, ok = c.Get(ctx, "and another")
 		assert.False(t, ok)
 		assert.Equal(t, 200*time.Millisecond, time.Since(start))
 		close(emb.release)
@@ -411,7 +411,7 @@ func TestEmbedderOutageFallsBackToExactAndTemplateWithinTheBudget(t *testing.T) 
 
 		calls := emb.calls.Load()
 		start = time.Now()
-		_, _, ok = c.Match(ctx, "while it is open")
+		_, _, ok = c.Get(ctx, "while it is open")
 		assert.False(t, ok)
 		assert.Zero(t, time.Since(start), "an open breaker skips the semantic layer at once")
 		assert.Equal(t, calls, emb.calls.Load())
@@ -419,7 +419,7 @@ func TestEmbedderOutageFallsBackToExactAndTemplateWithinTheBudget(t *testing.T) 
 		tiny, cancelTiny := context.WithTimeout(bg, 5*time.Millisecond)
 		defer cancelTiny()
 		br.ForceClosed()
-		c.Match(tiny, "too little time")
+		c.Get(tiny, "too little time")
 		assert.Equal(t, calls, emb.calls.Load(), "below MinBudget the embedder is not called")
 		s := c.Stats()
 		assert.Equal(t, uint64(3), s.EmbedFailures)
@@ -446,10 +446,10 @@ func TestEmbedderPanic(t *testing.T) {
 	settle(t, c, 2)
 	assert.Equal(t, uint64(1), c.Stats().EmbedFailures)
 	assert.Equal(t, uint64(1), c.Stats().Embedded)
-	out, hit, ok := c.Match(bg, "boom q")
+	out, hit, ok := c.Get(bg, "boom q")
 	require.True(t, ok)
 	assert.Equal(t, "a", out)
-	assert.Equal(t, fallback.CacheHitExact, hit)
+	assert.Equal(t, cache.HitExact, hit)
 
 	defer func() {
 		pe, ok := recover().(*fallback.PanicError)
@@ -458,7 +458,7 @@ func TestEmbedderPanic(t *testing.T) {
 		assert.Contains(t, string(pe.Stack), "cache_test.go", "the stack where the embedder panicked")
 		assert.Equal(t, uint64(2), c.Stats().EmbedFailures)
 	}()
-	c.Match(bg, "boom, another question")
+	c.Get(bg, "boom, another question")
 	t.Fatal("the lookup's panic did not reach the caller")
 }
 
@@ -493,7 +493,7 @@ func TestUsageIsRecorded(t *testing.T) {
 	acme := fallback.WithRequest(bg, fallback.Request{Tenant: "acme"})
 	c.Put(acme, "stored", "a")
 	settle(t, c, 1)
-	c.Match(acme, "lookup ü")
+	c.Get(acme, "lookup ü")
 	got, tenants := log.all()
 	require.Len(t, got, 2)
 	assert.Equal(t, cache.EmbeddingUsage{Model: "fixed-embed", Usage: fallback.Usage{InputTokens: 6}, HasUsage: true, Characters: 6}, got[0])
@@ -536,7 +536,7 @@ func TestOnlyValidatedAnswersAreWritten(t *testing.T) {
 	res, err = chain.Do(bg, "Q")
 	require.NoError(t, err)
 	assert.Equal(t, fallback.SourceCache, res.Source)
-	assert.Equal(t, fallback.CacheHitExact, res.CacheHit)
+	assert.Equal(t, cache.HitExact, res.CacheHit)
 	assert.Equal(t, `{"ok":true}`, res.Value)
 	assert.Equal(t, uint64(1), c.Stats().Writes, "a cache answer is not written back")
 }
@@ -550,11 +550,11 @@ func TestStreamCache(t *testing.T) {
 	c := newCache(t, cache.Config[string, string]{})
 	sc := cache.ForStream(c, func(text string) chunk { return chunk{text, "STOP"} })
 	sc.Put(bg, "q", "whole answer")
-	ch, hit, ok := sc.Match(bg, "Q")
+	ch, hit, ok := sc.Get(bg, "Q")
 	require.True(t, ok)
 	assert.Equal(t, chunk{"whole answer", "STOP"}, ch)
-	assert.Equal(t, fallback.CacheHitExact, hit)
-	_, ok = sc.Get(bg, "missing")
+	assert.Equal(t, cache.HitExact, hit)
+	_, _, ok = sc.Get(bg, "missing")
 	assert.False(t, ok)
 }
 
@@ -572,8 +572,8 @@ func TestConcurrentUse(t *testing.T) {
 			for i := range 300 {
 				q := fmt.Sprintf("question %d about item %d", i%37, i%11)
 				c.Put(ctx, q, strings.Repeat("a", i))
-				c.Match(ctx, q)
-				c.Match(ctx, "another "+q)
+				c.Get(ctx, q)
+				c.Get(ctx, "another "+q)
 				if i%100 == 0 {
 					_, _ = c.InvalidateTenant(ctx, "1")
 				}
@@ -591,9 +591,9 @@ func TestTheSamePromptAnsweredAgainKeepsItsEmbedding(t *testing.T) {
 	settle(t, c, 1)
 	c.Put(bg, "Q", "second")
 	c.Put(bg, "q", "third")
-	out, hit, ok := c.Match(bg, "close to q")
+	out, hit, ok := c.Get(bg, "close to q")
 	require.True(t, ok)
-	assert.Equal(t, fallback.CacheHitSemantic, hit)
+	assert.Equal(t, cache.HitSemantic, hit)
 	assert.Equal(t, "third", out, "the newest answer, found through the first embedding")
 	assert.Equal(t, int64(2), emb.calls.Load(), "one embedding for the written prompt, one for the lookup")
 	assert.Equal(t, 1, c.Stats().Entries)

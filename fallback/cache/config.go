@@ -130,7 +130,7 @@ type SemanticConfig struct {
 	// question. 0 means 0.95.
 	Threshold float64
 	// SimplifiedThreshold, when set (below Threshold), serves answers to
-	// similar questions too, reported as fallback.CacheHitSimplified so
+	// similar questions too, reported as HitSimplified so
 	// that the UI can label them. 0 means none.
 	SimplifiedThreshold float64
 	// KeepVariables serves a similar prompt's answer even when the two

@@ -12,7 +12,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tierguard/tierguard/fallback"
 	"github.com/tierguard/tierguard/fallback/cache"
 )
 
@@ -54,9 +53,9 @@ func templateCache(t *testing.T) *cache.Cache[string, string] {
 	reqID := cache.Slot{Name: "req", Pattern: regexp.MustCompile(`req-[0-9a-f]{6}`), Free: true}
 	c := newCache(t, cache.Config[string, string]{Template: cache.TemplateConfig[string]{Slots: []cache.Slot{reqID}}})
 	c.Put(bg, "[req-00aa11] Summarise the refund policy for order 1234", "refunds within 30 days")
-	_, hit, ok := c.Match(bg, query)
+	_, hit, ok := c.Get(bg, query)
 	require.True(t, ok)
-	require.Equal(t, fallback.CacheHitTemplate, hit)
+	require.Equal(t, cache.HitTemplate, hit)
 	return c
 }
 
@@ -70,18 +69,18 @@ func TestTemplateMatchingStopsAtTheDeadline(t *testing.T) {
 		c := templateCache(t)
 		ctx, cancel := context.WithCancel(bg)
 		cancel()
-		_, _, ok := c.Match(ctx, query)
+		_, _, ok := c.Get(ctx, query)
 		assert.False(t, ok, "no template matching after the deadline")
 		assert.Equal(t, uint64(1), c.Stats().TemplateCut)
-		out, hit, ok := c.Match(ctx, "[REQ-00aa11]  summarise the refund policy for order 1234")
+		out, hit, ok := c.Get(ctx, "[REQ-00aa11]  summarise the refund policy for order 1234")
 		require.True(t, ok, "an exact hit costs no more than the lookup itself")
-		assert.Equal(t, fallback.CacheHitExact, hit)
+		assert.Equal(t, cache.HitExact, hit)
 		assert.Equal(t, "refunds within 30 days", out)
 	})
 	t.Run("ending", func(t *testing.T) {
 		c := templateCache(t)
 		ctx := endsAfter(1)
-		_, _, ok := c.Match(ctx, query)
+		_, _, ok := c.Get(ctx, query)
 		assert.False(t, ok, "the deadline passed while matching: the lookup stops")
 		assert.Greater(t, ctx.calls.Load(), int32(1), "the context is checked again while matching")
 		assert.Equal(t, uint64(1), c.Stats().TemplateCut)
@@ -94,12 +93,12 @@ func TestTemplateMatchingStopsAtTheDeadline(t *testing.T) {
 				return cache.SubstituteVars(ctx, out, stored, query)
 			}}})
 		c.Put(bg, "where is order 1042?", "order 1042 left the depot")
-		out, _, ok := c.Match(bg, "where is order 77?")
+		out, _, ok := c.Get(bg, "where is order 77?")
 		require.True(t, ok)
 		assert.Equal(t, "order 77 left the depot", out)
 		// Matching checks the context before each slot and before it
 		// builds the key; the deadline passes right after.
-		_, _, ok = c.Match(endsAfter(int32(len(cache.Builtins())+1)), "where is order 78?")
+		_, _, ok = c.Get(endsAfter(int32(len(cache.Builtins())+1)), "where is order 78?")
 		assert.False(t, ok, "the deadline passed before the refill: it is not tried")
 		assert.Equal(t, uint64(1), c.Stats().TemplateCut)
 		assert.Equal(t, 1, refills)
@@ -111,11 +110,11 @@ func TestTemplateMatchingStopsAtTheDeadline(t *testing.T) {
 		c.Put(ctx, "[req-00aa11] Summarise the refund policy for order 1234", "refunds within 30 days")
 		assert.Greater(t, ctx.calls.Load(), int32(1), "the write-back checks the context while matching")
 		assert.Equal(t, uint64(1), c.Stats().TemplateCut)
-		_, _, ok := c.Match(bg, query)
+		_, _, ok := c.Get(bg, query)
 		assert.False(t, ok, "a write-back cut by its deadline is cached without its template")
-		out, hit, ok := c.Match(bg, "[req-00aa11] summarise the refund policy for order 1234")
+		out, hit, ok := c.Get(bg, "[req-00aa11] summarise the refund policy for order 1234")
 		require.True(t, ok, "the answer is cached for its own prompt")
-		assert.Equal(t, fallback.CacheHitExact, hit)
+		assert.Equal(t, cache.HitExact, hit)
 		assert.Equal(t, "refunds within 30 days", out)
 	})
 }
@@ -140,12 +139,12 @@ func TestLongPromptsSkipTheTemplateLayer(t *testing.T) {
 			synctest.Wait()
 			assert.Equal(t, uint64(1), c.Stats().TemplateTooLong)
 
-			out, hit, ok := c.Match(bg, long(1234))
+			out, hit, ok := c.Get(bg, long(1234))
 			require.True(t, ok)
-			assert.Equal(t, fallback.CacheHitExact, hit)
+			assert.Equal(t, cache.HitExact, hit)
 			assert.Equal(t, "shipped", out)
 
-			out, hit, ok = c.Match(bg, long(5678))
+			out, hit, ok = c.Get(bg, long(5678))
 			assert.Equal(t, uint64(2), c.Stats().TemplateTooLong)
 			if !keep {
 				assert.False(t, ok, "values unknown: no semantic match for a long prompt")
@@ -153,16 +152,16 @@ func TestLongPromptsSkipTheTemplateLayer(t *testing.T) {
 				continue
 			}
 			require.True(t, ok, "KeepVariables: the semantic layer needs no values")
-			assert.Equal(t, fallback.CacheHitSemantic, hit)
+			assert.Equal(t, cache.HitSemantic, hit)
 			assert.Equal(t, "shipped", out)
 			assert.Equal(t, int64(3), emb.calls.Load())
 		}
 
 		c := newCache(t, cache.Config[string, string]{Template: cache.TemplateConfig[string]{MaxPrompt: 71, Refill: cache.SubstituteVars}})
 		c.Put(bg, long(1234), "order 1234 shipped")
-		out, hit, ok := c.Match(bg, long(5678))
+		out, hit, ok := c.Get(bg, long(5678))
 		require.True(t, ok, "a prompt of MaxPrompt bytes is searched")
-		assert.Equal(t, fallback.CacheHitTemplate, hit)
+		assert.Equal(t, cache.HitTemplate, hit)
 		assert.Equal(t, "order 5678 shipped", out)
 		assert.Zero(t, c.Stats().TemplateTooLong)
 	})

@@ -15,11 +15,12 @@
 //     SimplifiedThreshold, a similar prompt whose answer is served marked
 //     as simplified, so that the UI can label it.
 //
-// The chain reports which in fallback.Result.CacheHit (the Cache
-// implements fallback.CacheMatcher), and otelx counts hits by kind.
+// Get says which (HitExact, HitTemplate, HitSemantic, HitSimplified); the
+// chain reports it in fallback.Result.CacheHit, and otelx counts hits by
+// kind.
 //
 // Only answers that came from a tier and passed its validator are written:
-// the chain writes back through fallback.CacheWriter. Entries live
+// the chain writes back through the Cache's Put. Entries live
 // Config.TTL (24h), the memory they hold is bounded in bytes
 // (Config.MaxBytes, 64 MiB, CLOCK eviction), and each tenant and scenario
 // (Scope, from the context by default) has entries of its own: an answer

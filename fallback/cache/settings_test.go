@@ -24,7 +24,7 @@ func TestTTLTooLongIsRefused(t *testing.T) {
 				// What it did before: accepted, then every entry read as
 				// expired.
 				c.Put(bg, "q", "a")
-				_, _, ok := c.Match(bg, "q")
+				_, _, ok := c.Get(bg, "q")
 				assert.True(t, ok, "TTL %v accepted: its entries must be served", ttl)
 				require.NoError(t, c.Close())
 			}
@@ -34,10 +34,10 @@ func TestTTLTooLongIsRefused(t *testing.T) {
 		c := newCache(t, cache.Config[string, string]{TTL: cache.MaxTTL})
 		c.Put(bg, "q", "a")
 		time.Sleep(cache.MaxTTL - time.Nanosecond)
-		_, _, ok := c.Match(bg, "q")
+		_, _, ok := c.Get(bg, "q")
 		assert.True(t, ok, "served until MaxTTL")
 		time.Sleep(time.Nanosecond)
-		_, _, ok = c.Match(bg, "q")
+		_, _, ok = c.Get(bg, "q")
 		assert.False(t, ok)
 	})
 }
@@ -55,14 +55,14 @@ func TestEntryIDsDoNotCollideOnNUL(t *testing.T) {
 		ctx  context.Context
 		want string
 	}{{a, "for a"}, {b, "for b"}} {
-		out, _, ok := c.Match(s.ctx, "q")
+		out, _, ok := c.Get(s.ctx, "q")
 		require.True(t, ok)
 		assert.Equal(t, s.want, out)
 	}
 	found, err := c.Invalidate(a, "q")
 	require.NoError(t, err)
 	assert.True(t, found)
-	_, _, ok := c.Match(b, "q")
+	_, _, ok := c.Get(b, "q")
 	assert.True(t, ok, "invalidating one scope's entry leaves the other's")
 	assert.Equal(t, 1, c.Stats().Entries)
 	assert.Equal(t, uint64(1), c.Stats().Invalidated)
@@ -87,11 +87,11 @@ func TestSharedRecordFarInTheFuture(t *testing.T) {
 		st := &observedStore{}
 		c := newCache(t, cache.Config[string, string]{Store: st, TTL: time.Hour})
 		st.fn(cache.Change{Saved: []*cache.Record{{ID: 1, Key: "q", Answer: []byte(`"a"`), Expires: time.Date(3000, 1, 1, 0, 0, 0, 0, time.UTC)}}})
-		out, _, ok := c.Match(bg, "q")
+		out, _, ok := c.Get(bg, "q")
 		require.True(t, ok)
 		assert.Equal(t, "a", out)
 		time.Sleep(time.Hour)
-		_, _, ok = c.Match(bg, "q")
+		_, _, ok = c.Get(bg, "q")
 		assert.False(t, ok, "the cache's TTL bounds a shared record")
 	})
 }

@@ -21,21 +21,11 @@ func ForStream[In, Chunk any](c *Cache[In, string], chunk func(text string) Chun
 	return &StreamCache[In, Chunk]{c: c, chunk: chunk}
 }
 
-var (
-	_ fallback.Cache[string, int]          = (*StreamCache[string, int])(nil)
-	_ fallback.CacheMatcher[string, int]   = (*StreamCache[string, int])(nil)
-	_ fallback.CacheWriter[string, string] = (*StreamCache[string, int])(nil)
-)
+var _ fallback.StreamCache[string, int] = (*StreamCache[string, int])(nil)
 
-// Get implements fallback.Cache.
-func (s *StreamCache[In, Chunk]) Get(ctx context.Context, in In) (Chunk, bool) {
-	ch, _, ok := s.Match(ctx, in)
-	return ch, ok
-}
-
-// Match implements fallback.CacheMatcher.
-func (s *StreamCache[In, Chunk]) Match(ctx context.Context, in In) (Chunk, fallback.CacheHit, bool) {
-	text, hit, ok := s.c.Match(ctx, in)
+// Get implements fallback.StreamCache: the cached text as one chunk.
+func (s *StreamCache[In, Chunk]) Get(ctx context.Context, in In) (Chunk, string, bool) {
+	text, hit, ok := s.c.Get(ctx, in)
 	if !ok {
 		var zero Chunk
 		return zero, hit, false
@@ -43,5 +33,6 @@ func (s *StreamCache[In, Chunk]) Match(ctx context.Context, in In) (Chunk, fallb
 	return s.chunk(text), hit, true
 }
 
-// Put implements fallback.CacheWriter for the stream's assembled text.
+// Put implements fallback.StreamCache: it caches the stream's assembled
+// text.
 func (s *StreamCache[In, Chunk]) Put(ctx context.Context, in In, text string) { s.c.Put(ctx, in, text) }

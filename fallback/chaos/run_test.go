@@ -28,10 +28,12 @@ import (
 // evenCache answers inputs whose number is even.
 type evenCache struct{}
 
-func (evenCache) Get(_ context.Context, in string) (string, bool) {
+func (evenCache) Get(_ context.Context, in string) (string, string, bool) {
 	n, _ := strconv.Atoi(strings.TrimPrefix(in, "q"))
-	return "cached", n%2 == 0
+	return "cached", "", n%2 == 0
 }
+
+func (evenCache) Put(context.Context, string, string) {}
 
 // busyChain has every signal move under a drill: pro trips its breaker,
 // its small bulkhead rejects, flash fails often, the cache answers half of

@@ -136,11 +136,11 @@ func TestSemanticCacheOverTheGeminiAPI(t *testing.T) {
 	e.srv.SetScript(flashModel, always(fakegemini.Unavailable, fakegemini.Params{}))
 	for _, tc := range []struct {
 		q    string
-		want fallback.CacheHit
+		want string
 	}{
-		{"What is your refund policy for items damaged during  SHIPPING", fallback.CacheHitExact},
-		{"so what is your refund policy for items damaged during shipping", fallback.CacheHitSemantic},
-		{"what is your refund policy for items damaged in shipping", fallback.CacheHitSimplified},
+		{"What is your refund policy for items damaged during  SHIPPING", cache.HitExact},
+		{"so what is your refund policy for items damaged during shipping", cache.HitSemantic},
+		{"what is your refund policy for items damaged in shipping", cache.HitSimplified},
 	} {
 		res, err := chain.Do(context.Background(), question{Text: tc.q})
 		require.NoError(t, err, tc.q)
@@ -181,7 +181,7 @@ func TestEmbeddingOutageFallsBackToExact(t *testing.T) {
 	}
 	res, err := chain.Do(context.Background(), question{Text: "First question"})
 	require.NoError(t, err)
-	assert.Equal(t, fallback.CacheHitExact, res.CacheHit)
+	assert.Equal(t, cache.HitExact, res.CacheHit)
 	for range 3 {
 		_, err := chain.Do(context.Background(), question{Text: "first question, reworded"})
 		require.Error(t, err)

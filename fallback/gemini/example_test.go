@@ -130,7 +130,7 @@ func ExampleNewEmbedder() {
 	for c.Stats().Embedded == 0 {
 		time.Sleep(time.Millisecond)
 	}
-	out, hit, ok := c.Match(context.Background(), "so what is your refund policy for items damaged during shipping")
+	out, hit, ok := c.Get(context.Background(), "so what is your refund policy for items damaged during shipping")
 	fmt.Println(out, hit, ok)
 	// Output: Refunds within 30 days. semantic true
 }

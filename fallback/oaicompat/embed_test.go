@@ -141,7 +141,7 @@ func TestSemanticCacheOverAnOpenAIGateway(t *testing.T) {
 	}
 	res, err := chain.Do(context.Background(), question{Text: "so what is your refund policy for items damaged during shipping"})
 	require.NoError(t, err)
-	assert.Equal(t, fallback.CacheHitSemantic, res.CacheHit)
+	assert.Equal(t, cache.HitSemantic, res.CacheHit)
 	assert.Equal(t, first.Value.Text, res.Value.Text)
 	require.Len(t, recorded, 2)
 	assert.True(t, recorded[0].HasUsage)
@@ -150,7 +150,7 @@ func TestSemanticCacheOverAnOpenAIGateway(t *testing.T) {
 	e.srv.SetScript(embedModel, fakegemini.Script{Rules: []fakegemini.Rule{{Kind: fakegemini.Unavailable, P: fakegemini.Always}}})
 	res, err = chain.Do(context.Background(), question{Text: stored + "  "})
 	require.NoError(t, err)
-	assert.Equal(t, fallback.CacheHitExact, res.CacheHit)
+	assert.Equal(t, cache.HitExact, res.CacheHit)
 	for range 3 {
 		_, err = chain.Do(context.Background(), question{Text: "something new"})
 		require.Error(t, err)

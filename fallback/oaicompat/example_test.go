@@ -91,7 +91,7 @@ func ExampleNewEmbedder() {
 	for c.Stats().Embedded == 0 {
 		time.Sleep(time.Millisecond)
 	}
-	out, hit, _ := c.Match(context.Background(), "so what is your refund policy for items damaged during shipping")
+	out, hit, _ := c.Get(context.Background(), "so what is your refund policy for items damaged during shipping")
 	fmt.Println(out, hit, tokens.Load())
 	// Output: Refunds within 30 days. semantic 31
 }

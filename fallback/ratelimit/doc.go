@@ -8,9 +8,14 @@
 // quota is shared with another service, or was lowered — Throttle holds
 // every call for the wait the server asked for and halves the rate, down
 // to Config.MinShare; each call that passes afterwards (Passed) brings it
-// back by an eighth of the slowdown. A fallback.Stage with a Limiter does
-// all of this itself, and skips its tier without an upstream call (or
-// waits, when the wait fits the deadline) when the limiter says no.
+// back by an eighth of the slowdown. Tier (and StreamTier) puts a tier
+// behind its limiters and does all of this itself: in a chain, a call the
+// limiters refuse returns a *fallback.SkipError, and the chain skips the
+// tier without an upstream call (SkipRateLimited) — or the call waits,
+// when TierConfig.MaxWait allows it and the wait leaves a useful attempt
+// before the deadline. The token estimate is the stage's
+// (fallback.Stage.Tokens), read from the call's record; the correction is
+// the usage the tier's responses report (fallback.Report).
 //
 // Each limit is a token bucket whose burst is a tenth of the quota
 // (Config.Burst; a quarter for tokens) and whose rate is what is left of
@@ -40,8 +45,7 @@
 // turn taken at once and given back (Cancel, or a later limit or the
 // fleet refusing the call) comes back whole — the calls admitted behind
 // it were admitted with it counted — unless a reservation to act later
-// was placed behind it. A fallback.Stage takes its limiters' turns this
-// way.
+// was placed behind it. Tier takes its limiters' turns this way.
 //
 // A Group gives each key (tenant, API key) its own limiter, named by a hash
 // of the key. A Store shares a limiter's quota across processes; the

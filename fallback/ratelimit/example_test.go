@@ -5,8 +5,35 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/tierguard/tierguard/fallback"
 	"github.com/tierguard/tierguard/fallback/ratelimit"
 )
+
+// A tier behind its quota in a chain: over the limit, the chain skips it
+// without an upstream call and the next tier answers.
+func ExampleTier() {
+	lim, err := ratelimit.New(ratelimit.Config{Name: "pro", Requests: 61, Burst: 1}) // one a second
+	if err != nil {
+		panic(err)
+	}
+	defer lim.Close()
+	pro := fallback.Tier("pro", func(context.Context, string) (string, error) { return "pro answer", nil })
+	flash := fallback.Tier("flash", func(context.Context, string) (string, error) { return "flash answer", nil })
+	chain, err := fallback.New(fallback.Config[string, string]{Stages: []fallback.Stage[string, string]{
+		{Tier: ratelimit.Tier(pro, ratelimit.TierConfig[string]{Limiter: lim})},
+		{Tier: flash},
+	}})
+	if err != nil {
+		panic(err)
+	}
+	for range 2 {
+		res, _ := chain.Do(context.Background(), "q")
+		fmt.Println(res.Value, res.Attempts()[0].Skip)
+	}
+	// Output:
+	// pro answer not_skipped
+	// flash answer rate_limited
+}
 
 // A limiter for a tier whose quota is 60 requests and 100,000 tokens a
 // minute: a call reserves one request and its estimated tokens, and the

@@ -46,8 +46,20 @@ type TierConfig[In any] struct {
 // Put the limited tier in the stage, or in a pool member when each key has
 // its own quota (pool.Member.Limiter). A hedge on the next tier takes its
 // turn the same way.
+//
+// Tier panics when t is nil or MaxWait is negative: a configuration error.
 func Tier[In, Out any](t fallback.ModelTier[In, Out], cfg TierConfig[In]) fallback.ModelTier[In, Out] {
+	cfg.check(t == nil)
 	return &limitedTier[In, Out]{t: t, cfg: cfg}
+}
+
+func (c *TierConfig[In]) check(nilTier bool) {
+	switch {
+	case nilTier:
+		panic("ratelimit: Tier of a nil tier")
+	case c.MaxWait < 0:
+		panic("ratelimit: TierConfig.MaxWait is negative: " + c.MaxWait.String())
+	}
 }
 
 type limitedTier[In, Out any] struct {
@@ -78,6 +90,7 @@ func (l *limitedTier[In, Out]) Call(ctx context.Context, in In) (Out, error) {
 // unary tier: each attempt to start a stream takes its turn, and the usage
 // the stream reports by its end corrects the token estimate.
 func StreamTier[In, Chunk any](t fallback.StreamTier[In, Chunk], cfg TierConfig[In]) fallback.StreamTier[In, Chunk] {
+	cfg.check(t == nil)
 	return &limitedStream[In, Chunk]{t: t, cfg: cfg}
 }
 

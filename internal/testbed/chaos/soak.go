@@ -324,11 +324,11 @@ type cache struct {
 	m  map[string]string
 }
 
-func (c *cache) Get(_ context.Context, in string) (string, bool) {
+func (c *cache) Get(_ context.Context, in string) (string, string, bool) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	v, ok := c.m[in]
-	return v, ok
+	return v, "", ok
 }
 
 func (c *cache) Put(_ context.Context, in, out string) {
