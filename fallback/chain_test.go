@@ -19,6 +19,7 @@ import (
 	"github.com/tierguard/tierguard/classify"
 	"github.com/tierguard/tierguard/deadline"
 	"github.com/tierguard/tierguard/fallback"
+	"github.com/tierguard/tierguard/fallback/catalog"
 	"github.com/tierguard/tierguard/retry"
 	"github.com/tierguard/tierguard/validate"
 )
@@ -438,7 +439,7 @@ func TestQuotaExhaustedParksTheTier(t *testing.T) {
 func TestCatalogPreflight(t *testing.T) {
 	live := []string{"models/gemini-2.5-flash"}
 	var fetchErr error
-	cat, err := fallback.NewCatalog(func(context.Context) ([]string, error) { return live, fetchErr }, fallback.CatalogOptions{})
+	cat, err := catalog.New(func(context.Context) ([]string, error) { return live, fetchErr }, catalog.Options{})
 	require.NoError(t, err)
 	legacy := newFake("legacy", fails(classify.Retired))
 	pro := newFake("pro", fails(classify.Retired))
@@ -482,10 +483,10 @@ func TestCatalogPreflight(t *testing.T) {
 func TestCatalogStartStop(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var fetches atomic.Int64
-		cat, err := fallback.NewCatalog(func(context.Context) ([]string, error) {
+		cat, err := catalog.New(func(context.Context) ([]string, error) {
 			fetches.Add(1)
 			return []string{"a"}, nil
-		}, fallback.CatalogOptions{TTL: time.Minute})
+		}, catalog.Options{TTL: time.Minute})
 		require.NoError(t, err)
 		cat.Start()
 		synctest.Wait()
@@ -504,9 +505,9 @@ func TestCatalogStartStop(t *testing.T) {
 // the normal form prices and limits use — another case, white space, a
 // models/ or Vertex resource path name the same model.
 func TestCatalogComparesModelIDsInOneForm(t *testing.T) {
-	cat, err := fallback.NewCatalog(func(context.Context) ([]string, error) {
+	cat, err := catalog.New(func(context.Context) ([]string, error) {
 		return []string{"models/gemini-2.5-pro", "projects/p/locations/l/publishers/google/models/gemini-2.5-flash"}, nil
-	}, fallback.CatalogOptions{})
+	}, catalog.Options{})
 	require.NoError(t, err)
 	require.NoError(t, cat.Refresh(context.Background()))
 	for _, id := range []string{"gemini-2.5-pro", "Gemini-2.5-Pro", " gemini-2.5-pro ", "models/gemini-2.5-pro", "gemini-2.5-flash"} {
@@ -522,7 +523,7 @@ func TestCatalogComparesModelIDsInOneForm(t *testing.T) {
 func TestCatalogBackgroundRefreshSurvivesAPanic(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var fetches atomic.Int64
-		cat, err := fallback.NewCatalog(func(context.Context) ([]string, error) {
+		cat, err := catalog.New(func(context.Context) ([]string, error) {
 			switch fetches.Add(1) {
 			case 2:
 				panic("fetch exploded")
@@ -530,7 +531,7 @@ func TestCatalogBackgroundRefreshSurvivesAPanic(t *testing.T) {
 				runtime.Goexit()
 			}
 			return []string{"a"}, nil
-		}, fallback.CatalogOptions{TTL: time.Minute})
+		}, catalog.Options{TTL: time.Minute})
 		require.NoError(t, err)
 		cat.Start()
 		defer cat.Stop()
@@ -736,7 +737,7 @@ func TestInvalidConfig(t *testing.T) {
 	for _, want := range []string{"Total", "TryTimeout", `"pro" is used twice`, "stage 2: Tier is required", "BaseDelay"} {
 		assert.ErrorContains(t, err, want)
 	}
-	_, err = fallback.NewCatalog(nil, fallback.CatalogOptions{})
+	_, err = catalog.New(nil, catalog.Options{})
 	assert.Error(t, err)
 }
 

@@ -162,7 +162,7 @@ type Config[In, Out any] struct {
 
 	// Catalog, when set, lets the chain skip tiers whose model is not
 	// served, without an upstream call.
-	Catalog *Catalog
+	Catalog Catalog
 	// QuotaCooldown is how long a tier whose quota is exhausted is parked
 	// at least. The server's retry-after, when longer, extends it, up to
 	// MaxQuotaCooldown. 0 means 1m.
@@ -209,7 +209,7 @@ type shared struct {
 	total, minAttempt        time.Duration
 	table                    *classify.Table
 	classifier               classify.Classifier
-	catalog                  *Catalog
+	catalog                  Catalog
 	quotaPark, maxQuotaPark  time.Duration
 	retirePark, abandonAfter time.Duration
 	observer                 Observer

@@ -25,8 +25,8 @@ type engine struct {
 	stages       []stage
 	total        time.Duration
 	table        classify.Table
-	catalog      *Catalog
-	retired      retiredModels
+	catalog      Catalog
+	retired      park.Models
 	quotaPark    time.Duration
 	maxQuotaPark time.Duration
 	retirePark   time.Duration
@@ -369,7 +369,7 @@ func (e *engine) preflight(st *stage, model string) (why Skip, probe int64) {
 		return Skip(w), 0
 	}
 	if model != "" {
-		if e.retired.has(model, e.epoch) || e.catalog != nil && !e.catalog.Available(model) {
+		if e.retired.Has(model, e.epoch) || e.catalog != nil && !e.catalog.Available(model) {
 			st.parking.EndProbe(probe)
 			return SkipRetired, 0
 		}
@@ -582,7 +582,7 @@ func (e *engine) park(st *stage, model string, v classify.Verdict, p classify.Pa
 		case e.catalog != nil:
 			e.catalog.MarkRetired(m)
 		default:
-			e.retired.mark(m, e.epoch, e.retirePark)
+			e.retired.Mark(m, e.epoch, e.retirePark)
 		}
 	}
 }

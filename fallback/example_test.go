@@ -104,43 +104,6 @@ func ExampleNewStream() {
 	// tier: flash complete: true chunks: 2 finish: STOP
 }
 
-// A catalog of the models an API serves: a chain skips a tier whose model
-// is gone without calling it.
-func ExampleNewCatalog() {
-	catalog, err := fallback.NewCatalog(func(context.Context) ([]string, error) {
-		return []string{"models/gemini-2.5-flash"}, nil // for Gemini: models.list
-	}, fallback.CatalogOptions{})
-	if err != nil {
-		panic(err)
-	}
-	if err := catalog.Refresh(context.Background()); err != nil {
-		panic(err)
-	}
-	fmt.Println(catalog.Available("gemini-2.5-pro"), catalog.Available("gemini-2.5-flash"))
-
-	chain, err := fallback.New(fallback.Config[string, string]{
-		Stages: []fallback.Stage[string, string]{
-			{Tier: fallback.Tier("pro", func(context.Context, string) (string, error) { panic("never called") }), Model: "gemini-2.5-pro"},
-			{Tier: fallback.Tier("flash", func(context.Context, string) (string, error) { return "ok", nil }), Model: "gemini-2.5-flash"},
-		},
-		Total:   5 * time.Second,
-		Catalog: catalog,
-	})
-	if err != nil {
-		panic(err)
-	}
-	res, err := chain.Do(context.Background(), "q")
-	fmt.Println(res.Value, res.Tier, err)
-	for _, a := range res.Attempts() {
-		fmt.Println(" ", a.Tier, a.Skip)
-	}
-	// Output:
-	// false true
-	// ok flash <nil>
-	//   pro retired
-	//   flash not_skipped
-}
-
 // Hedging the primary on the next tier: after 50 ms without an answer a
 // second call starts on flash, and the first answer wins.
 func ExampleHedge() {

@@ -225,7 +225,7 @@ func (e *engine) nextTierHedge(b budget.Budget, st *stage, base context.Context,
 		// request's, not a hedge's.
 		return nil
 	}
-	if nextModel != "" && (e.retired.has(nextModel, e.epoch) || e.catalog != nil && !e.catalog.Available(nextModel)) {
+	if nextModel != "" && (e.retired.Has(nextModel, e.epoch) || e.catalog != nil && !e.catalog.Available(nextModel)) {
 		return nil
 	}
 	deadline, ok := e.hedgeWindow(b, ns)

@@ -136,7 +136,7 @@ type StreamConfig[In, Chunk any] struct {
 	Table      *classify.Table
 	Classifier classify.Classifier
 	// Catalog lets the chain skip tiers whose model is not served.
-	Catalog *Catalog
+	Catalog Catalog
 	// QuotaCooldown, MaxQuotaCooldown and RetiredRecheck are as in Config.
 	QuotaCooldown    time.Duration
 	MaxQuotaCooldown time.Duration

@@ -71,6 +71,17 @@ type EndpointReporter interface {
 	Endpoint() Endpoint
 }
 
+// Catalog says which models an API serves now, for preflight: a chain
+// skips a tier whose model is not available, without an upstream call,
+// and tells the catalog of a model that answered 404. Package catalog
+// provides one fed by the API's model list (for Gemini, models.list).
+type Catalog interface {
+	// Available reports whether model may be called now.
+	Available(model string) bool
+	// MarkRetired records that model answered 404 NOT_FOUND.
+	MarkRetired(model string)
+}
+
 // ResponseInfo describes a response for observers, without any of its
 // content: the provider's response id, the model that answered (which may
 // be a version of the model asked for) and the finish reason. Empty fields

@@ -27,6 +27,7 @@ import (
 
 	"github.com/tierguard/tierguard/breaker"
 	"github.com/tierguard/tierguard/fallback"
+	"github.com/tierguard/tierguard/fallback/catalog"
 	"github.com/tierguard/tierguard/fallback/gemini"
 	"github.com/tierguard/tierguard/internal/testbed/fakegemini"
 	"github.com/tierguard/tierguard/retry"
@@ -61,14 +62,14 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	catalog, err := gemini.NewCatalog(client, fallback.CatalogOptions{TTL: 10 * time.Minute})
+	models, err := gemini.NewCatalog(client, catalog.Options{TTL: 10 * time.Minute})
 	if err != nil {
 		log.Fatal(err)
 	}
-	if err := catalog.Refresh(ctx); err != nil {
+	if err := models.Refresh(ctx); err != nil {
 		log.Printf("catalog: %v (every model presumed available)", err)
 	}
-	chain, err := newChain(client, catalog, *proModel, *flashModel)
+	chain, err := newChain(client, models, *proModel, *flashModel)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -77,11 +78,11 @@ func main() {
 		ask(ctx, chain, *question)
 		return
 	}
-	story(ctx, srv, catalog, chain, *proModel, *flashModel)
+	story(ctx, srv, models, chain, *proModel, *flashModel)
 }
 
 // newChain builds pro → flash → cache → default.
-func newChain(client *genai.Client, catalog *fallback.Catalog, proModel, flashModel string) (*fallback.Chain[string, gemini.Answer], error) {
+func newChain(client *genai.Client, models *catalog.Catalog, proModel, flashModel string) (*fallback.Chain[string, gemini.Answer], error) {
 	// Each tier builds its own prompt from the same question.
 	pro, err := gemini.NewTier(gemini.TierConfig[string]{
 		Name: "pro", Model: proModel, Client: client,
@@ -127,7 +128,7 @@ func newChain(client *genai.Client, catalog *fallback.Catalog, proModel, flashMo
 		Stages:     []fallback.Stage[string, gemini.Answer]{proStage, flashStage},
 		Total:      15 * time.Second,
 		Classifier: gemini.Classifier,
-		Catalog:    catalog,
+		Catalog:    models,
 		Cache:      &memoryCache{m: map[string]gemini.Answer{}},
 		Default: func(context.Context, string) (gemini.Answer, bool) {
 			return gemini.Answer{Text: "We are busy right now; please try again in a minute."}, true
@@ -136,7 +137,7 @@ func newChain(client *genai.Client, catalog *fallback.Catalog, proModel, flashMo
 }
 
 // story plays four requests against the fake server.
-func story(ctx context.Context, srv *fakegemini.Server, catalog *fallback.Catalog, chain *fallback.Chain[string, gemini.Answer], proModel, flashModel string) {
+func story(ctx context.Context, srv *fakegemini.Server, models *catalog.Catalog, chain *fallback.Chain[string, gemini.Answer], proModel, flashModel string) {
 	const q1, q2 = "Why is the sky blue?", "Why are sunsets red?"
 
 	// The fake answers like a model would, in a few words.
@@ -163,11 +164,11 @@ func story(ctx context.Context, srv *fakegemini.Server, catalog *fallback.Catalo
 	fmt.Fprintln(out, "   so it is skipped without a call until then, and the default answers.")
 	ask(ctx, chain, q2)
 
-	fmt.Fprintln(out, "\n4. Pro is retired; the catalog no longer lists it, and flash is back,")
+	fmt.Fprintln(out, "\n4. Pro is retired; the models no longer lists it, and flash is back,")
 	fmt.Fprintln(out, "   inside the 30 s it asked for: neither is called, the default answers.")
 	srv.Retire(proModel)
 	srv.SetScript(flashModel, fakegemini.Script{Reply: reply})
-	if err := catalog.Refresh(ctx); err != nil {
+	if err := models.Refresh(ctx); err != nil {
 		log.Printf("catalog: %v", err)
 	}
 	ask(ctx, chain, q2)

@@ -10,7 +10,7 @@ import (
 	"go.uber.org/goleak"
 	"google.golang.org/genai"
 
-	"github.com/tierguard/tierguard/fallback"
+	"github.com/tierguard/tierguard/fallback/catalog"
 	"github.com/tierguard/tierguard/fallback/gemini"
 	"github.com/tierguard/tierguard/internal/testbed/fakegemini"
 )
@@ -28,13 +28,13 @@ func TestStory(t *testing.T) {
 	ctx := context.Background()
 	client, err := gemini.NewClient(ctx, genai.ClientConfig{APIKey: "k", HTTPClient: srv.Client(), HTTPOptions: genai.HTTPOptions{BaseURL: srv.URL()}})
 	require.NoError(t, err)
-	catalog, err := gemini.NewCatalog(client, fallback.CatalogOptions{})
+	models, err := gemini.NewCatalog(client, catalog.Options{})
 	require.NoError(t, err)
-	require.NoError(t, catalog.Refresh(ctx))
-	chain, err := newChain(client, catalog, "gemini-2.5-pro", "gemini-2.5-flash")
+	require.NoError(t, models.Refresh(ctx))
+	chain, err := newChain(client, models, "gemini-2.5-pro", "gemini-2.5-flash")
 	require.NoError(t, err)
 
-	story(ctx, srv, catalog, chain, "gemini-2.5-pro", "gemini-2.5-flash")
+	story(ctx, srv, models, chain, "gemini-2.5-pro", "gemini-2.5-flash")
 	s := buf.String()
 	assert.Contains(t, s, `source=tier tier="pro" degraded=false upstream calls=1`)
 	assert.Contains(t, s, `source=cache tier="" degraded=true upstream calls=3`)

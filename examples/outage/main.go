@@ -134,6 +134,7 @@ import (
 	"github.com/tierguard/tierguard/breaker"
 	"github.com/tierguard/tierguard/bulkhead"
 	"github.com/tierguard/tierguard/fallback"
+	"github.com/tierguard/tierguard/fallback/catalog"
 	"github.com/tierguard/tierguard/internal/testbed/fakegemini"
 	"github.com/tierguard/tierguard/internal/testbed/gemrest"
 	"github.com/tierguard/tierguard/retry"
@@ -261,7 +262,7 @@ func (g *guards) breaker(name string) *breaker.Breaker {
 
 // buildChain assembles pro → legacy → flash → cache → default. This is the
 // part of the demo that shows how a service uses tierguard.
-func buildChain(cfg config, srv *fakegemini.Server, catalog *fallback.Catalog, onBreaker func(breaker.Transition)) (*fallback.Chain[question, gemrest.Response], *guards, error) {
+func buildChain(cfg config, srv *fakegemini.Server, models *catalog.Catalog, onBreaker func(breaker.Transition)) (*fallback.Chain[question, gemrest.Response], *guards, error) {
 	g := &guards{}
 	client := func(name, model string) (*gemrest.Client, error) {
 		return gemrest.New(gemrest.Config{BaseURL: srv.URL(), APIKey: "demo-key", Model: model, Name: name, HTTPClient: srv.Client()})
@@ -345,7 +346,7 @@ func buildChain(cfg config, srv *fakegemini.Server, catalog *fallback.Catalog, o
 		// One deadline for the whole request, every tier and retry included.
 		Total: cfg.Deadline,
 		// Skip tiers whose model the API no longer serves (nil: no preflight).
-		Catalog: catalog,
+		Catalog: models,
 		// After the tiers: the last good answer to the same question...
 		Cache: newAnswerCache(),
 		// ...and last of all a canned answer.

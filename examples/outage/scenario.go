@@ -11,6 +11,7 @@ import (
 	"github.com/tierguard/tierguard/breaker"
 	"github.com/tierguard/tierguard/bulkhead"
 	"github.com/tierguard/tierguard/fallback"
+	"github.com/tierguard/tierguard/fallback/catalog"
 	"github.com/tierguard/tierguard/fallback/chaos"
 	"github.com/tierguard/tierguard/fallback/spend"
 	"github.com/tierguard/tierguard/internal/testbed/fakegemini"
@@ -76,23 +77,23 @@ func run(ctx context.Context, cfg config, progress io.Writer) (*summary, error) 
 	srv := fakegemini.New(fakegemini.WithSeed(cfg.Seed), fakegemini.WithRetired(legacyModel))
 	defer srv.Close()
 
-	var catalog *fallback.Catalog
+	var models *catalog.Catalog
 	if cfg.Catalog {
 		lister, err := gemrest.New(gemrest.Config{BaseURL: srv.URL(), APIKey: "demo-key", Model: proModel, HTTPClient: srv.Client()})
 		if err != nil {
 			return nil, err
 		}
-		if catalog, err = fallback.NewCatalog(lister.ListModels, fallback.CatalogOptions{}); err != nil {
+		if models, err = catalog.New(lister.ListModels, catalog.Options{}); err != nil {
 			return nil, err
 		}
-		if err := catalog.Refresh(ctx); err != nil {
+		if err := models.Refresh(ctx); err != nil {
 			return nil, err
 		}
 	}
 
 	con := newConsole(progress)
 	rec := newRecorder(cfg)
-	chain, g, err := buildChain(cfg, srv, catalog, func(tr breaker.Transition) {
+	chain, g, err := buildChain(cfg, srv, models, func(tr breaker.Transition) {
 		if t, ok := rec.transition(tr); ok {
 			con.event(fmt.Sprintf("%5.1fs  breaker %s: %s → %s (%s)", t.at.Seconds(), t.name, t.from, t.to, t.reason))
 		}
@@ -102,7 +103,7 @@ func run(ctx context.Context, cfg config, progress io.Writer) (*summary, error) 
 	}
 	var streams *fallback.StreamChain[question, gemrest.Chunk]
 	if cfg.StreamClients > 0 {
-		if streams, err = buildStreamChain(cfg, srv, catalog, g); err != nil {
+		if streams, err = buildStreamChain(cfg, srv, models, g); err != nil {
 			return nil, err
 		}
 	}

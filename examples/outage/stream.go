@@ -13,6 +13,7 @@ import (
 
 	"github.com/tierguard/tierguard/classify"
 	"github.com/tierguard/tierguard/fallback"
+	"github.com/tierguard/tierguard/fallback/catalog"
 	"github.com/tierguard/tierguard/internal/testbed/fakegemini"
 	"github.com/tierguard/tierguard/internal/testbed/gemrest"
 	"github.com/tierguard/tierguard/retry"
@@ -27,7 +28,7 @@ import (
 // The stages share the unary chain's circuit breakers — one per model,
 // whichever endpoint finds it failing — so an outage that opened pro's
 // breaker sends streams straight to flash too.
-func buildStreamChain(cfg config, srv *fakegemini.Server, catalog *fallback.Catalog, g *guards) (*fallback.StreamChain[question, gemrest.Chunk], error) {
+func buildStreamChain(cfg config, srv *fakegemini.Server, models *catalog.Catalog, g *guards) (*fallback.StreamChain[question, gemrest.Chunk], error) {
 	type tierSpec struct {
 		name, model string
 		prompt      func(question) gemrest.Request
@@ -74,7 +75,7 @@ func buildStreamChain(cfg config, srv *fakegemini.Server, catalog *fallback.Cata
 	return fallback.NewStream(fallback.StreamConfig[question, gemrest.Chunk]{
 		Stages:  stages,
 		Total:   cfg.Deadline, // bounds the whole stream, not just its start
-		Catalog: catalog,
+		Catalog: models,
 		// When no tier could start a stream: one canned chunk.
 		Default: func(context.Context, question) (gemrest.Chunk, bool) {
 			return gemrest.Chunk{Text: `{"model":"default","answer":"We are busy right now; please try again shortly."}`, FinishReason: "STOP"}, true

@@ -8,7 +8,7 @@ import (
 
 	"google.golang.org/genai"
 
-	"github.com/tierguard/tierguard/fallback"
+	"github.com/tierguard/tierguard/fallback/catalog"
 )
 
 // maxPages bounds a listing, so that a server that keeps returning page
@@ -54,13 +54,13 @@ func ListModels(ctx context.Context, client *genai.Client, config *genai.ListMod
 	}
 }
 
-// NewCatalog returns a fallback.Catalog fed by ListModels, for preflight: a
+// NewCatalog returns a catalog.Catalog fed by ListModels, for preflight: a
 // chain with Config.Catalog set skips, without an upstream call, every tier
 // whose Stage.Model the API no longer lists. Call Refresh once before
 // serving (a failed refresh leaves every model presumed available), and
 // Start to refresh every opts.TTL.
-func NewCatalog(client *genai.Client, opts fallback.CatalogOptions) (*fallback.Catalog, error) {
-	return fallback.NewCatalog(func(ctx context.Context) ([]string, error) {
+func NewCatalog(client *genai.Client, opts catalog.Options) (*catalog.Catalog, error) {
+	return catalog.New(func(ctx context.Context) ([]string, error) {
 		return ListModels(ctx, client, nil)
 	}, opts)
 }

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/genai"
 
 	"github.com/tierguard/tierguard/fallback"
+	"github.com/tierguard/tierguard/fallback/catalog"
 	"github.com/tierguard/tierguard/fallback/gemini"
 	"github.com/tierguard/tierguard/internal/testbed/fakegemini"
 )
@@ -35,7 +36,7 @@ func TestListModels(t *testing.T) {
 // A chain with the catalog skips the retired primary without calling it.
 func TestCatalogPreflight(t *testing.T) {
 	e := catalogEnv(t)
-	cat, err := gemini.NewCatalog(e.client, fallback.CatalogOptions{})
+	cat, err := gemini.NewCatalog(e.client, catalog.Options{})
 	require.NoError(t, err)
 	require.NoError(t, cat.Refresh(context.Background()))
 	assert.False(t, cat.Available(proModel))
@@ -57,7 +58,7 @@ func TestCatalogRefreshError(t *testing.T) {
 	t.Cleanup(srv.Close)
 	client, err := gemini.NewClient(context.Background(), genai.ClientConfig{APIKey: "test-key", HTTPClient: srv.Client(), HTTPOptions: genai.HTTPOptions{BaseURL: srv.URL()}})
 	require.NoError(t, err)
-	cat, err := gemini.NewCatalog(client, fallback.CatalogOptions{})
+	cat, err := gemini.NewCatalog(client, catalog.Options{})
 	require.NoError(t, err)
 	err = cat.Refresh(context.Background())
 	require.Error(t, err)

@@ -6,8 +6,11 @@
 package park
 
 import (
+	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/tierguard/tierguard/internal/modelid"
 )
 
 // None is the reason Check reports while nothing is parked. Callers number
@@ -148,3 +151,46 @@ func (l *Lot) Occupied() bool { return l.until.Load() != 0 }
 
 // Clear frees the lot at once.
 func (l *Lot) Clear() { l.until.Store(0) }
+
+// Models is a set of model ids parked each until its own time — the models
+// that answered 404, until a recheck. Ids compare in modelid's normal
+// form. The request path reads an immutable map with one atomic load, and
+// nothing else while the set is empty. Its zero value is empty.
+type Models struct {
+	m  atomic.Pointer[map[string]int64]
+	mu sync.Mutex
+}
+
+// Has reports whether model is parked now.
+func (r *Models) Has(model string, epoch time.Time) bool {
+	m := r.m.Load()
+	if m == nil {
+		return false
+	}
+	until, ok := (*m)[modelid.Normalize(model)]
+	return ok && Since(epoch) < until
+}
+
+// Mark parks model for d, dropping entries whose time has passed.
+func (r *Models) Mark(model string, epoch time.Time, d time.Duration) {
+	model = modelid.Normalize(model)
+	now := Since(epoch)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	next := map[string]int64{model: now + int64(d)}
+	if old := r.m.Load(); old != nil {
+		for k, until := range *old {
+			if k != model && until > now {
+				next[k] = until
+			}
+		}
+	}
+	r.m.Store(&next)
+}
+
+// Clear forgets every parked model.
+func (r *Models) Clear() {
+	r.mu.Lock()
+	r.m.Store(nil)
+	r.mu.Unlock()
+}

@@ -91,6 +91,6 @@
 // # Catalog
 //
 // [Client.ListModels] lists the models that support generateContent,
-// following nextPageToken; pass it to fallback.NewCatalog so the chain skips
+// following nextPageToken; pass it to catalog.New so the chain skips
 // a retired model without calling it.
 package gemrest

@@ -18,6 +18,7 @@ import (
 
 	"github.com/tierguard/tierguard/classify"
 	"github.com/tierguard/tierguard/fallback"
+	"github.com/tierguard/tierguard/fallback/catalog"
 	"github.com/tierguard/tierguard/internal/testbed/fakegemini"
 	"github.com/tierguard/tierguard/internal/testbed/gemrest"
 	reportedpkg "github.com/tierguard/tierguard/internal/testbed/reported"
@@ -426,12 +427,12 @@ func TestListModels(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []string{"gemini-2.5-pro", "gemini-2.5-flash", "gemini-2.5-flash-lite", "gemini-2.0-flash"}, ids)
 
-	catalog, err := fallback.NewCatalog(newClient(t, srv, "any").ListModels, fallback.CatalogOptions{})
+	models, err := catalog.New(newClient(t, srv, "any").ListModels, catalog.Options{})
 	require.NoError(t, err)
-	require.NoError(t, catalog.Refresh(context.Background()))
-	assert.True(t, catalog.Available("gemini-2.5-pro"))
-	assert.False(t, catalog.Available("gemini-1.0-pro"), "retired models are not listed")
-	assert.False(t, catalog.Available("text-embedding-004"), "models without generateContent are left out")
+	require.NoError(t, models.Refresh(context.Background()))
+	assert.True(t, models.Available("gemini-2.5-pro"))
+	assert.False(t, models.Available("gemini-1.0-pro"), "retired models are not listed")
+	assert.False(t, models.Available("text-embedding-004"), "models without generateContent are left out")
 }
 
 // pager serves a model list of three pages, or a scripted failure.
@@ -498,9 +499,9 @@ func TestChainOverFake(t *testing.T) {
 	srv := fakegemini.New(fakegemini.WithRetired("gemini-1.0-pro"))
 	defer srv.Close()
 	srv.SetScript("gemini-2.5-pro", fakegemini.Script{Rules: []fakegemini.Rule{{Kind: fakegemini.Unavailable, P: fakegemini.Always}}})
-	catalog, err := fallback.NewCatalog(newClient(t, srv, "x").ListModels, fallback.CatalogOptions{})
+	models, err := catalog.New(newClient(t, srv, "x").ListModels, catalog.Options{})
 	require.NoError(t, err)
-	require.NoError(t, catalog.Refresh(context.Background()))
+	require.NoError(t, models.Refresh(context.Background()))
 
 	stage := func(name, model string) fallback.Stage[gemrest.Request, gemrest.Response] {
 		c, err := gemrest.New(gemrest.Config{BaseURL: srv.URL(), Model: model, Name: name, HTTPClient: srv.Client()})
@@ -514,7 +515,7 @@ func TestChainOverFake(t *testing.T) {
 	chain, err := fallback.New(fallback.Config[gemrest.Request, gemrest.Response]{
 		Stages:  []fallback.Stage[gemrest.Request, gemrest.Response]{stage("pro", "gemini-2.5-pro"), stage("legacy", "gemini-1.0-pro"), stage("flash", "gemini-2.5-flash")},
 		Total:   5 * time.Second,
-		Catalog: catalog,
+		Catalog: models,
 	})
 	require.NoError(t, err)
 	res, err := chain.Do(context.Background(), gemrest.Request{Prompt: "hello", JSON: true})
@@ -525,7 +526,7 @@ func TestChainOverFake(t *testing.T) {
 	assert.Equal(t, "gemini-2.5-flash", answer.Model)
 	assert.Equal(t, 2, res.UpstreamCalls)
 	assert.EqualValues(t, 1, srv.Requests("gemini-2.5-pro"))
-	assert.Zero(t, srv.Requests("gemini-1.0-pro"), "the catalog skips the retired model")
+	assert.Zero(t, srv.Requests("gemini-1.0-pro"), "the models skips the retired model")
 	var skipped bool
 	for _, a := range res.Attempts() {
 		if a.Tier == "legacy" {

@@ -19,9 +19,9 @@ const maxListPages = 100
 
 // ListModels returns the ids ("gemini-2.5-pro", without "models/") of the
 // models that support generateContent, following nextPageToken. Its
-// signature is that of fallback.NewCatalog's fetch function:
+// signature is that of catalog.New's fetch function:
 //
-//	catalog, err := fallback.NewCatalog(client.ListModels, fallback.CatalogOptions{})
+//	catalog, err := catalog.New(client.ListModels, catalog.Options{})
 //
 // Any Client of the API will do; the Client's own model plays no part.
 // Errors classify as for Call; a page that is not a model list is an error,

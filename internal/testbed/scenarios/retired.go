@@ -15,6 +15,7 @@ import (
 	"github.com/tierguard/tierguard/bulkhead"
 	"github.com/tierguard/tierguard/classify"
 	"github.com/tierguard/tierguard/fallback"
+	"github.com/tierguard/tierguard/fallback/catalog"
 	"github.com/tierguard/tierguard/internal/testbed/fakegemini"
 	"github.com/tierguard/tierguard/internal/testbed/gemrest"
 	"github.com/tierguard/tierguard/retry"
@@ -246,10 +247,10 @@ func preflight(e *retiredEnv) retiredClient {
 // chains is tierguard: one chain per model, shared by that model's jobs.
 func chains(pol retry.Policy, withCatalog, successor bool) func(e *retiredEnv) retiredClient {
 	return func(e *retiredEnv) retiredClient {
-		var catalog *fallback.Catalog
+		var models *catalog.Catalog
 		if withCatalog {
 			var err error
-			catalog, err = fallback.NewCatalog(e.listModels, fallback.CatalogOptions{})
+			models, err = catalog.New(e.listModels, catalog.Options{})
 			must(err)
 		}
 		// One bulkhead and one breaker per model, shared by every chain
@@ -271,14 +272,14 @@ func chains(pol retry.Policy, withCatalog, successor bool) func(e *retiredEnv) r
 			if s, ok := successorOf[m]; ok && successor {
 				stages = append(stages, stage[s])
 			}
-			c, err := fallback.New(fallback.Config[job, gemrest.Response]{Stages: stages, Catalog: catalog})
+			c, err := fallback.New(fallback.Config[job, gemrest.Response]{Stages: stages, Catalog: models})
 			must(err)
 			byModel[m] = c
 		}
 		return retiredClient{
 			prepare: func(ctx context.Context, jobs []job) ([]job, error) {
-				if catalog != nil {
-					if err := catalog.Refresh(ctx); err != nil {
+				if models != nil {
+					if err := models.Refresh(ctx); err != nil {
 						return nil, err
 					}
 				}
@@ -310,7 +311,7 @@ func retiredVariants(cfg retiredConfig) []retiredVariant {
 		{name: "tierguard, reference retry, catalog", build: chains(seedPolicy, true, false)},
 		{name: "tierguard, defaults, no catalog", build: chains(defaults, false, false)},
 		{name: "tierguard, defaults, catalog", build: chains(defaults, true, false)},
-		{name: "tierguard, reference retry, catalog + successor tier", build: chains(seedPolicy, true, true)},
+		{name: "tierguard, reference retry, models + successor tier", build: chains(seedPolicy, true, true)},
 	}
 }
 
@@ -412,7 +413,7 @@ func scenarioRetired(cfg retiredConfig, runs int, seed uint64) (*result, error) 
 		}
 	}
 	res.notes = append(res.notes,
-		"upstream counts generateContent requests and models.list requests (C and the catalog rows make one). "+
+		"upstream counts generateContent requests and models.list requests (C and the models rows make one). "+
 			"C submits only the jobs on listed models; every other row submits all jobs. "+
 			"\"… after its 1st 404\" counts calls to a retired model that started after the first 404 from that model had come back. "+
 			"\"max stall\" is the longest a 1 ms timer fired late during the run: how long the machine kept the process from running. "+

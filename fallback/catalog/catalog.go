@@ -1,4 +1,4 @@
-package fallback
+package catalog
 
 import (
 	"context"
@@ -9,9 +9,13 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tierguard/tierguard/fallback"
 	"github.com/tierguard/tierguard/internal/detach"
 	"github.com/tierguard/tierguard/internal/modelid"
+	"github.com/tierguard/tierguard/internal/park"
 )
+
+var _ fallback.Catalog = (*Catalog)(nil)
 
 // Catalog is the list of models an API currently serves, for preflight: a
 // chain skips a tier whose model is not in it, without an upstream call.
@@ -32,7 +36,7 @@ type Catalog struct {
 	timeout time.Duration
 
 	snap    atomic.Pointer[catalogSnapshot]
-	retired retiredModels
+	retired park.Models
 	epoch   time.Time
 
 	mu      sync.Mutex
@@ -50,22 +54,22 @@ type catalogSnapshot struct {
 	at     time.Time
 }
 
-// CatalogOptions tunes a Catalog.
-type CatalogOptions struct {
+// Options tunes a Catalog.
+type Options struct {
 	// TTL is the time between refreshes after Start. 0 means 10 minutes.
 	TTL time.Duration
 	// Timeout bounds one refresh started by the timer. 0 means 10 seconds.
 	Timeout time.Duration
 }
 
-// NewCatalog returns a catalog fed by fetch, which returns the ids of the
-// models currently served ("gemini-2.5-pro" or "models/gemini-2.5-pro").
-func NewCatalog(fetch func(context.Context) ([]string, error), opts CatalogOptions) (*Catalog, error) {
+// New returns a catalog fed by fetch, which returns the ids of the models
+// currently served ("gemini-2.5-pro" or "models/gemini-2.5-pro").
+func New(fetch func(context.Context) ([]string, error), opts Options) (*Catalog, error) {
 	if fetch == nil {
-		return nil, errors.New("fallback: catalog needs a fetch function")
+		return nil, errors.New("catalog: a fetch function is required")
 	}
 	if opts.TTL < 0 || opts.Timeout < 0 {
-		return nil, fmt.Errorf("fallback: catalog TTL and Timeout must not be negative, got %v and %v", opts.TTL, opts.Timeout)
+		return nil, fmt.Errorf("catalog: TTL and Timeout must not be negative, got %v and %v", opts.TTL, opts.Timeout)
 	}
 	if opts.TTL == 0 {
 		opts.TTL = 10 * time.Minute
@@ -78,28 +82,23 @@ func NewCatalog(fetch func(context.Context) ([]string, error), opts CatalogOptio
 	return c, nil
 }
 
-// normalizeModel is the one normal form of model ids that prices, limits,
-// the catalog and retirement all compare in (internal/modelid): another
-// case, white space or a resource path name the same model.
-func normalizeModel(id string) string { return modelid.Normalize(id) }
-
 // Available reports whether model may be called: it is in the last list
 // fetched (or no list was fetched yet) and no 404 marked it retired since.
 func (c *Catalog) Available(model string) bool {
-	if c.retired.has(model, c.epoch) {
+	if c.retired.Has(model, c.epoch) {
 		return false
 	}
 	s := c.snap.Load()
 	if !s.loaded {
 		return true
 	}
-	_, ok := s.live[normalizeModel(model)]
+	_, ok := s.live[modelid.Normalize(model)]
 	return ok
 }
 
 // MarkRetired records that model answered 404 NOT_FOUND: it is skipped
 // until the next successful refresh says otherwise.
-func (c *Catalog) MarkRetired(model string) { c.retired.mark(model, c.epoch, math.MaxInt64/2) }
+func (c *Catalog) MarkRetired(model string) { c.retired.Mark(model, c.epoch, math.MaxInt64/2) }
 
 // Refresh fetches the list now. On failure the last good list stays and the
 // error is returned (and kept for Err).
@@ -109,15 +108,15 @@ func (c *Catalog) Refresh(ctx context.Context) error {
 	defer c.mu.Unlock()
 	if err != nil {
 		c.lastErr = err
-		return fmt.Errorf("fallback: catalog refresh: %w", err)
+		return fmt.Errorf("catalog: refresh: %w", err)
 	}
 	live := make(map[string]struct{}, len(ids))
 	for _, id := range ids {
-		live[normalizeModel(id)] = struct{}{}
+		live[modelid.Normalize(id)] = struct{}{}
 	}
 	c.lastErr = nil
 	c.snap.Store(&catalogSnapshot{loaded: true, live: live, at: time.Now()})
-	c.retired.clear()
+	c.retired.Clear()
 	return nil
 }
 
@@ -136,7 +135,7 @@ func (c *Catalog) Start() {
 
 // tick is a background refresh. It runs on the timer's goroutine, where
 // nobody could recover a panic of fetch: a refresh that panics (or calls
-// runtime.Goexit) is kept for Err as a *PanicError, the last good list
+// runtime.Goexit) is kept for Err as a *fallback.PanicError, the last good list
 // stays, and the next refresh is scheduled all the same.
 func (c *Catalog) tick() {
 	c.mu.Lock()
@@ -161,7 +160,7 @@ func (c *Catalog) tick() {
 	detach.Run(func() { _ = c.Refresh(ctx) }, func(o detach.Outcome) {
 		if o.Ended() {
 			c.mu.Lock()
-			c.lastErr = outcomeError(o)
+			c.lastErr = panicError(o)
 			c.mu.Unlock()
 		}
 	})
@@ -191,3 +190,11 @@ func (c *Catalog) Err() error {
 
 // Refreshed returns when the list in use was fetched; zero if never.
 func (c *Catalog) Refreshed() time.Time { return c.snap.Load().at }
+
+// panicError is a refresh's panic or runtime.Goexit as an error.
+func panicError(o detach.Outcome) *fallback.PanicError {
+	if o.Goexit {
+		return &fallback.PanicError{Value: "runtime.Goexit called"}
+	}
+	return &fallback.PanicError{Value: o.Panic, Stack: o.Stack}
+}

@@ -1,0 +1,96 @@
+package park_test
+
+import (
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"go.uber.org/goleak"
+
+	"github.com/tierguard/tierguard/internal/park"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+const quota, cooling = uint8(1), uint8(2)
+
+func TestParkEndsOnItsOwn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		epoch := time.Now()
+		var l park.Lot
+		assert.Equal(t, park.None, l.Check(epoch))
+		l.Park(epoch, quota, time.Minute)
+		assert.Equal(t, quota, l.Check(epoch))
+		until, why := l.Until(epoch)
+		assert.Equal(t, epoch.Add(time.Minute), until)
+		assert.Equal(t, quota, why)
+		time.Sleep(time.Minute)
+		assert.Equal(t, park.None, l.Check(epoch))
+		assert.False(t, l.Occupied(), "an ended stay is cleared")
+	})
+}
+
+// TestCoolDownLetsOneProbeThrough: when a cool-down ends, of 64 callers
+// one goes through and the others still see it until that one is done.
+func TestCoolDownLetsOneProbeThrough(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		epoch := time.Now()
+		var l park.Lot
+		l.CoolDown(epoch, cooling, 30*time.Second)
+		why, _ := l.Enter(epoch)
+		assert.Equal(t, cooling, why)
+		time.Sleep(30 * time.Second)
+		var through atomic.Int32
+		var probe atomic.Int64
+		var wg sync.WaitGroup
+		for range 64 {
+			wg.Go(func() {
+				if w, p := l.Enter(epoch); w == park.None {
+					through.Add(1)
+					probe.Store(p)
+				}
+			})
+		}
+		wg.Wait()
+		assert.Equal(t, int32(1), through.Load())
+		l.EndProbe(probe.Load())
+		w, p := l.Enter(epoch)
+		assert.Equal(t, park.None, w)
+		assert.Zero(t, p, "no cool-down left: no probe to end")
+	})
+}
+
+// TestCoolDownNeverShortensALongerStay: a quota's hour outlasts a
+// server's 30 s, and a second ParkOnce for the same reason is not first.
+func TestCoolDownNeverShortensALongerStay(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		epoch := time.Now()
+		var l park.Lot
+		assert.True(t, l.ParkOnce(epoch, quota, time.Hour))
+		assert.False(t, l.ParkOnce(epoch, quota, time.Hour))
+		l.CoolDown(epoch, cooling, 30*time.Second)
+		until, why := l.Until(epoch)
+		assert.Equal(t, quota, why)
+		assert.Equal(t, epoch.Add(time.Hour), until)
+		l.Clear()
+		assert.Equal(t, park.None, l.Check(epoch))
+	})
+}
+
+func TestModelsCompareInNormalForm(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		epoch := time.Now()
+		var m park.Models
+		assert.False(t, m.Has("gemini-2.5-pro", epoch))
+		m.Mark("models/Gemini-2.5-Pro ", epoch, time.Minute)
+		assert.True(t, m.Has("gemini-2.5-pro", epoch))
+		time.Sleep(time.Minute)
+		assert.False(t, m.Has("gemini-2.5-pro", epoch))
+		m.Mark("gemini-2.0-flash", epoch, time.Hour)
+		m.Clear()
+		assert.False(t, m.Has("gemini-2.0-flash", epoch))
+	})
+}
