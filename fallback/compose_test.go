@@ -226,13 +226,20 @@ func observed(obs *events) []string {
 }
 
 // Wrapping a pool keeps what the pool reports: whichever wrappers stand
-// around it (chaos.Tier, MapTier, in either order), the trail names each
+// around it (chaos.Tier, MapTier, ratelimit.Tier, in any order), the trail names each
 // member, shows each rotation after a member's 429 as an upstream call,
 // counts upstream calls as the members received them, and observers see
 // the same attempts and usage as without the wrapper; a hedge on the
 // wrapped pool goes to another member, as on the bare one.
 func TestWrappedPoolKeepsItsMembers(t *testing.T) {
 	var sw chaos.Switch
+	limited := func(t fallback.ModelTier[string, string]) fallback.ModelTier[string, string] {
+		lim, err := ratelimit.New(ratelimit.Config{Name: "pro", Requests: 1 << 30, Tokens: 1 << 40})
+		if err != nil {
+			panic(err)
+		}
+		return ratelimit.Tier(t, ratelimit.TierConfig[string]{Limiter: lim})
+	}
 	wrappers := map[string]func(fallback.ModelTier[string, string]) fallback.ModelTier[string, string]{
 		"bare": func(t fallback.ModelTier[string, string]) fallback.ModelTier[string, string] { return t },
 		"chaos": func(t fallback.ModelTier[string, string]) fallback.ModelTier[string, string] {
@@ -249,6 +256,16 @@ func TestWrappedPoolKeepsItsMembers(t *testing.T) {
 		},
 		"chaos(chaos(·))": func(t fallback.ModelTier[string, string]) fallback.ModelTier[string, string] {
 			return chaos.Tier(chaos.Tier(t, &sw), &sw)
+		},
+		"limit": limited,
+		"limit(chaos)": func(t fallback.ModelTier[string, string]) fallback.ModelTier[string, string] {
+			return limited(chaos.Tier(t, &sw))
+		},
+		"map(limit)": func(t fallback.ModelTier[string, string]) fallback.ModelTier[string, string] {
+			return fallback.MapTier(limited(t), strings.ToUpper)
+		},
+		"chaos(limit(map))": func(t fallback.ModelTier[string, string]) fallback.ModelTier[string, string] {
+			return chaos.Tier(limited(fallback.MapTier(t, strings.ToUpper)), &sw)
 		},
 	}
 	type run struct {
