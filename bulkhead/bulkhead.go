@@ -101,46 +101,50 @@ type Config struct {
 	KeysInNames bool
 }
 
-// cacheLine is the size the hot counters are padded to.
+// cacheLine is the size of the line the fast path's fields share.
 const cacheLine = 64
 
-// Bulkhead bounds the number of calls in flight. It is safe for concurrent
-// use. The fail-fast path is a compare-and-swap and allocates nothing.
-//
-// The fields are laid out by how they are shared: what every call only
-// reads, then the queue's length (read by every call, written only when
-// someone queues), then the slots and the acceptances (written by every
-// call), then the refusals (written only when full), a cache line apart
-// whatever the struct's alignment, so that taking and returning a slot
-// moves one line between cores.
-type Bulkhead struct {
-	max      int64
-	name     string
-	full     *FullError
-	maxWait  time.Duration
-	queueMax int
-	// observers are added by Observe; copy-on-write, nil when none.
-	observers atomic.Pointer[[]func(Event)]
+// inFlightMask is the part of Bulkhead.state that counts the slots held;
+// the rest counts the acquisitions granted at once, wrapping.
+const (
+	inFlightMask   = 1<<32 - 1
+	acceptedOne    = 1 << 32
+	maxBulkheadMax = 1<<31 - 1
+)
 
-	_ [cacheLine]byte
+// Bulkhead bounds the number of calls in flight. It is safe for concurrent
+// use. The fail-fast path is one compare-and-swap to take a slot and one
+// add to return it, and allocates nothing.
+//
+// Taking a slot and counting it is one read-modify-write of one word
+// (state), and every field the fast path reads sits on the same cache
+// line: the line has to come to the core for that write anyway, so the
+// reads cost nothing more, and a slot taken and returned moves one line
+// between cores. Nothing pads the struct: a Group holds many, mostly idle.
+type Bulkhead struct {
+	// state holds the slots in flight (inFlightMask) and, above them, the
+	// acquisitions granted without queueing, wrapping into wraps.
+	state atomic.Uint64
 	// waiting counts queued acquisitions; the fast path defers to them so a
 	// newcomer cannot take a slot ahead of the queue.
 	waiting atomic.Int64
+	// observers are added by Observe; copy-on-write, nil when none.
+	observers atomic.Pointer[[]func(Event)]
+	cfg       Config
+	// full is the error of a refusal, built once so that refusing
+	// allocates nothing.
+	full FullError
+
 	// queued is the queue's length, for Stats: waiting also counts, for an
 	// instant, a newcomer about to be turned away by a full queue.
 	queued atomic.Int64
+	// rejected counts refusals; wraps, how often state's count of
+	// acquisitions wrapped; acceptedQueued, the acquisitions granted after
+	// a wait in the queue.
+	rejected, wraps, acceptedQueued atomic.Uint64
 
-	_        [cacheLine]byte
-	inflight atomic.Int64
-	accepted atomic.Uint64
-
-	_        [cacheLine]byte
-	rejected atomic.Uint64
-
-	_       [cacheLine]byte
 	obsMu   sync.Mutex
 	obsList []*observerEntry
-	cfg     Config
 
 	mu    sync.Mutex
 	queue []*waiter
@@ -155,8 +159,8 @@ func New(cfg Config) (*Bulkhead, error) {
 	var errs []error
 	// Each message starts with the field it is about, as in breaker.Config.
 	invalid := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-	if cfg.Max <= 0 {
-		invalid("Max must be positive, got %d", cfg.Max)
+	if cfg.Max <= 0 || cfg.Max > maxBulkheadMax {
+		invalid("Max must be positive and at most %d, got %d", maxBulkheadMax, cfg.Max)
 	}
 	switch {
 	case cfg.MaxWait < 0:
@@ -169,15 +173,14 @@ func New(cfg Config) (*Bulkhead, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("bulkhead %q: invalid config: %w", cfg.Name, err)
 	}
-	return &Bulkhead{name: cfg.Name, max: int64(cfg.Max), full: &FullError{Name: cfg.Name, Max: cfg.Max},
-		maxWait: cfg.MaxWait, queueMax: cfg.Queue, cfg: cfg}, nil
+	return &Bulkhead{cfg: cfg, full: FullError{Name: cfg.Name, Max: cfg.Max}}, nil
 }
 
 // Config returns the bulkhead's configuration.
 func (b *Bulkhead) Config() Config { return b.cfg }
 
 // Name returns the bulkhead's name.
-func (b *Bulkhead) Name() string { return b.name }
+func (b *Bulkhead) Name() string { return b.cfg.Name }
 
 // TryAcquire takes a slot if one is free and nobody is queued for one. A
 // refusal counts in Stats.Rejected, as a granted slot counts in Accepted.
@@ -190,10 +193,9 @@ func (b *Bulkhead) TryAcquire() bool {
 	return false
 }
 
-// permitted counts and reports an acquisition that got a slot. Without
-// observers it is an add and a load, inlined.
+// permitted reports an acquisition that got a slot (take counted it).
+// Without observers it is a load, inlined.
 func (b *Bulkhead) permitted() {
-	b.accepted.Add(1)
 	if b.observers.Load() != nil {
 		b.tell(Event{Kind: Permitted})
 	}
@@ -210,7 +212,7 @@ func (b *Bulkhead) refused() {
 // tell hands e to every observer.
 func (b *Bulkhead) tell(e Event) {
 	if os := b.observers.Load(); os != nil {
-		e.Bulkhead = b.name
+		e.Bulkhead = b.cfg.Name
 		for _, o := range *os {
 			o(e)
 		}
@@ -221,16 +223,26 @@ func (b *Bulkhead) tryTake() bool {
 	if b.waiting.Load() != 0 {
 		return false
 	}
-	return b.take()
+	return b.take(true)
 }
 
-func (b *Bulkhead) take() bool {
+// take takes a slot if one is free, counting it as accepted when count is
+// set (a slot handed to a waiter is counted when the waiter takes it).
+func (b *Bulkhead) take(count bool) bool {
+	add := uint64(1)
+	if count {
+		add += acceptedOne
+	}
+	max := uint64(b.cfg.Max)
 	for {
-		n := b.inflight.Load()
-		if n >= b.max {
+		s := b.state.Load()
+		if s&inFlightMask >= max {
 			return false
 		}
-		if b.inflight.CompareAndSwap(n, n+1) {
+		if b.state.CompareAndSwap(s, s+add) {
+			if count && s>>32 == inFlightMask {
+				b.wraps.Add(1)
+			}
 			return true
 		}
 	}
@@ -245,9 +257,9 @@ func (b *Bulkhead) Acquire(ctx context.Context) error {
 		b.permitted()
 		return nil
 	}
-	if b.maxWait == 0 {
+	if b.cfg.MaxWait == 0 {
 		b.refused()
-		return b.full
+		return &b.full
 	}
 	return b.wait(ctx)
 }
@@ -262,17 +274,17 @@ func (b *Bulkhead) wait(ctx context.Context) error {
 	// concurrently then either sees it (and hands over the slot) or its
 	// decrement is seen by take below.
 	b.waiting.Add(1)
-	if b.take() {
+	if b.take(true) {
 		b.waiting.Add(-1)
 		b.mu.Unlock()
 		b.permitted()
 		return nil
 	}
-	if len(b.queue) >= b.queueMax {
+	if len(b.queue) >= b.cfg.Queue {
 		b.waiting.Add(-1)
 		b.mu.Unlock()
 		b.refused()
-		return b.full
+		return &b.full
 	}
 	w := &waiter{ready: make(chan struct{}, 1)}
 	b.queue = append(b.queue, w)
@@ -280,7 +292,7 @@ func (b *Bulkhead) wait(ctx context.Context) error {
 	b.mu.Unlock()
 
 	start := time.Now()
-	timer := time.NewTimer(b.maxWait)
+	timer := time.NewTimer(b.cfg.MaxWait)
 	var ctxErr error
 	select {
 	case <-w.ready:
@@ -310,7 +322,7 @@ func (b *Bulkhead) wait(ctx context.Context) error {
 	if ctxErr != nil {
 		return ctxErr
 	}
-	return b.full
+	return &b.full
 }
 
 // dequeue removes w from the queue; it reports false if w had already been
@@ -334,7 +346,7 @@ func (b *Bulkhead) queuedEnd(wait time.Duration, acquired bool) {
 	e := Event{Kind: Rejected, Queued: true, Wait: wait}
 	if acquired {
 		e.Kind = Permitted
-		b.accepted.Add(1)
+		b.acceptedQueued.Add(1)
 	} else {
 		b.rejected.Add(1)
 	}
@@ -392,7 +404,8 @@ func (b *Bulkhead) Release() {
 
 // release returns a slot without reporting it.
 func (b *Bulkhead) release() {
-	if b.inflight.Add(-1) < 0 {
+	if b.state.Add(^uint64(0))&inFlightMask == inFlightMask {
+		// It was 0: the subtraction borrowed from the count above.
 		b.overRelease()
 	}
 	if b.waiting.Load() != 0 {
@@ -402,14 +415,14 @@ func (b *Bulkhead) release() {
 
 // overRelease undoes a Release without Acquire and panics.
 func (b *Bulkhead) overRelease() {
-	b.inflight.Add(1)
-	panic("tierguard: bulkhead " + strconv.Quote(b.name) + ": Release without Acquire")
+	b.state.Add(1)
+	panic("tierguard: bulkhead " + strconv.Quote(b.cfg.Name) + ": Release without Acquire")
 }
 
 // handOff gives freed slots to the longest waiters.
 func (b *Bulkhead) handOff() {
 	b.mu.Lock()
-	for len(b.queue) > 0 && b.take() {
+	for len(b.queue) > 0 && b.take(false) {
 		w := b.queue[0]
 		copy(b.queue, b.queue[1:])
 		b.queue[len(b.queue)-1] = nil
@@ -449,11 +462,12 @@ type Stats struct {
 
 // Stats returns the bulkhead's current figures.
 func (b *Bulkhead) Stats() Stats {
+	s := b.state.Load()
 	return Stats{
-		Accepted: b.accepted.Load(),
+		Accepted: b.wraps.Load()<<32 + s>>32 + b.acceptedQueued.Load(),
 		Rejected: b.rejected.Load(),
-		InFlight: int(b.inflight.Load()),
+		InFlight: int(s & inFlightMask),
 		Waiting:  int(b.queued.Load()),
-		Max:      int(b.max),
+		Max:      b.cfg.Max,
 	}
 }

@@ -25,14 +25,14 @@ func FuzzBulkhead(f *testing.F) {
 	f.Fuzz(func(t *testing.T, size int, wait int64, queue int, ops []byte) {
 		waits := wait != 0 || queue != 0
 		b, err := bulkhead.New(bulkhead.Config{Name: "fz", Max: size, MaxWait: time.Duration(wait), Queue: queue})
-		valid := size > 0 && (!waits || wait > 0 && queue > 0)
+		valid := size > 0 && size <= 1<<31-1 && (!waits || wait > 0 && queue > 0)
 		if err != nil {
 			if valid {
 				t.Fatalf("valid config refused: %v", err)
 			}
 			msg := err.Error()
-			if !strings.Contains(msg, `bulkhead "fz"`) || size <= 0 && !strings.Contains(msg, "Max") ||
-				size > 0 && wait < 0 && !strings.Contains(msg, "MaxWait") || size > 0 && wait >= 0 && queue != 0 && !strings.Contains(msg, "Queue") {
+			if !strings.Contains(msg, `bulkhead "fz"`) || (size <= 0 || size > 1<<31-1) && !strings.Contains(msg, "Max") ||
+				size > 0 && size <= 1<<31-1 && wait < 0 && !strings.Contains(msg, "MaxWait") || size > 0 && size <= 1<<31-1 && wait >= 0 && queue != 0 && !strings.Contains(msg, "Queue") {
 				t.Fatalf("error does not name the field: %v", err)
 			}
 			return

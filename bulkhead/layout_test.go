@@ -5,18 +5,43 @@ import (
 	"unsafe"
 )
 
-// TestHotFieldsAreALineApart guards the layout that keeps the counters
-// every call writes off the lines other fields are read from.
-func TestHotFieldsAreALineApart(t *testing.T) {
+// TestFastPathFieldsShareALine guards the layout that makes a slot taken
+// and returned move one cache line: the word every call writes and every
+// field the fast path reads lie in the struct's first line.
+func TestFastPathFieldsShareALine(t *testing.T) {
 	var b Bulkhead
-	apart := func(what string, before, after uintptr, size uintptr) {
-		t.Helper()
-		if after-(before+size) < cacheLine {
-			t.Errorf("%s: %d bytes apart, want at least %d", what, after-(before+size), cacheLine)
+	for name, end := range map[string]uintptr{
+		"state":       unsafe.Offsetof(b.state) + unsafe.Sizeof(b.state),
+		"waiting":     unsafe.Offsetof(b.waiting) + unsafe.Sizeof(b.waiting),
+		"observers":   unsafe.Offsetof(b.observers) + unsafe.Sizeof(b.observers),
+		"cfg.Max":     unsafe.Offsetof(b.cfg) + unsafe.Offsetof(b.cfg.Max) + unsafe.Sizeof(b.cfg.Max),
+		"cfg.MaxWait": unsafe.Offsetof(b.cfg) + unsafe.Offsetof(b.cfg.MaxWait) + unsafe.Sizeof(b.cfg.MaxWait),
+	} {
+		if end > cacheLine {
+			t.Errorf("%s ends at byte %d, past the first line (%d)", name, end, cacheLine)
 		}
 	}
-	apart("read-mostly fields and the queue length", unsafe.Offsetof(b.observers), unsafe.Offsetof(b.waiting), unsafe.Sizeof(b.observers))
-	apart("the queue length and the slots", unsafe.Offsetof(b.queued), unsafe.Offsetof(b.inflight), unsafe.Sizeof(b.queued))
-	apart("the slots and the refusals", unsafe.Offsetof(b.accepted), unsafe.Offsetof(b.rejected), unsafe.Sizeof(b.accepted))
-	apart("the refusals and the locks", unsafe.Offsetof(b.rejected), unsafe.Offsetof(b.obsMu), unsafe.Sizeof(b.rejected))
+	// A Group holds one per key: no padding.
+	if size := unsafe.Sizeof(b); size > 192 {
+		t.Errorf("a Bulkhead is %d bytes, want at most 192", size)
+	}
+}
+
+// TestAcceptedCountsPastItsWord: the count of acquisitions kept above the
+// slots in state wraps into wraps, and Stats adds both.
+func TestAcceptedCountsPastItsWord(t *testing.T) {
+	b, err := New(Config{Name: "b", Max: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.state.Store(uint64(inFlightMask) << 32) // 2^32 − 1 accepted, none in flight
+	for range 3 {
+		if !b.TryAcquire() {
+			t.Fatal("refused a free slot")
+		}
+		b.Release()
+	}
+	if s := b.Stats(); s.Accepted != 1<<32-1+3 || s.InFlight != 0 {
+		t.Errorf("Stats = %+v, want Accepted %d and nothing in flight", s, uint64(1<<32-1+3))
+	}
 }
