@@ -127,8 +127,10 @@ func (t Transition) String() string {
 // state can never change a later one.
 type phase struct {
 	state  State
-	gen    uint64
 	forced bool
+	// Half-open: whether a timer will check the probes' waits.
+	armed atomic.Bool
+	gen   uint64
 
 	// Closed: counted failures in a row, and the rolling window.
 	failures atomic.Int64
@@ -138,10 +140,8 @@ type phase struct {
 	// breaker (probes), so that the limit holds across half-open periods.
 	successes atomic.Int64
 	slows     atomic.Int64
-	// Half-open: when the period began (the breaker's monotonic clock),
-	// and whether a timer will check the probes' waits.
+	// Half-open: when the period began (the breaker's monotonic clock).
 	start int64
-	armed atomic.Bool
 
 	// The breaker's count of refusals when the phase began.
 	rejectedBefore int64
@@ -157,22 +157,27 @@ type phase struct {
 // and an add to a counter it rarely shares.
 type Breaker struct {
 	cur atomic.Pointer[phase]
-	cfg Config
+	// cfg is the normalized config and the clock's origin, shared by
+	// every member of a Group: a member's own Name is cfg.Name+"/"+key
+	// (see Config).
+	cfg *shared
+	// key is a Group member's key, when keyed is set.
+	key string
 	// name is what errors, transitions and metrics call the breaker:
 	// cfg.Name, but for a Group member whose key is hidden.
 	name string
-	// epoch is the origin of the monotonic clock used by the window.
-	epoch time.Time
 
 	// probes are the half-open probe slots, shared by every half-open
-	// period.
-	probes *probeSlots
+	// period; made at the first half-open period (see slots), so that an
+	// idle breaker holds none.
+	probes atomic.Pointer[probeSlots]
 	// rejects counts refused calls; nil until the first one.
 	rejects atomic.Pointer[rejections]
 
 	mu sync.Mutex
 	// trips counts trips since the last close, for cooldown growth.
-	trips  int
+	trips  int32
+	keyed  bool
 	member Member
 
 	// listeners are added by Observe; copy-on-write under mu.
@@ -183,19 +188,29 @@ type listener struct{ fn func(Transition) }
 
 // New returns a breaker configured by cfg, or an error naming every invalid
 // field.
-func New(cfg Config) (*Breaker, error) { return newNamed(cfg, cfg.Name) }
-
-// newNamed returns a breaker that calls itself name in errors, transitions
-// and metrics; its Store knows it by cfg.Name.
-func newNamed(cfg Config, name string) (*Breaker, error) {
+func New(cfg Config) (*Breaker, error) {
 	cfg, err := cfg.normalize()
 	if err != nil {
 		return nil, err
 	}
-	b := &Breaker{cfg: cfg, name: name, epoch: time.Now(), probes: newProbeSlots(cfg.HalfOpenProbes)}
+	return newShared(&shared{Config: cfg, epoch: time.Now()}, "", false, cfg.Name)
+}
+
+// shared is what the members of a Group have in common: the normalized
+// config and the origin of the monotonic clock their windows use.
+type shared struct {
+	Config
+	epoch time.Time
+}
+
+// newShared returns a breaker of the normalized config cfg, which it may
+// share with others; a Group member (keyed) is cfg.Name+"/"+key to its
+// Store, and calls itself name in errors, transitions and metrics.
+func newShared(cfg *shared, key string, keyed bool, name string) (*Breaker, error) {
+	b := &Breaker{cfg: cfg, key: key, keyed: keyed, name: name}
 	b.cur.Store(b.closedPhase(0, false))
 	if cfg.Store != nil {
-		m, err := cfg.Store.Join(cfg.Name, local{weak.Make(b)})
+		m, err := cfg.Store.Join(b.storeName(), local{weak.Make(b)})
 		if err != nil {
 			return nil, err
 		}
@@ -220,7 +235,28 @@ func (b *Breaker) State() State { return b.cur.Load().state }
 func (b *Breaker) generation() uint64 { return b.cur.Load().gen }
 
 // Config returns the breaker's configuration with defaults filled in.
-func (b *Breaker) Config() Config { return b.cfg }
+func (b *Breaker) Config() Config {
+	c := b.cfg.Config
+	c.Name = b.storeName()
+	return c
+}
+
+// storeName is the name a Store knows the breaker by: Config.Name.
+func (b *Breaker) storeName() string {
+	if b.keyed {
+		return b.cfg.Name + "/" + b.key
+	}
+	return b.cfg.Name
+}
+
+// slots returns the probe slots, making them on first use.
+func (b *Breaker) slots() *probeSlots {
+	if p := b.probes.Load(); p != nil {
+		return p
+	}
+	b.probes.CompareAndSwap(nil, newProbeSlots(b.cfg.HalfOpenProbes))
+	return b.probes.Load()
+}
 
 func (b *Breaker) closedPhase(gen uint64, forced bool) *phase {
 	p := &phase{state: Closed, gen: gen, forced: forced, rejectedBefore: b.rejected()}
@@ -231,7 +267,7 @@ func (b *Breaker) closedPhase(gen uint64, forced bool) *phase {
 }
 
 // now is the monotonic time since the breaker was made, in nanoseconds.
-func (b *Breaker) now() int64 { return int64(time.Since(b.epoch)) }
+func (b *Breaker) now() int64 { return int64(time.Since(b.cfg.epoch)) }
 
 // Token is the permission to make one call. Report its outcome exactly once
 // with Done (or Report); a token from a rejected Allow is inert.
@@ -267,14 +303,14 @@ func (b *Breaker) Allow() (Token, error) {
 
 func (b *Breaker) allowProbe(ph *phase) (Token, error) {
 	now := b.now()
-	slot, ticket, ok := b.probes.take(now)
+	slot, ticket, ok := b.slots().take(now)
 	if !ok {
 		b.reject()
 		return Token{}, ph.rejection
 	}
 	if b.member != nil && !b.member.TryProbe() {
-		if b.probes.claim(slot, ticket) {
-			b.probes.free(slot)
+		if b.slots().claim(slot, ticket) {
+			b.slots().free(slot)
 		}
 		b.reject()
 		return Token{}, ph.rejection
@@ -299,7 +335,7 @@ func (b *Breaker) armLocked(ph *phase) {
 	if b.cfg.MaxHalfOpenWait <= 0 || ph.armed.Load() {
 		return
 	}
-	first, ok := b.probes.oldest()
+	first, ok := b.slots().oldest()
 	if !ok {
 		return
 	}
@@ -319,7 +355,7 @@ func (b *Breaker) checkProbes(ph *phase) {
 	}
 	ph.armed.Store(false)
 	current := false
-	b.probes.writeOff(b.now()-int64(b.cfg.MaxHalfOpenWait), func(start int64) {
+	b.slots().writeOff(b.now()-int64(b.cfg.MaxHalfOpenWait), func(start int64) {
 		// The fleet-wide permit goes back too, before the slot.
 		if b.member != nil {
 			b.member.ReleaseProbe()
@@ -412,7 +448,7 @@ func (b *Breaker) closedDone(t Token, o Outcome) {
 
 func (b *Breaker) probeDone(t Token, o Outcome) {
 	slot := t.probe - 1
-	if !b.probes.claim(slot, ticketOf(t.start)) {
+	if !b.slots().claim(slot, ticketOf(t.start)) {
 		// The probe was written off: its slot is no longer its own, and
 		// its report comes too late to decide anything.
 		return
@@ -422,7 +458,7 @@ func (b *Breaker) probeDone(t Token, o Outcome) {
 	if b.member != nil {
 		b.member.ReleaseProbe()
 	}
-	b.probes.free(slot)
+	b.slots().free(slot)
 	ph := t.ph
 	if b.cur.Load() != ph {
 		// A probe of an earlier period: it held its slot until now, but
@@ -513,7 +549,7 @@ func (b *Breaker) switchLocked(to State, reason string, forced bool, openUntil t
 // every trip since the last close up to MaxCooldown, spread by the jitter.
 func (b *Breaker) cooldown() time.Duration {
 	d := b.cfg.Cooldown
-	for i := 1; i < b.trips && d < b.cfg.MaxCooldown; i++ {
+	for i := int32(1); i < b.trips && d < b.cfg.MaxCooldown; i++ {
 		if d > b.cfg.MaxCooldown/2 {
 			d = b.cfg.MaxCooldown // doubling would pass the cap (or overflow)
 			break

@@ -43,7 +43,7 @@ func (b *Breaker) Counts() Counts {
 		State:          ph.state,
 		Generation:     ph.gen,
 		Rejected:       max(b.rejected()-ph.rejectedBefore, 0),
-		ProbesInFlight: b.probes.inFlight(),
+		ProbesInFlight: b.probesInFlight(),
 	}
 	switch ph.state {
 	case Closed:

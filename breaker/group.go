@@ -2,6 +2,7 @@ package breaker
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/tierguard/tierguard/internal/keyed"
 )
@@ -33,11 +34,14 @@ func NewGroup(cfg Config, maxKeys int) (*Group, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The config was validated by the overflow breaker; only a Store's Join
-	// can fail later, and a store must fail open: such a key gets the
-	// overflow breaker rather than a refused call.
+	// The config was validated by the overflow breaker, and every member
+	// shares it; only a Store's Join can fail later, and a store must fail
+	// open: such a key gets the overflow breaker rather than a refused
+	// call.
+	norm, _ := cfg.normalize()
+	sh := &shared{Config: norm, epoch: time.Now()}
 	mk := func(key string) (*Breaker, error) {
-		return newNamed(member(cfg, key), keyed.Name(cfg.Name, key, cfg.KeysInNames))
+		return newShared(sh, key, true, keyed.Name(cfg.Name, key, cfg.KeysInNames))
 	}
 	return &Group{g: keyed.New(mk, maxKeys, overflow, overflowKey)}, nil
 }

@@ -104,3 +104,11 @@ func (s *probeSlots) writeOff(deadline int64, release func(start int64)) {
 		}
 	}
 }
+
+// probesInFlight is the probes held now, 0 before any half-open period.
+func (b *Breaker) probesInFlight() int {
+	if p := b.probes.Load(); p != nil {
+		return p.inFlight()
+	}
+	return 0
+}

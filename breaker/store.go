@@ -76,7 +76,7 @@ type local struct{ b weak.Pointer[Breaker] }
 
 func (l local) Config() Config {
 	if b := l.b.Value(); b != nil {
-		return b.cfg
+		return b.Config()
 	}
 	return Config{}
 }
