@@ -30,11 +30,15 @@ func NewGroup(cfg Config, maxKeys int) (*Group, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The members share the config the overflow limiter checked.
+	sh, err := newShape(cfg)
+	if err != nil {
+		return nil, err
+	}
 	mk := func(key string) (*Limiter, error) {
 		// The store knows the member by its full name, the display name
 		// may hide the key.
-		c := member(cfg.Name + "/" + key)
-		return newNamed(c, keyed.Name(cfg.Name, key, cfg.KeysInNames))
+		return newLimiter(sh, key, true, keyed.Name(cfg.Name, key, cfg.KeysInNames))
 	}
 	return &Group{g: keyed.New(mk, maxKeys, overflow, overflowKey)}, nil
 }

@@ -146,12 +146,19 @@ type Refunder interface {
 // per minute, or both, as model APIs publish their quotas. It is safe for
 // concurrent use; admitting a call is a compare-and-swap per limit, with
 // no lock and no allocation.
+//
+// Nothing pads the struct, and the members of a Group share their
+// configuration: a Group holds many, mostly idle. An admission writes its
+// bucket's word and a counter here; the fields it reads share those lines.
 type Limiter struct {
+	// shape is the normalized config and the clock's origin, shared by
+	// every member of a Group: a member is shape.Name+"/"+key to its
+	// Store (see Config).
+	shape    *shape
+	key      string
+	keyed    bool
 	name     string
-	cfg      Config
-	epoch    time.Time
 	req, tok *bucket
-	minShare float64
 	member   Member
 	// hold is when the wait an upstream 429 asked for ends (nanoseconds
 	// since epoch).
@@ -159,15 +166,28 @@ type Limiter struct {
 
 	observers subscribers.List[func(Event)]
 
-	_                                     [64]byte
 	admitted, delayed, refused, cancelled atomic.Uint64
 	throttles                             atomic.Uint64
 }
 
-// New returns a limiter, or an error naming every invalid field.
-func New(cfg Config) (*Limiter, error) { return newNamed(cfg, cfg.Name) }
+// shape is what the members of a Group have in common.
+type shape struct {
+	cfg      Config
+	epoch    time.Time
+	minShare float64
+}
 
-func newNamed(cfg Config, name string) (*Limiter, error) {
+// New returns a limiter, or an error naming every invalid field.
+func New(cfg Config) (*Limiter, error) {
+	sh, err := newShape(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return newLimiter(sh, "", false, cfg.Name)
+}
+
+// newShape checks cfg and fills in its defaults.
+func newShape(cfg Config) (*shape, error) {
 	var errs []error
 	invalid := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	if cfg.Per < 0 {
@@ -198,9 +218,9 @@ func newNamed(cfg Config, name string) (*Limiter, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("rate limiter %q: invalid config: %w", cfg.Name, err)
 	}
-	l := &Limiter{name: name, epoch: time.Now(), minShare: cfg.MinShare}
-	if l.minShare == 0 {
-		l.minShare = defaultMinShare
+	sh := &shape{epoch: time.Now(), minShare: cfg.MinShare}
+	if sh.minShare == 0 {
+		sh.minShare = defaultMinShare
 	}
 	if cfg.Requests > 0 {
 		if cfg.Burst == 0 {
@@ -210,25 +230,39 @@ func newNamed(cfg Config, name string) (*Limiter, error) {
 				cfg.Burst = 1
 			}
 		}
-		l.req = &bucket{}
-		l.req.init(float64(per)/float64(max(cfg.Requests-cfg.Burst, 1)), int64(cfg.Burst))
 	}
 	if cfg.Tokens > 0 {
 		if cfg.TokenBurst == 0 {
 			cfg.TokenBurst = max(1, cfg.Tokens/4)
 		}
-		l.tok = &bucket{}
-		l.tok.init(float64(per)/float64(cfg.Tokens-cfg.TokenBurst), cfg.TokenBurst)
 	}
 	cfg.Per = per
-	l.cfg = cfg
+	sh.cfg = cfg
+	return sh, nil
+}
+
+// newLimiter returns a limiter of shape sh, which it may share; a Group
+// member (keyed) is sh's Name+"/"+key to its Store, and calls itself name
+// in errors and events.
+func newLimiter(sh *shape, key string, keyed bool, name string) (*Limiter, error) {
+	l := &Limiter{shape: sh, key: key, keyed: keyed, name: name}
+	cfg := l.Config()
+	if cfg.Requests > 0 {
+		l.req = &bucket{}
+		l.req.init(float64(cfg.Per)/float64(max(cfg.Requests-cfg.Burst, 1)), int64(cfg.Burst))
+	}
+	if cfg.Tokens > 0 {
+		l.tok = &bucket{}
+		l.tok.init(float64(cfg.Per)/float64(cfg.Tokens-cfg.TokenBurst), cfg.TokenBurst)
+	}
+	per := cfg.Per
 	if cfg.Store != nil {
 		m, err := cfg.Store.Join(cfg.Name, Quota{Requests: cfg.Requests, Tokens: cfg.Tokens, Per: per, Burst: cfg.Burst, TokenBurst: cfg.TokenBurst})
 		if err != nil {
-			return nil, fmt.Errorf("rate limiter %q: joining the store: %w", cfg.Name, err)
+			return nil, fmt.Errorf("rate limiter %q: joining the store: %w", name, err)
 		}
 		if m == nil {
-			return nil, fmt.Errorf("rate limiter %q: Store.Join returned no Member and no error", cfg.Name)
+			return nil, fmt.Errorf("rate limiter %q: Store.Join returned no Member and no error", name)
 		}
 		l.member = m
 	}
@@ -240,7 +274,13 @@ func newNamed(cfg Config, name string) (*Limiter, error) {
 func (l *Limiter) Name() string { return l.name }
 
 // Config returns the limiter's configuration with defaults filled in.
-func (l *Limiter) Config() Config { return l.cfg }
+func (l *Limiter) Config() Config {
+	c := l.shape.cfg
+	if l.keyed {
+		c.Name += "/" + l.key
+	}
+	return c
+}
 
 // Close leaves the limiter's Store, if it has one.
 func (l *Limiter) Close() {
@@ -249,7 +289,7 @@ func (l *Limiter) Close() {
 	}
 }
 
-func (l *Limiter) now() int64 { return int64(time.Since(l.epoch)) }
+func (l *Limiter) now() int64 { return int64(time.Since(l.shape.epoch)) }
 
 // Reservation is a call admitted now or later by Reserve, Take or
 // TakeWithin, or refused by Take or TakeWithin (Retry). It is a small
@@ -528,7 +568,7 @@ func (l *Limiter) Throttle(d time.Duration) {
 		}
 		for {
 			old := b.slow.Load()
-			s := min(b.slowdown()*2, 1/l.minShare)
+			s := min(b.slowdown()*2, 1/l.shape.minShare)
 			if b.slow.CompareAndSwap(old, math.Float64bits(s)) {
 				slow = s
 				break
