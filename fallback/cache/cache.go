@@ -28,6 +28,9 @@ type Cache[In, Out any] struct {
 	fastNorm  bool
 	slots     []Slot
 	ttl       time.Duration
+	// epoch is the origin of the monotonic instants entries expire at:
+	// reading it costs a monotonic clock read, not a wall clock's.
+	epoch time.Time
 	maxBytes  int64
 	perTmpl   int
 	maxTmpl   int
@@ -78,7 +81,7 @@ type entry[Out any] struct {
 	out     Out
 	vec     []float32
 	size    int64
-	expires int64 // unix nanoseconds
+	expires int64 // nanoseconds since the cache's epoch, monotonic
 	// remote is set for an entry learned from the Store, shared for one
 	// this process saved to it.
 	remote, shared bool
@@ -160,7 +163,7 @@ func New[In, Out any](cfg Config[In, Out]) (*Cache[In, Out], error) {
 		return nil, err
 	}
 	c := &Cache[In, Out]{
-		cfg: cfg, norm: cfg.Normalize, ttl: orDuration(cfg.TTL, defaultTTL),
+		cfg: cfg, norm: cfg.Normalize, ttl: orDuration(cfg.TTL, defaultTTL), epoch: time.Now(),
 		maxBytes: orInt(cfg.MaxBytes, defaultMaxBytes), perTmpl: orInt(cfg.Template.MaxPerTemplate, defaultPerTemplate),
 		maxTmpl: orInt(cfg.Template.MaxPrompt, defaultMaxPrompt),
 		codec:   cfg.Codec,
@@ -227,6 +230,9 @@ func (c *Cache[In, Out]) Close() error {
 	return nil
 }
 
+// now is the instant entries' expiries are compared with.
+func (c *Cache[In, Out]) now() int64 { return int64(time.Since(c.epoch)) }
+
 func (c *Cache[In, Out]) scopeOf(ctx context.Context, in In) Scope {
 	var s Scope
 	if c.cfg.Scope != nil {
@@ -252,7 +258,7 @@ func (c *Cache[In, Out]) scopeOf(ctx context.Context, in In) Scope {
 // ends only an exact match answers.
 func (c *Cache[In, Out]) Get(ctx context.Context, in In) (Out, string, bool) {
 	prompt, sc := c.cfg.Prompt(in), c.scopeOf(ctx, in)
-	now := time.Now().UnixNano()
+	now := c.now()
 	out, ok, tmpls, vecs := c.lookupExact(sc, prompt, now)
 	if ok {
 		c.stats.exact.Add(1)
@@ -326,7 +332,11 @@ func (c *Cache[In, Out]) lookupExact(sc Scope, prompt string, now int64) (out Ou
 	if e == nil || e.expires <= now {
 		return out, false, tmpls, vecs
 	}
-	e.ref.Store(true)
+	if !e.ref.Load() {
+		// Written once per eviction sweep, not by every hit: hits on a
+		// hot entry share its line without writing it.
+		e.ref.Store(true)
+	}
 	return e.out, true, tmpls, vecs
 }
 
@@ -397,7 +407,7 @@ func (c *Cache[In, Out]) lookupSemantic(ctx context.Context, sc Scope, prompt st
 		mine = valueSet(t.vars, t.free)
 	}
 	var buf [defaultCandidates]Neighbor
-	now := time.Now().UnixNano()
+	now := c.now()
 	c.mu.RLock()
 	sp := c.spaces[sc]
 	if sp == nil || sp.index == nil || sp.dims != len(q) {
@@ -476,10 +486,10 @@ func (c *Cache[In, Out]) Put(ctx context.Context, in In, out Out) {
 		c.stats.rejected.Add(1)
 		return
 	}
-	now := time.Now()
-	e.expires = now.Add(c.ttl).UnixNano()
+	now := c.now()
+	e.expires = now + int64(c.ttl)
 	c.mu.Lock()
-	c.insertLocked(e, now.UnixNano())
+	c.insertLocked(e, now)
 	hasVec := e.vec != nil
 	c.mu.Unlock()
 	c.stats.writes.Add(1)
@@ -713,7 +723,7 @@ func (c *Cache[In, Out]) process(j job[Out]) {
 				if sp := c.spaces[e.scope]; sp != nil {
 					c.indexLocked(sp, e)
 				}
-				c.evictLocked(time.Now().UnixNano(), e)
+				c.evictLocked(c.now(), e)
 			}
 			c.mu.Unlock()
 		}
@@ -734,7 +744,7 @@ func (c *Cache[In, Out]) process(j job[Out]) {
 	}
 	rec := &Record{
 		ID: e.id, Tenant: e.scope.Tenant, Scenario: e.scope.Scenario, Key: e.key,
-		Model: e.model, Answer: ans, Vector: vec, Expires: time.Unix(0, e.expires),
+		Model: e.model, Answer: ans, Vector: vec, Expires: c.epoch.Add(time.Duration(e.expires)),
 	}
 	if e.hasTmpl {
 		rec.Template, rec.Vars, rec.Free = e.tmpl.key, e.tmpl.vars, e.tmpl.free
@@ -751,7 +761,7 @@ func (c *Cache[In, Out]) process(j job[Out]) {
 
 // apply takes in what the Store reports.
 func (c *Cache[In, Out]) apply(ch Change) {
-	now := time.Now()
+	now, mono := time.Now(), c.now()
 	var fresh []*entry[Out]
 	for _, r := range ch.Saved {
 		if r == nil || !r.Expires.After(now) {
@@ -762,15 +772,12 @@ func (c *Cache[In, Out]) apply(ch Change) {
 			c.stats.storeErrors.Add(1)
 			continue
 		}
-		// Compared as times: a record's expiry far in the future has no
-		// Unix time in nanoseconds.
-		expires := now.Add(c.ttl)
-		if r.Expires.Before(expires) {
-			expires = r.Expires
-		}
+		// At most the TTL from now: a record's expiry far in the future
+		// saturates Sub.
+		expires := mono + int64(min(r.Expires.Sub(now), c.ttl))
 		e := &entry[Out]{
 			id: r.ID, scope: Scope{Tenant: r.Tenant, Scenario: r.Scenario}, key: r.Key, model: r.Model,
-			out: out, remote: true, expires: expires.UnixNano(),
+			out: out, remote: true, expires: expires,
 		}
 		if len(r.Vector) > 0 {
 			if v, err := unit(r.Vector); err == nil {
@@ -792,7 +799,7 @@ func (c *Cache[In, Out]) apply(ch Change) {
 		if old := c.byID[e.id]; old != nil && old.key == e.key && old.expires >= e.expires {
 			continue // what we hold is as new
 		}
-		c.insertLocked(e, now.UnixNano())
+		c.insertLocked(e, mono)
 		c.stats.applied.Add(1)
 	}
 	if ch.Invalidated != nil {
