@@ -109,7 +109,7 @@ type Cache[In, Out any] interface {
 
 // StreamCache is a Cache for a StreamChain: it answers with one chunk
 // and learns the assembled text of every stream that completed and passed
-// validation. cache.ForStream adapts a cache of text answers.
+// validation. cache.ForStream adapts a cache of answers of any type.
 type StreamCache[In, Chunk any] interface {
 	// Get returns a cached answer for in as a chunk, and how it matched,
 	// as Cache.Get.

@@ -548,7 +548,7 @@ func (f validatorFunc) Validate(s string) error { return f(s) }
 func TestStreamCache(t *testing.T) {
 	type chunk struct{ text, finish string }
 	c := newCache(t, cache.Config[string, string]{})
-	sc := cache.ForStream(c, func(text string) chunk { return chunk{text, "STOP"} })
+	sc := cache.ForStream(c, func(text string) chunk { return chunk{text, "STOP"} }, cache.Text)
 	sc.Put(bg, "q", "whole answer")
 	ch, hit, ok := sc.Get(bg, "Q")
 	require.True(t, ok)
@@ -556,6 +556,30 @@ func TestStreamCache(t *testing.T) {
 	assert.Equal(t, cache.HitExact, hit)
 	_, _, ok = sc.Get(bg, "missing")
 	assert.False(t, ok)
+}
+
+// TestStreamCacheOfStructuredAnswers: one cache of structured answers
+// serves a unary chain and a streaming one: a stream's text becomes an
+// answer to cache (or not, when the stream says nothing cacheable), and a
+// cached answer becomes the stream's one chunk.
+func TestStreamCacheOfStructuredAnswers(t *testing.T) {
+	type answer struct{ Text, Model string }
+	type chunk struct{ text, finish string }
+	c := newCache(t, cache.Config[string, answer]{Prompt: func(s string) string { return s }})
+	c.Put(bg, "unary question", answer{"from a unary chain", "pro"})
+	sc := cache.ForStream(c, func(a answer) chunk { return chunk{a.Text, "STOP"} },
+		func(text string) (answer, bool) { return answer{Text: text}, text != "" })
+	ch, hit, ok := sc.Get(bg, "unary question")
+	require.True(t, ok)
+	assert.Equal(t, chunk{"from a unary chain", "STOP"}, ch)
+	assert.Equal(t, cache.HitExact, hit)
+	sc.Put(bg, "streamed question", "streamed answer")
+	got, _, ok := c.Get(bg, "streamed question")
+	require.True(t, ok)
+	assert.Equal(t, answer{Text: "streamed answer"}, got)
+	sc.Put(bg, "empty", "")
+	_, _, ok = c.Get(bg, "empty")
+	assert.False(t, ok, "answer said not to cache it")
 }
 
 func TestConcurrentUse(t *testing.T) {
