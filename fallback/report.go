@@ -210,11 +210,12 @@ func (c *Record) Tokens() (int64, bool) {
 
 // settled is what the tier reported of its calls, read once it returned:
 // the upstream calls it made (1 for a tier that does not count them), the
-// member of the last, the member calls that failed before it, and whether
-// its failure is its member's alone.
-func (c *Record) settled() (calls int, member string, rotated []rotation, memberFailure bool) {
+// member of the last, the member calls that failed before it, whether its
+// failure is its member's alone, and how long it waited for a rate
+// limit's turn.
+func (c *Record) settled() (calls int, member string, rotated []rotation, memberFailure bool, waited time.Duration) {
 	if c == nil {
-		return 1, "", nil, false
+		return 1, "", nil, false, 0
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -222,7 +223,7 @@ func (c *Record) settled() (calls int, member string, rotated []rotation, member
 	if c.counted {
 		calls = c.calls
 	}
-	return calls, c.at, c.rotated, c.memberFailure
+	return calls, c.at, c.rotated, c.memberFailure, c.waited
 }
 
 // close ends the chain's wait for the call and returns what its replies
@@ -335,16 +336,8 @@ func (c *Record) Waited(d time.Duration) {
 	c.mu.Unlock()
 }
 
-// used reports whether a decorator read the record, and how long the call
-// waited for its turn.
-func (c *Record) used() (asked bool, waited time.Duration) {
-	if c == nil {
-		return false, 0
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.asked.Load(), c.waited
-}
+// asks reports whether a decorator read the record.
+func (c *Record) asks() bool { return c != nil && c.asked.Load() }
 
 func (c *Record) hedgeOf(base context.Context, st *stage, model, avoid string) *Record {
 	return &Record{Context: base, e: c.e, reqCtx: c.reqCtx, obs: c.obs, st: st, model: model, n: c.n, hedge: true, avoid: avoid, tokens: c.tokens}

@@ -187,8 +187,8 @@ func (s *stageRun[In, Out, A]) next(r *request) (out Out, done bool) {
 		// how long it ran.
 		ran = remaining - r.budget.Remaining()
 	}
-	calls, member, rotated, memberFailure := rec.settled()
-	_, r.limitWait = rec.used()
+	calls, member, rotated, memberFailure, waited := rec.settled()
+	r.limitWait = waited
 	if calls == 0 && ae.hedge == nil {
 		// The tier made no upstream call: a pool with every member out, a
 		// rate limit's turn refused.
@@ -242,7 +242,7 @@ func (s *stageRun[In, Out, A]) answered(r *request, res Out, ae *attemptEnd, min
 		// enough to move the quantile up.
 		st.latency.observe(latency)
 	}
-	if asked, _ := mine.used(); mine != nil && member == "" && !won && !asked {
+	if mine != nil && member == "" && !won && !mine.asks() {
 		// A success that named no member, and no decorator read its
 		// record: the tier is plain, and needs no call record when nothing
 		// else listens.
