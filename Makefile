@@ -20,7 +20,7 @@ VULNDB_DIR ?= $(or $(TMPDIR),/tmp)/tierguard-vulndb-$(VULNDB_VERSION)
 # of the Go the modules are developed with (go.work's toolchain line).
 VULN_TOOLCHAIN ?= $(shell sed -n 's/^toolchain //p' go.work)
 
-.PHONY: install-check test fmt-check vet race vuln vulndb tidy bench bench-lib bench-compare bench-cache-index fuzz cover demo lint scenarios soak soak-race
+.PHONY: install-check snippets test fmt-check vet race vuln vulndb tidy bench bench-lib bench-compare bench-cache-index fuzz cover demo lint scenarios soak soak-race
 
 ## test: gofmt check, go vet and race tests over every module (what CI runs)
 test: fmt-check vet race
@@ -38,6 +38,10 @@ race:
 ## install-check: go get every released module from a file-based module proxy built from the checkout, in a fresh module outside it, and build a program that calls each (~10 s once the dependencies are compiled)
 install-check:
 	$(GO) run ./internal/testbed/install
+
+## snippets: type-check and vet every Go snippet of README.md and the module READMEs (also part of test)
+snippets:
+	cd internal/testbed/snippets && $(GO) test -count=1 .
 
 ## bench: the library's own benchmarks, then tierguard side by side with failsafe-go and sony/gobreaker
 bench: bench-lib bench-compare
