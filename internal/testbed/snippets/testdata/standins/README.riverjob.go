@@ -3,14 +3,14 @@ package snippet
 
 import (
 	"context"
-	"database/sql"
-
-	"github.com/riverqueue/river"
 
 	"github.com/tierguard/tierguard/bulkhead"
 	"github.com/tierguard/tierguard/fallback"
 	"github.com/tierguard/tierguard/fallback/riverjob"
+	"github.com/tierguard/tierguard/fallback/spend"
 )
+
+//snippets:import sqlite github.com/tierguard/tierguard/fallback/riverjob/sqlite
 
 var ctx = context.Background()
 
@@ -24,8 +24,7 @@ var (
 	chain     *fallback.Chain[Contract, Invoice]
 	results   riverjob.Store[Invoice]
 	perTenant *bulkhead.Group
-	workers   *river.Workers
-	client    *river.Client[*sql.Tx]
+	ledger    *spend.Ledger
 	t, docID  string
 	c         Contract
 )
