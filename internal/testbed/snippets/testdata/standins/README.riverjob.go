@@ -28,3 +28,8 @@ var (
 	t, docID  string
 	c         Contract
 )
+
+// The reader's job kind.
+type ExtractArgs struct{ riverjob.Args[Contract] }
+
+func (ExtractArgs) Kind() string { return "extract_contract" }
