@@ -139,6 +139,10 @@ func run(keep bool) error {
 		"GONOSUMDB="+rootPath+","+rootPath+"/*",
 		"GOPRIVATE=",
 		"GONOPROXY=",
+		// The go command indexes module-cache directories once, as if
+		// they never changed; this check rewrites tierguard's at the same
+		// version, so the index would describe an earlier checkout.
+		"GODEBUG="+strings.Trim(os.Getenv("GODEBUG")+",goindex=0", ","),
 	)
 	if err := os.MkdirAll(work, 0o755); err != nil {
 		return err
@@ -193,10 +197,14 @@ func dropCached(cache string) error {
 		return nil
 	}
 	var errs []error
-	for _, d := range []string{
+	// The root module unpacks into tierguard@<version>, the nested ones
+	// below tierguard/; the downloads are all below tierguard/.
+	dirs, _ := filepath.Glob(filepath.Join(cache, filepath.FromSlash(rootPath)+"@*"))
+	dirs = append(dirs,
 		filepath.Join(cache, filepath.FromSlash(rootPath)),
 		filepath.Join(cache, "cache", "download", filepath.FromSlash(rootPath)),
-	} {
+	)
+	for _, d := range dirs {
 		_ = filepath.WalkDir(d, func(p string, e fs.DirEntry, err error) error {
 			if err == nil && e.IsDir() {
 				_ = os.Chmod(p, 0o755)
@@ -250,8 +258,9 @@ func trackedFiles(root string) ([]string, error) {
 
 var (
 	moduleLine = regexp.MustCompile(`(?m)^module\s+(\S+)`)
-	// pinLine matches a tierguard requirement or a go.work replace of one.
-	pinLine = regexp.MustCompile(`(?m)^\s*(?:require\s+)?(` + regexp.QuoteMeta(rootPath) + `(?:/\S+)?)\s+(v\S+)`)
+	// pinLine matches a tierguard requirement or a replace of one, in a
+	// block or on one line.
+	pinLine = regexp.MustCompile(`(?m)^\s*(?:(?:require|replace)\s+)?(` + regexp.QuoteMeta(rootPath) + `(?:/\S+)?)\s+(v\S+)`)
 )
 
 // modules are the released modules of the checkout with their versions:
