@@ -13,7 +13,9 @@
 // README's other snippets names a stand-ins file of its own with
 // <!-- snippet: standins NAME --> before its fence (testdata/standins/NAME.go). A variable or import a snippet declares and
 // does not use is used (`_ = x`), as the rest of the reader's program
-// would. Then `go build` and `go vet` run over every package.
+// would. Then `go vet` runs over every package: the compiler's type
+// checks, without generating code, and vet's analyzers. With
+// SNIPPETS_BUILD=1 the test also runs `go build` (half a minute more).
 //
 // A snippet that is not meant to compile (pseudo-code, an excerpt) is
 // marked by an HTML comment on the line before its fence:

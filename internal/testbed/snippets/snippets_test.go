@@ -237,6 +237,15 @@ func check(t *testing.T, root string, snips []snippet) []failure {
 			break
 		}
 	}
+	if os.Getenv("SNIPPETS_BUILD") != "" {
+		// The compiler too (half a minute more): what vet accepted, built.
+		built := goCmd(t, gen, "build", "./...")
+		for dir, msg := range built {
+			if out[dir] == "" {
+				out[dir] = msg
+			}
+		}
+	}
 	var failures []failure
 	for _, p := range pkgs {
 		if msg := out[p.rel(gen)]; msg != "" {
