@@ -20,7 +20,7 @@ VULNDB_DIR ?= $(or $(TMPDIR),/tmp)/tierguard-vulndb-$(VULNDB_VERSION)
 # of the Go the modules are developed with (go.work's toolchain line).
 VULN_TOOLCHAIN ?= $(shell sed -n 's/^toolchain //p' go.work)
 
-.PHONY: test fmt-check vet race vuln vulndb tidy bench bench-lib bench-compare bench-cache-index fuzz cover demo lint scenarios soak soak-race
+.PHONY: install-check snippets report-png test fmt-check vet race vuln vulndb tidy bench bench-lib bench-compare bench-cache-index fuzz cover demo lint scenarios soak soak-race
 
 ## test: gofmt check, go vet and race tests over every module (what CI runs)
 test: fmt-check vet race
@@ -34,6 +34,14 @@ vet:
 
 race:
 	@set -e; for m in $(MODULES); do echo "go test -race $$m"; (cd $$m && $(GO) test -race -count=1 ./...); done
+
+## install-check: go get every released module from a file-based module proxy built from the checkout, in a fresh module outside it, and build a program that calls each (~10 s once the dependencies are compiled)
+install-check:
+	$(GO) run ./internal/testbed/install
+
+## snippets: type-check and vet every Go snippet of README.md and the module READMEs (also part of test)
+snippets:
+	cd internal/testbed/snippets && $(GO) test -count=1 .
 
 ## bench: the library's own benchmarks, then tierguard side by side with failsafe-go and sony/gobreaker
 bench: bench-lib bench-compare
@@ -91,6 +99,19 @@ cover:
 ## demo: the outage story against the in-process fake Gemini server
 demo:
 	$(GO) run ./examples/outage
+
+## report-png: run the demo with -report, render the page in headless Chromium and write its screenshot to $(REPORT_PNG) (the README's picture; ~40 s)
+REPORT_PNG ?= examples/outage/report.png
+REPORT_WINDOW ?= 1200,1760
+CHROMIUM ?= $(shell command -v chromium || command -v chromium-browser)
+report-png:
+	@set -e; tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+	$(GO) run ./examples/outage -progress=false -report "$$tmp/outage.html" > "$$tmp/demo.txt"; \
+	mkdir "$$tmp/profile"; \
+	HOME="$$tmp/profile" $(CHROMIUM) --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
+	  --disable-background-networking --disable-component-update --disable-sync --user-data-dir="$$tmp/profile" \
+	  --hide-scrollbars --window-size=$(REPORT_WINDOW) --screenshot="$$tmp/report.png" "file://$$tmp/outage.html" 2>/dev/null; \
+	mv "$$tmp/report.png" $(REPORT_PNG); echo "wrote $(REPORT_PNG)"
 
 ## lint: staticcheck over every module
 lint:

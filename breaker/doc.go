@@ -25,9 +25,11 @@
 //
 // Use Allow and Token.Done directly (what the fallback chain does), or
 // Do around a function. Counts is a snapshot of the current state's
-// figures. ForceOpen, ForceClosed and Reset serve drills. A Group keeps one
-// breaker per key (model × endpoint), its members named so that a tenant
-// key never reaches a log or a metric in clear. A Store shares state across
+// figures; Observe follows the transitions as they happen. ForceOpen,
+// ForceClosed and Reset serve drills. A Group keeps one breaker per key
+// (model × endpoint), its members named with a hash of their key, so that
+// a tenant key never reaches a log or a metric in clear (Config.KeysInNames
+// names them by the key itself, for keys that are not secret). A Store shares state across
 // processes (see the nested module breaker/redisstore); it is local-first
 // and fails open to local state.
 //

@@ -40,4 +40,25 @@
 // Verdicts never carry upstream text: Status is interned from a fixed set and
 // Reason is a fixed phrase, so a verdict is safe to log and to export as a
 // metric attribute.
+//
+// # The bodies it reads
+//
+// Error bodies come in every form real APIs send: Google's error object
+// and the JSON array [{"error":{...}}] (Gemini's OpenAI-compatible
+// endpoint, Code Assist, non-SSE streaming), OpenAI's string codes, Azure's
+// numeric status, bare strings and vLLM's top-level form; an error object
+// inside a 200 is judged by its code, as if it had been the status. A 200
+// without an error is judged by FinishReason and BlockReason: the SDK
+// adapters never return a successful empty answer. SDK adapters add their
+// error types with a Rule (fallback/gemini, fallback/oaicompat), without
+// this package importing any SDK.
+//
+// The rules are tested against 121 real responses quoted from public issue
+// trackers and documentation (internal/testbed/corpus), once without an
+// SDK and once through genai and openai-go over httptest.
+//
+// Fail-closed classes (InvalidRequest, Auth, Safety, Canceled) make a
+// chain return at once with their cause, which errors.Is reaches:
+// switching models must not hide a configuration error or route around a
+// policy decision.
 package classify

@@ -17,7 +17,10 @@
 //
 // The Budget follows gRPC's retry throttling (a token bucket that stops all
 // retries after a burst of failures and lets them back as successes return),
-// so that retries cannot multiply an outage's load.
+// so that retries cannot multiply an outage's load. It was chosen over
+// Envoy's cap on the share of requests in flight that are retries because it
+// needs no count of requests in flight and costs one atomic load on the
+// success path.
 //
 // Do (DoWith for a class table and a classifier of its own) is the
 // standalone form; the fallback chain decides with the same Policy.Decide

@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -101,6 +102,15 @@ type bothDownSummary struct {
 	example      [2]string
 	upstream     int64
 	cacheEntries int
+	// answers are the requests by when they started (since the act's
+	// start) and their kind (an index into kinds), for the report.
+	answers []bothDownAnswer
+}
+
+// bothDownAnswer is one request of the last act.
+type bothDownAnswer struct {
+	at   time.Duration
+	kind int
 }
 
 // kinds are the rows of the last act's table, in order.
@@ -198,11 +208,13 @@ func runBothDown(ctx context.Context, cfg config, d time.Duration) (*bothDownSum
 			rng := rand.New(rand.NewPCG(cfg.Seed, uint64(id)+1000))
 			for ctx.Err() == nil && time.Since(start) < d {
 				q := pick(rng)
+				at := time.Since(start)
 				res, err := chain.Do(context.Background(), question{Text: q})
 				k := kindOf(&res, err)
 				mu.Lock()
 				sum.requests++
 				sum.byKind[k]++
+				sum.answers = append(sum.answers, bothDownAnswer{at: at, kind: slices.Index(kinds, k)})
 				if k == "simplified" && sum.example[0] == "" {
 					sum.example = [2]string{q, res.Value.Text}
 				}

@@ -15,14 +15,16 @@ import (
 
 // The -report page: one self-contained HTML file, charts drawn as inline
 // SVG by this program. It loads nothing — no script, style sheet, font or
-// image from anywhere — so it opens offline and can be mailed around. Its
-// one inline script only counts the series drawn, for a test to read.
+// image from anywhere — so it opens offline and can be mailed around. Each
+// chart's viewBox scales it to the window's width. Its one inline script
+// only lists the series drawn in an attribute of the page's body, for a
+// test to read; it shows nothing.
 
 // chart geometry, in SVG user units.
 const (
 	chartW, chartH       = 960.0, 200.0
-	padL, padR           = 56.0, 150.0
-	padT, padB           = 14.0, 28.0
+	padL, padR           = 74.0, 150.0
+	padT, padB           = 14.0, 44.0
 	plotW, plotH         = chartW - padL - padR, chartH - padT - padB
 	bandH, bandGap       = 22.0, 6.0
 	minBin               = 10 * time.Millisecond
@@ -34,6 +36,10 @@ const (
 var (
 	sourceColors = map[string]string{"pro": "#2b6cb0", "legacy": "#805ad5", "flash": "#38a169", "cache": "#d69e2e", "default": "#d53f8c", "error": "#c53030"}
 	stateColors  = map[breaker.State]string{breaker.Closed: "#c6f6d5", breaker.HalfOpen: "#fefcbf", breaker.Open: "#fed7d7"}
+	// retiredColor marks a tier whose model is retired: skipped without a
+	// call whatever its breaker says.
+	retiredColor = "#a0aec0"
+	kindColors   = map[string]string{"exact": "#d69e2e", "template": "#dd6b20", "semantic": "#319795", "simplified": "#81e6d9", "default": "#d53f8c", "tier": "#38a169", "error": "#c53030"}
 	lineColors   = []string{"#2b6cb0", "#805ad5", "#38a169", "#c53030"}
 )
 
@@ -86,13 +92,15 @@ type svgChart struct {
 	ymax   float64
 	unit   string
 	legend []series
+	// xTitle and yTitle name the axes.
+	xTitle, yTitle string
 }
 
-func newChart(tl timeline, ps []phase, ymax float64, unit string) *svgChart {
+func newChart(tl timeline, ps []phase, ymax float64, unit, yTitle string) *svgChart {
 	if ymax <= 0 || math.IsNaN(ymax) {
 		ymax = 1
 	}
-	return &svgChart{tl: tl, phases: ps, ymax: niceCeil(ymax), unit: unit}
+	return &svgChart{tl: tl, phases: ps, ymax: niceCeil(ymax), unit: unit, xTitle: "time since the start", yTitle: yTitle}
 }
 
 // niceCeil rounds v up to 1, 2, 2.5 or 5 times a power of ten.
@@ -127,6 +135,12 @@ func (c *svgChart) frame(height float64) {
 		fmt.Fprintf(&c.b, `<text x="%.1f" y="%.1f" font-size="10" text-anchor="middle" fill="#4a5568">%s</text>`, x, padT+height+14, fmtSeconds(t))
 	}
 	fmt.Fprintf(&c.b, `<line x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f" stroke="#a0aec0"/>`, padL, padL+plotW, padT+height, padT+height)
+	fmt.Fprintf(&c.b, `<text class="axis-title" x="%.1f" y="%.1f" font-size="11" text-anchor="middle" fill="#2d3748">%s</text>`,
+		padL+plotW/2, padT+height+34, template.HTMLEscapeString(c.xTitle))
+	if c.yTitle != "" {
+		fmt.Fprintf(&c.b, `<text class="axis-title" transform="translate(%.1f %.1f) rotate(-90)" font-size="11" text-anchor="middle" fill="#2d3748">%s</text>`,
+			14.0, padT+height/2, template.HTMLEscapeString(c.yTitle))
+	}
 }
 
 // yAxis draws the value axis: four steps, or five when the top is 2.5 or
@@ -197,8 +211,10 @@ func (c *svgChart) hline(id, label, color string, v float64) {
 // svg closes the chart with its legend.
 func (c *svgChart) svg(title string, height float64) template.HTML {
 	var out strings.Builder
-	fmt.Fprintf(&out, `<figure><figcaption>%s</figcaption><svg viewBox="0 0 %.0f %.0f" width="%.0f" height="%.0f" role="img" aria-label="%s">`,
-		template.HTMLEscapeString(title), chartW, height+padT+padB, chartW, height+padT+padB, template.HTMLEscapeString(title))
+	// No width or height: the viewBox scales the chart to its container,
+	// the window's width.
+	fmt.Fprintf(&out, `<figure><figcaption>%s</figcaption><svg viewBox="0 0 %.0f %.0f" preserveAspectRatio="xMinYMin meet" role="img" aria-label="%s">`,
+		template.HTMLEscapeString(title), chartW, height+padT+padB, template.HTMLEscapeString(title))
 	out.WriteString(c.b.String())
 	for i, s := range c.legend {
 		y := padT + 6 + float64(i)*16
@@ -233,8 +249,9 @@ type reportData struct {
 	Charts  []template.HTML
 }
 
-// writeReport writes the run as an HTML page.
-func (s *summary) writeReport(w io.Writer) error {
+// writeReport writes the run as an HTML page, with the last act (both
+// models down) if bd is not nil.
+func (s *summary) writeReport(w io.Writer, bd *bothDownSummary) error {
 	tl := newTimeline(s.cfg.Duration)
 	ps := phases(s.cfg)
 	perSec := 1 / tl.bin.Seconds()
@@ -284,16 +301,29 @@ func (s *summary) writeReport(w io.Writer) error {
 	for i, name := range sources {
 		stack = append(stack, series{id: "answers/" + name, label: name, color: sourceColors[name], values: bySource[i]})
 	}
-	c := newChart(tl, ps, peak, "/s")
+	c := newChart(tl, ps, peak, "/s", "answers per second")
 	c.frame(plotH)
 	c.yAxis()
 	c.stacked(stack)
 	charts = append(charts, c.svg("Answers per second, by source (unary requests)", plotH))
 
-	// Breaker state per tier: a band per breaker.
+	// Breaker state per tier: a band per breaker, grey where the tier's
+	// model was retired (skipped without a call, whatever the breaker).
+	retired := make([][]bool, numTiers)
+	for i := range retired {
+		retired[i] = make([]bool, tl.n)
+	}
+	for _, r := range s.records {
+		for i := range numTiers {
+			if r.retired&(1<<i) != 0 {
+				retired[i][tl.at(r.start)] = true
+			}
+		}
+	}
 	bandsH := float64(len(tiers))*(bandH+bandGap) - bandGap
-	c = newChart(tl, ps, 1, "")
+	c = newChart(tl, ps, 1, "", "")
 	c.frame(bandsH)
+	anyRetired := false
 	for i, name := range tiers {
 		y := padT + float64(i)*(bandH+bandGap)
 		state, from := breaker.Closed, time.Duration(0)
@@ -310,12 +340,32 @@ func (s *summary) writeReport(w io.Writer) error {
 			state, from = t.to, t.at
 		}
 		draw(tl.span)
+		// Retired stretches, over the breaker's state.
+		for b := 0; b < tl.n; {
+			if !retired[i][b] {
+				b++
+				continue
+			}
+			e := b
+			for e < tl.n && retired[i][e] {
+				e++
+			}
+			x0, x1 := tl.x(time.Duration(b)*tl.bin), tl.x(time.Duration(e)*tl.bin)
+			fmt.Fprintf(&c.b, `<rect data-series="breaker/%s/retired" x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s"><title>%s retired</title></rect>`,
+				name, x0, y, x1-x0, bandH, retiredColor, name)
+			fmt.Fprintf(&c.b, `<text x="%.1f" y="%.1f" font-size="10" fill="#1a202c">model retired: skipped without a call</text>`, x0+4, y+bandH/2+4)
+			anyRetired = true
+			b = e
+		}
 		fmt.Fprintf(&c.b, `<text x="%.1f" y="%.1f" font-size="11" text-anchor="end" fill="#2d3748">%s</text>`, padL-4, y+bandH/2+4, name)
 	}
 	for _, st := range []breaker.State{breaker.Closed, breaker.HalfOpen, breaker.Open} {
 		c.legend = append(c.legend, series{id: "state/" + st.String(), label: st.String(), color: stateColors[st]})
 	}
-	charts = append(charts, c.svg("Circuit breaker state, per tier", bandsH))
+	if anyRetired {
+		c.legend = append(c.legend, series{id: "state/retired", label: "retired", color: retiredColor})
+	}
+	charts = append(charts, c.svg("Circuit breaker state, per tier (grey: the tier's model is retired)", bandsH))
 
 	// Latency percentiles against the deadline.
 	p50, p99 := make([]float64, tl.n), make([]float64, tl.n)
@@ -326,7 +376,7 @@ func (s *summary) writeReport(w io.Writer) error {
 			p50[i], p99[i] = quantile(l, 0.50).Seconds(), quantile(l, 0.99).Seconds()
 		}
 	}
-	c = newChart(tl, ps, s.cfg.Deadline.Seconds()*1.1, "s")
+	c = newChart(tl, ps, s.cfg.Deadline.Seconds()*1.1, "s", "latency")
 	c.frame(plotH)
 	c.yAxis()
 	c.lines([]series{{id: "latency/p50", label: "p50", color: lineColors[0], values: p50}, {id: "latency/p99", label: "p99", color: lineColors[3], values: p99}}, false)
@@ -340,28 +390,36 @@ func (s *summary) writeReport(w io.Writer) error {
 		peak = max(peak, slices.Max(calls[i]))
 		callSeries = append(callSeries, series{id: "calls/" + name, label: name, color: sourceColors[name], values: calls[i]})
 	}
-	c = newChart(tl, ps, peak, "/s")
+	c = newChart(tl, ps, peak, "/s", "upstream calls per second")
 	c.frame(plotH)
 	c.yAxis()
 	c.lines(callSeries, false)
 	charts = append(charts, c.svg("Upstream calls per second, per tier (unary and streams)", plotH))
 
 	// Streams completed vs incomplete.
-	c = newChart(tl, ps, max(slices.Max(completed), slices.Max(incomplete)), "/s")
+	c = newChart(tl, ps, max(slices.Max(completed), slices.Max(incomplete)), "/s", "streams per second")
 	c.frame(plotH)
 	c.yAxis()
 	c.lines([]series{{id: "streams/completed", label: "completed", color: lineColors[2], values: completed},
 		{id: "streams/incomplete", label: "incomplete", color: lineColors[3], values: incomplete}}, false)
 	charts = append(charts, c.svg("Streams ending per second: completed, incomplete after their first chunk", plotH))
 
+	summaryLines := []string{
+		fmt.Sprintf("%d requests, %.2f%% answered (any source); p50 %v, p99 %v; deadline %v", s.requests, 100*s.successRate(), round(s.p50), round(s.p99), s.cfg.Deadline),
+		fmt.Sprintf("%d streams: %d completed, %d incomplete after their first chunk", s.streams.streams, s.streams.byEnd[streamComplete], s.streams.byEnd[streamIncomplete]),
+		fmt.Sprintf("buckets of %v; shaded: %s", tl.bin, phaseList(ps)),
+	}
+	if bd != nil {
+		charts = append(charts, bd.chart())
+		answered := bd.requests - bd.byKind["error"]
+		summaryLines = append(summaryLines, fmt.Sprintf("then both models down for %v: %d requests, %.1f%% answered by the cache and the default, %d upstream calls",
+			bd.duration, bd.requests, share(answered, bd.requests), bd.upstream))
+	}
+
 	data := reportData{
-		Title: "tierguard outage demo",
-		Summary: []string{
-			fmt.Sprintf("%d requests, %.2f%% answered (any source); p50 %v, p99 %v; deadline %v", s.requests, 100*s.successRate(), round(s.p50), round(s.p99), s.cfg.Deadline),
-			fmt.Sprintf("%d streams: %d completed, %d incomplete after their first chunk", s.streams.streams, s.streams.byEnd[streamComplete], s.streams.byEnd[streamIncomplete]),
-			fmt.Sprintf("buckets of %v; shaded: %s", tl.bin, phaseList(ps)),
-		},
-		Charts: charts,
+		Title:   "tierguard outage demo",
+		Summary: summaryLines,
+		Charts:  charts,
 	}
 	var buf bytes.Buffer
 	if err := reportTemplate.Execute(&buf, data); err != nil {
@@ -369,6 +427,44 @@ func (s *summary) writeReport(w io.Writer) error {
 	}
 	_, err := w.Write(buf.Bytes())
 	return err
+}
+
+// chart draws the last act: answers per second by how they came (the
+// cache's kinds of match, the default, a tier, no answer), stacked, while
+// both models answer 503.
+func (bd *bothDownSummary) chart() template.HTML {
+	tl := newTimeline(bd.duration)
+	perSec := 1 / tl.bin.Seconds()
+	byKind := make([][]float64, len(kinds))
+	for i := range byKind {
+		byKind[i] = make([]float64, tl.n)
+	}
+	for _, a := range bd.answers {
+		if a.kind >= 0 {
+			byKind[a.kind][tl.at(a.at)] += perSec
+		}
+	}
+	peak := 0.0
+	for b := range tl.n {
+		sum := 0.0
+		for k := range kinds {
+			sum += byKind[k][b]
+		}
+		peak = max(peak, sum)
+	}
+	var stack []series
+	for k, name := range kinds {
+		if slices.Max(byKind[k]) == 0 && (name == "tier" || name == "error") {
+			continue
+		}
+		stack = append(stack, series{id: "bothdown/" + name, label: name, color: kindColors[name], values: byKind[k]})
+	}
+	c := newChart(tl, []phase{{label: "pro and flash down (503)", from: 0, to: bd.duration}}, peak, "/s", "answers per second")
+	c.xTitle = "time since both models went down"
+	c.frame(plotH)
+	c.yAxis()
+	c.stacked(stack)
+	return c.svg("Both models down: answers per second, by how the cache matched (exact, template, semantic, simplified) or the default", plotH)
 }
 
 func phaseList(ps []phase) string {
@@ -396,17 +492,15 @@ h1 { font-size: 20px; margin: 0 0 8px; }
 p { margin: 2px 0; font-size: 13px; color: #4a5568; }
 figure { margin: 18px 0 0; }
 figcaption { font-size: 14px; font-weight: 600; margin-bottom: 4px; }
-svg { display: block; max-width: 100%; height: auto; }
+svg { display: block; width: 100%; height: auto; }
 </style>
 </head>
 <body>
 <h1>{{.Title}}</h1>
 {{range .Summary}}<p>{{.}}</p>
 {{end}}{{range .Charts}}{{.}}
-{{end}}<p id="drawn"></p>
-<script>
+{{end}}<script>
 var ids = new Set(Array.from(document.querySelectorAll("[data-series]"), function (e) { return e.dataset.series; }));
-document.getElementById("drawn").textContent = ids.size + " series drawn";
 document.body.dataset.series = Array.from(ids).sort().join(" ");
 document.body.dataset.rendered = "true";
 </script>

@@ -95,11 +95,14 @@
 //     SDK MeterProvider with a ManualReader, one row per series: counters
 //     and gauges with their value, histograms with count, sum, mean and
 //     max;
-//   - with -report FILE: one HTML page, charts drawn as inline SVG (it
-//     loads nothing from anywhere): answers per second by source (stacked),
-//     each tier's breaker state as a band, p50 and p99 latency against the
-//     deadline, upstream calls per tier, streams completed and incomplete,
-//     the fault phases shaded on every chart;
+//   - with -report FILE: one HTML page, charts drawn as inline SVG that
+//     scales to the window's width (it loads nothing from anywhere), each
+//     axis titled: answers per second by source (stacked), each tier's
+//     breaker state as a band (grey where its model is retired), p50 and
+//     p99 latency against the deadline, upstream calls per tier, streams
+//     completed and incomplete, the fault phases shaded on every chart,
+//     and the both-models-down act's answers by kind of cache match
+//     (`make report-png` renders it to examples/outage/report.png);
 //   - with -prometheus ADDR: otelx's metrics on http://ADDR/metrics through
 //     the OpenTelemetry Prometheus exporter, during the run and after it
 //     until Ctrl-C — the names the README's PromQL and the Grafana
@@ -175,8 +178,9 @@ func main() {
 		os.Exit(1)
 	}
 	sum.print(os.Stdout)
+	var bd *bothDownSummary
 	if *bothDownLen > 0 {
-		bd, err := runBothDown(context.Background(), cfg, *bothDownLen)
+		bd, err = runBothDown(context.Background(), cfg, *bothDownLen)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "outage:", err)
 			os.Exit(1)
@@ -184,7 +188,7 @@ func main() {
 		bd.print(os.Stdout)
 	}
 	if cfg.Report != "" {
-		if err := writeReportFile(sum, cfg.Report); err != nil {
+		if err := writeReportFile(sum, bd, cfg.Report); err != nil {
 			fmt.Fprintln(os.Stderr, "outage: -report:", err)
 			os.Exit(1)
 		}
@@ -204,13 +208,13 @@ func main() {
 	}
 }
 
-// writeReportFile writes the -report page.
-func writeReportFile(sum *summary, path string) error {
+// writeReportFile writes the -report page, with the last act if it ran.
+func writeReportFile(sum *summary, bd *bothDownSummary, path string) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return err
 	}
-	if err := sum.writeReport(f); err != nil {
+	if err := sum.writeReport(f, bd); err != nil {
 		_ = f.Close()
 		return err
 	}

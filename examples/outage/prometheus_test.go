@@ -131,10 +131,11 @@ func (p *prom) scalar(q string) (float64, error) {
 	return ss[0].value, nil
 }
 
-// readmeQueries returns the README's dashboard queries, by their number.
+// readmeQueries returns the dashboard queries of the demo's README
+// (examples/outage/README.md), by their number.
 func readmeQueries(t *testing.T) map[int]string {
 	t.Helper()
-	readme, err := os.ReadFile("../../README.md")
+	readme, err := os.ReadFile("README.md")
 	require.NoError(t, err)
 	m := regexp.MustCompile("(?s)```promql\n(.*?)```").FindSubmatch(readme)
 	require.NotNil(t, m, "the README's PromQL block")

@@ -41,6 +41,7 @@ type record struct {
 	class    classify.Class
 	proCalls int
 	calls    [numTiers]uint16 // upstream calls per tier
+	retired  uint8            // bit i: tier i's model was retired (a 404, or skipped as retired)
 }
 
 // tally is what one client saw; clients merge theirs at the end, so the
@@ -122,7 +123,13 @@ func (r *recorder) record(t *tally, start, end time.Time, res *fallback.Result[g
 				t.skips[a.Tier] = make(map[fallback.Skip]int)
 			}
 			t.skips[a.Tier][a.Skip]++
+			if i := tierIndex(a.Tier); i >= 0 && a.Skip == fallback.SkipRetired {
+				rec.retired |= 1 << i
+			}
 			continue
+		}
+		if i := tierIndex(a.Tier); i >= 0 && a.Verdict.Class == classify.Retired {
+			rec.retired |= 1 << i
 		}
 		bump(&t.calls, a.Tier)
 		if a.N > 1 {

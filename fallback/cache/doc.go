@@ -41,9 +41,16 @@
 // deadline of its own (SemanticConfig.Timeout, 300ms) and a breaker: an
 // embedder that is down, slow or tripped costs a lookup its semantic layer,
 // never its exact and template matches, and never holds the answer past
-// the deadline. The embedders of the Gemini and OpenAI-compatible adapters
-// (fallback/gemini, fallback/oaicompat) report their token usage to a
-// SemanticConfig.Usage recorder — a spend ledger.
+// the deadline. Embedding usage — tokens when the API reports them (the
+// embedders of fallback/gemini and fallback/oaicompat do), characters
+// always — goes to SemanticConfig.Usage, a UsageRecorder of yours
+// (UsageFunc adapts a function); its context carries the request's
+// fallback.Request, so the tenant is known. A spend.Ledger is not a
+// UsageRecorder: bill embeddings from your recorder.
+//
+// ForStream makes a cache of string answers a fallback.StreamConfig.Cache:
+// it answers with one chunk when no tier could start a stream, and is
+// written the text of every complete, validated stream.
 //
 // The default index (Exact) compares a lookup with every vector of its
 // scope; package hnsw is an approximate index for scopes of many

@@ -56,4 +56,9 @@
 // Under testing/synctest a drill runs in fake time: the ten-minute
 // "primary forced open" drill of drill_test.go takes a tenth of a second.
 // Copy those tests into your service's and run them in CI.
+//
+// From a shell, go run ./examples/drill -fault 503 -rate 0.2 (or -fault
+// none -open 15s) drills a chain over the in-process fake Gemini server and
+// exits 1 when a check fails; go run ./examples/outage -drill-start 4s
+// -drill-len 6s adds a forced-open drill to the outage demo's story.
 package chaos

@@ -10,6 +10,7 @@ import (
 
 	"github.com/tierguard/tierguard/bulkhead"
 	"github.com/tierguard/tierguard/fallback"
+	"github.com/tierguard/tierguard/fallback/spend"
 	"github.com/tierguard/tierguard/validate"
 )
 
@@ -49,6 +50,14 @@ type Config[In, Out any] struct {
 	// business rules a result must meet to be kept. A rejection discards
 	// the job as invalid output. nil accepts what the chain accepted.
 	Validate validate.Validator[Out]
+	// Ledger, if set, bills each job attempt's chain call to the job's
+	// tenant and scenario: the attempt runs under a spend.Ticket
+	// (Ledger.Begin, so no limit is checked; its cost still counts toward
+	// the tenant's limits), with the job id as the request id. Attach the
+	// same ledger to Chain (Ledger.Attach, or Ledger.Observer in the
+	// chain's Config); without a ticket the ledger does not record a
+	// request and counts it in Ledger.Untracked.
+	Ledger *spend.Ledger
 
 	// Tenants bounds each tenant's jobs in flight inside this worker
 	// process (the key is Args.Tenant); nil means no per-tenant bound.

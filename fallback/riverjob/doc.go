@@ -9,6 +9,35 @@
 // server: a single machine, a demo) and PostgreSQL (riverpgxv5: a fleet of
 // worker processes) run the same code.
 //
+// # SQLite, the default
+//
+// Package riverjob/sqlite opens the database: the driver
+// (modernc.org/sqlite, pure Go), sql.Open with write-ahead logging and a
+// busy timeout, db.SetMaxOpenConns(1) (SQLite has one writer) and River's
+// migrations. The client's RescueStuckJobsAfter must exceed the worker's
+// timeout; sqlite.RescueAfter gives it:
+//
+//	db, err := sqlite.Open(ctx, "river.db")
+//	w, err := riverjob.NewWorker[ExtractArgs](riverjob.Config[Contract, Invoice]{Chain: chain, Store: results, Ledger: ledger})
+//	river.AddWorker(workers, w)
+//	client, err := river.NewClient(riversqlite.New(db), &river.Config{
+//		Queues:               map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 4}},
+//		Workers:              workers,
+//		JobTimeout:           w.Timeout(nil),
+//		RescueStuckJobsAfter: sqlite.RescueAfter(w.Timeout(nil)),
+//	})
+//
+// The package's Example runs it end to end.
+//
+// # Billing
+//
+// Each job attempt is a request with the job's tenant and scenario (its
+// fallback.Request). With Config.Ledger set, the attempt also runs under a
+// spend.Ticket of that ledger (Ledger.Begin: recorded and counted toward
+// the tenant's limits, not refused by them), so that a ledger attached to
+// the chain bills the job to its tenant; without it, the ledger sees the
+// attempt without a ticket and counts it in Ledger.Untracked.
+//
 // # Jobs
 //
 // A job's args embed Args: the tenant, the scenario, an idempotency key and

@@ -14,6 +14,7 @@ import (
 
 	"github.com/tierguard/tierguard/classify"
 	"github.com/tierguard/tierguard/fallback"
+	"github.com/tierguard/tierguard/fallback/spend"
 	"github.com/tierguard/tierguard/otelx"
 )
 
@@ -152,7 +153,7 @@ func (w *Worker[A, In, Out]) Work(ctx context.Context, job *river.Job[A]) error 
 		defer b.Release()
 	}
 
-	res, err := w.cfg.Chain.Do(ctx, req.Input)
+	res, err := w.do(ctx, job, req)
 	rep.UpstreamCalls = res.UpstreamCalls
 	if err == nil {
 		if v := w.cfg.Validate; v != nil {
@@ -236,6 +237,17 @@ func (w *Worker[A, In, Out]) finish(ctx context.Context, job *river.Job[A], rep 
 		return river.JobCancel(&Error{Report: rep, Err: cause})
 	}
 	return &Error{Report: rep, Err: cause}
+}
+
+// do runs the chain for the attempt, under a ticket of the ledger if the
+// worker has one.
+func (w *Worker[A, In, Out]) do(ctx context.Context, job *river.Job[A], req Args[In]) (fallback.Result[Out], error) {
+	if l := w.cfg.Ledger; l != nil {
+		t := l.Begin(ctx, spend.Request{ID: strconv.FormatInt(job.ID, 10), Tenant: req.Tenant, Scenario: req.Scenario})
+		defer t.End()
+		ctx = t
+	}
+	return w.cfg.Chain.Do(ctx, req.Input)
 }
 
 // labels makes the attempt a request of its own: its fallback.Request has

@@ -89,4 +89,15 @@
 // tier that needs the scenario, the router). They reach no metric, log or
 // error unless you export them: otelx's ledger metrics add the tenant only
 // when Options.MetricAttributes lists otelx.KeyTenant.
+//
+// # Price files
+//
+// LoadPrices and ParsePrices read JSON. YAML is left out: it would need a
+// YAML library in the root module, which compiles in only the OpenTelemetry
+// API and the JSON Schema validator; convert YAML to JSON before loading.
+//
+// Scenario 8 of internal/testbed/scenarios (go run
+// ./internal/testbed/scenarios -s 8) runs three tenants through a 429 storm
+// on the primary; its figures and the ledger's cost per request are in
+// BENCHMARKS.md.
 package spend

@@ -1,0 +1,17 @@
+// Stand-ins for fallback/oaicompat/README.md's snippets.
+package snippet
+
+import (
+	"context"
+
+	"github.com/tierguard/tierguard/fallback/gemini"
+	"github.com/tierguard/tierguard/fallback/oaicompat"
+)
+
+var ctx = context.Background()
+
+var (
+	key string
+	gem *gemini.Tier[string]
+	gpt *oaicompat.Tier[string]
+)
