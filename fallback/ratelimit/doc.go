@@ -2,6 +2,20 @@
 // requests per minute, tokens per minute — on the client side, so that a
 // service stays under its quota instead of discovering it by 429.
 //
+// A tier behind its quota, in a chain:
+//
+//	proLimit, _ := ratelimit.New(ratelimit.Config{Name: "gemini-2.5-pro", Requests: 150, Tokens: 2_000_000})
+//	stage := fallback.Stage[string, string]{
+//		Tier:   ratelimit.Tier(pro, ratelimit.TierConfig[string]{Limiter: proLimit, MaxWait: 2 * time.Second}),
+//		Tokens: func(q string) int64 { return int64(len(q))/4 + 800 }, // your estimate: prompt + answer
+//	}
+//
+// Every attempt (retries included: each is an upstream call) takes its
+// turn just before its call. Per tenant, TierConfig.PerRequest returns the
+// request's limiter on the tier, usually a Group's Get of the request's
+// tenant, so one tenant cannot spend another's share of the tier's quota;
+// it composes with a per-tenant bulkhead.Group around the chain.
+//
 // A Limiter admits a call when both its limits have room: one request, and
 // the call's estimated tokens. The estimate is corrected once the answer's
 // real usage is known (Adjust). When the upstream answers 429 anyway — the
@@ -48,6 +62,15 @@
 // was placed behind it. Tier takes its limiters' turns this way.
 //
 // A Group gives each key (tenant, API key) its own limiter, named by a hash
-// of the key. A Store shares a limiter's quota across processes; the
-// redislimit module provides one over Redis, local-first and failing open.
+// of the key; its limiters share one configuration. Limiter.Wait, Allow,
+// Reserve and Do work on their own; Observe sees refusals, throttles and
+// recoveries.
+//
+// A Store shares a limiter's quota across processes: the redislimit
+// module gives every process's limiter of the same name one fleet-wide
+// bucket in Redis (the same algorithm in Lua, on Redis's clock),
+// local-first and failing open like the breaker store — a call is
+// admitted by the process's own limiter, then takes a fleet turn it
+// already holds; only a call that holds none waits on Redis, briefly, and
+// while Redis is out each process keeps to its share of the quota.
 package ratelimit

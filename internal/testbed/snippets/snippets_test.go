@@ -462,6 +462,8 @@ var defaultImports = map[string]string{
 	"sql": "database/sql", "strings": "strings", "sync": "sync", "time": "time",
 
 	"breaker":    "github.com/tierguard/tierguard/breaker",
+	"catalog":    "github.com/tierguard/tierguard/fallback/catalog",
+	"pool":       "github.com/tierguard/tierguard/fallback/pool",
 	"bulkhead":   "github.com/tierguard/tierguard/bulkhead",
 	"cache":      "github.com/tierguard/tierguard/fallback/cache",
 	"chaos":      "github.com/tierguard/tierguard/fallback/chaos",
