@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -349,10 +350,15 @@ type member struct {
 	// handReq and handTok are the turns at hand, taken at handAt.
 	handReq, handTok int64
 	handAt           time.Time
-	// blockedUntil is when the fleet said its next turn comes.
+	// blockedUntil is when the fleet said its next turn comes (plus a
+	// back-off), and refusals how many takes it refused in a row.
 	blockedUntil time.Time
+	refusals     int
 	refilling    bool
-	share        share
+	// flight, while a call asks the fleet, is closed when it has the
+	// answer.
+	flight chan struct{}
+	share  share
 }
 
 // Take implements ratelimit.Member.
@@ -368,19 +374,7 @@ func (m *member) Take(tokens int64) (bool, time.Duration) {
 		m.mu.Unlock()
 		return false, in
 	}
-	if now.Sub(m.handAt) > s.opts.HoldFor {
-		m.handReq, m.handTok = 0, 0
-	}
-	needTok := int64(0)
-	if m.tok.interval > 0 {
-		needTok = tokens
-	}
-	if (m.req.interval == 0 || m.handReq >= 1) && m.handTok >= needTok {
-		if m.req.interval > 0 {
-			m.handReq--
-		}
-		m.handTok -= needTok
-		m.refillLocked(tokens)
+	if m.fromHandLocked(now, tokens) {
 		m.mu.Unlock()
 		return true, 0
 	}
@@ -390,11 +384,63 @@ func (m *member) Take(tokens int64) (bool, time.Duration) {
 		s.checkHealth()
 		return ok, in
 	}
+	if fl := m.flight; fl != nil {
+		m.mu.Unlock()
+		if ok, in, decided := m.join(fl, tokens); decided {
+			return ok, in
+		}
+	} else {
+		m.mu.Unlock()
+	}
+	return m.ask(tokens)
+}
+
+// fromHandLocked takes a call's turns from those at hand, if they are
+// enough. m.mu must be held.
+func (m *member) fromHandLocked(now time.Time, tokens int64) bool {
+	if now.Sub(m.handAt) > m.s.opts.HoldFor {
+		m.handReq, m.handTok = 0, 0
+	}
+	needTok := int64(0)
+	if m.tok.interval > 0 {
+		needTok = tokens
+	}
+	if m.req.interval > 0 && m.handReq < 1 || m.handTok < needTok {
+		return false
+	}
+	if m.req.interval > 0 {
+		m.handReq--
+	}
+	m.handTok -= needTok
+	m.refillLocked(tokens)
+	return true
+}
+
+// ask asks the fleet for a call's turns and the next ones', waiting no
+// longer than the bound. The first call to ask while no other does is
+// the process's flight: calls that find nothing at hand meanwhile wait
+// for its answer rather than ask too (see join).
+func (m *member) ask(tokens int64) (bool, time.Duration) {
+	s := m.s
+	fl := make(chan struct{})
+	m.mu.Lock()
+	if m.flight == nil {
+		m.flight = fl
+	} else {
+		fl = nil
+	}
 	m.mu.Unlock()
-	// Nothing at hand: ask the fleet, for this call and the next ones,
-	// waiting no longer than the bound.
 	res := make(chan takeResult, 1)
-	go func() { res <- m.take(tokens, true) }()
+	go func() {
+		r := m.take(tokens, true)
+		if fl != nil {
+			m.mu.Lock()
+			m.flight = nil
+			m.mu.Unlock()
+			close(fl)
+		}
+		res <- r
+	}()
 	t := time.NewTimer(s.opts.RequestBound)
 	defer t.Stop()
 	select {
@@ -409,6 +455,40 @@ func (m *member) Take(tokens int64) (bool, time.Duration) {
 		s.down()
 		return m.byShare(tokens)
 	}
+}
+
+// join waits, no longer than the bound, for the answer to another call of
+// this process that is asking the fleet, and decides by it: a refusal
+// refuses this call too (the fleet said when its next turn comes), a
+// grant's prefetch at hand admits it, Redis failing or too slow leaves it
+// to the share. Under contention this is what keeps a process's callers
+// from asking Redis each for the same turn. decided is false when the
+// answer left nothing for this call, which then asks on its own.
+func (m *member) join(fl <-chan struct{}, tokens int64) (ok bool, in time.Duration, decided bool) {
+	s := m.s
+	t := time.NewTimer(s.opts.RequestBound)
+	defer t.Stop()
+	select {
+	case <-fl:
+	case <-t.C:
+		// The flight's own bound, which began before, has run out too:
+		// it marked the store down.
+		ok, in := m.byShare(tokens)
+		return ok, in, true
+	}
+	now := time.Now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	switch {
+	case !s.healthy.Load() || s.ctx.Err() != nil:
+		ok, in := m.byShareLocked(tokens)
+		return ok, in, true
+	case now.Before(m.blockedUntil):
+		return false, m.blockedUntil.Sub(now), true
+	case m.fromHandLocked(now, tokens):
+		return true, 0, true
+	}
+	return false, 0, false
 }
 
 // byShare decides a call the fleet could not: by the process's share of
@@ -517,8 +597,9 @@ func (m *member) take(tokens int64, forCall bool) takeResult {
 	s.healthy.Store(true)
 	if len(v) == 2 && v[0] == 0 {
 		s.refused.Add(1)
-		in := time.Duration(v[1]) * time.Microsecond
 		m.mu.Lock()
+		m.refusals = min(m.refusals+1, 30)
+		in := time.Duration(v[1])*time.Microsecond + m.spreadLocked(tokens)
 		m.blockedUntil = time.Now().Add(in)
 		m.mu.Unlock()
 		return takeResult{retryIn: in}
@@ -530,6 +611,7 @@ func (m *member) take(tokens int64, forCall bool) takeResult {
 	}
 	s.granted.Add(1)
 	m.mu.Lock()
+	m.refusals = 0
 	if time.Since(m.handAt) > s.opts.HoldFor {
 		m.handReq, m.handTok = 0, 0
 	}
@@ -538,6 +620,31 @@ func (m *member) take(tokens int64, forCall bool) takeResult {
 	m.handAt = time.Now()
 	m.mu.Unlock()
 	return takeResult{ok: true}
+}
+
+// spreadLocked is a random delay added to the fleet's "next turn in"
+// when it refuses. Every process it refused meanwhile heard the same
+// instant and would come back at once for the one turn the fleet has by
+// then: one take granted, the others refused again, turn after turn —
+// about a take per contending process per granted turn. The delay spreads
+// them out, the more the longer this process was refused in a row: none
+// after a first refusal (the fleet's word stands), then over 1, 3, 7, …
+// of the fleet's turns, up to Options.Pods (at least 4) of them:
+// under contention the processes come back about one per turn, while one
+// that contends with few others keeps a short wait. Turns nobody takes
+// meanwhile stay in the fleet's bucket (up to its burst), and a grant
+// ends the back-off. m.mu must be held.
+func (m *member) spreadLocked(tokens int64) time.Duration {
+	unit := m.req.interval
+	if unit == 0 {
+		unit = m.tok.interval * float64(max(tokens, 1))
+	}
+	turns := min(int64(1)<<min(m.refusals-1, 20)-1, int64(max(m.s.opts.Pods, 4)))
+	span := int64(unit * float64(turns))
+	if span <= 0 {
+		return 0
+	}
+	return time.Duration(rand.Int64N(span)) * time.Microsecond
 }
 
 // refillLocked starts a background prefetch when the turns at hand run
