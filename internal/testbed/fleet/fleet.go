@@ -36,8 +36,9 @@ type Config struct {
 	Interval time.Duration
 	// Phase is the length of each phase of load.
 	Phase time.Duration
-	// Restarts is the number of restart drills.
-	Restarts int
+	// Restarts is the number of restart drills, Storms of 503 storms
+	// (at least one).
+	Restarts, Storms int
 	// Settle bounds every wait for the fleet to agree (generous: no
 	// figure is judged by it, a run that needs it fails).
 	Settle time.Duration
@@ -72,12 +73,18 @@ type Report struct {
 	Config Config
 	// Phases in the order they ran.
 	Phases []PhaseReport
-	// TripToEveryPod is, for the 503 storm, the time from the storm's
-	// start, and from the first pod's trip, until every pod was open.
+	// TripFromStorm and TripToEveryPod are, over the 503 storms, the
+	// longest time from a storm's start, and from its first pod's trip,
+	// until every pod was open; Storms has both for each storm.
 	TripFromStorm, TripToEveryPod time.Duration
-	// OwnTrips counts the pods whose breaker tripped on their own
-	// failures in the storm (the others adopted the fleet's trip).
+	Storms                        [][2]time.Duration
+	// OwnTrips is the most pods whose breaker tripped on their own
+	// failures in a storm (the others adopted the fleet's trip), OpenPods
+	// the fewest pods that opened in one.
 	OwnTrips, OpenPods int
+	// Takes and Granted sum the limit stores' asks of Redis and the
+	// grants among them.
+	Takes, Granted uint64
 	// TripsIn429 counts breaker trips during the 429 storm (want 0).
 	TripsIn429 int
 	// Upstream429 is how many calls reached the upstream during the 429
@@ -571,6 +578,11 @@ func Run(cfg Config) (*Report, error) {
 	}
 	f.windows(rep)
 	rep.RoundTrips = f.roundTrips()
+	for _, p := range f.pods {
+		st := p.lstore.Stats()
+		rep.Takes += st.Takes
+		rep.Granted += st.Granted
+	}
 	rep.Requests, rep.Admitted = f.requests.Load(), f.passed.Load()
 	f.mu.Lock()
 	rep.Grants = uint64(len(f.admitted))
@@ -578,9 +590,21 @@ func Run(cfg Config) (*Report, error) {
 	return rep, nil
 }
 
-// storm503: the upstream answers 503 for a third of the phase; the fleet
-// trips on its shared count; then it recovers and every breaker closes.
+// storm503 runs Config.Storms storms of 503s, each a phase long.
 func (f *fleet) storm503(rep *Report) error {
+	rep.OpenPods = len(f.pods)
+	for range max(f.cfg.Storms, 1) {
+		if err := f.storm503Once(rep); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// storm503Once: the upstream answers 503 for a third of the phase; the
+// fleet trips on its shared count; then it recovers and every breaker
+// closes.
+func (f *fleet) storm503Once(rep *Report) error {
 	for _, p := range f.pods {
 		p.mu.Lock()
 		p.trans = p.trans[:0]
@@ -592,6 +616,7 @@ func (f *fleet) storm503(rep *Report) error {
 	time.Sleep(f.cfg.Phase / 3)
 	f.fault.Store(int32(healthy))
 	var first, last time.Time
+	own, opened := 0, 0
 	for _, p := range f.pods {
 		p.mu.Lock()
 		for _, t := range p.trans {
@@ -603,18 +628,21 @@ func (f *fleet) storm503(rep *Report) error {
 					last = t.at
 				}
 				if t.reason != "shared" {
-					rep.OwnTrips++
+					own++
 				}
-				rep.OpenPods++
+				opened++
 				break
 			}
 		}
 		p.mu.Unlock()
 	}
+	rep.OpenPods = min(rep.OpenPods, opened)
+	rep.OwnTrips = max(rep.OwnTrips, own)
 	if !open {
-		return fmt.Errorf("%d of %d pods opened", rep.OpenPods, len(f.pods))
+		return fmt.Errorf("%d of %d pods opened", opened, len(f.pods))
 	}
-	rep.TripFromStorm, rep.TripToEveryPod = last.Sub(began), last.Sub(first)
+	rep.Storms = append(rep.Storms, [2]time.Duration{last.Sub(began), last.Sub(first)})
+	rep.TripFromStorm, rep.TripToEveryPod = max(rep.TripFromStorm, last.Sub(began)), max(rep.TripToEveryPod, last.Sub(first))
 	if !f.eventually(f.everyPod(func(p *pod) bool { return p.br.State() == breaker.Closed })) {
 		return errors.New("the breakers did not all close after the storm")
 	}
@@ -822,8 +850,12 @@ func (r *Report) Print(w io.Writer) {
 	fmt.Fprintf(w, "fleet: %d pods, one redis-server; quota %d per %v; each pod asks every %v; phases of %v\n\n",
 		c.Pods, c.Quota, c.Per, c.Interval, c.Phase)
 	fmt.Fprintf(w, "| measure | result |\n|---|---|\n")
-	fmt.Fprintf(w, "| 503 storm: every pod open, from the storm's start / from the first trip | %d of %d pods, %v / %v (%d tripped on their own counts) |\n",
-		r.OpenPods, c.Pods, r.TripFromStorm.Round(time.Millisecond), r.TripToEveryPod.Round(time.Millisecond), r.OwnTrips)
+	var storms []string
+	for _, st := range r.Storms {
+		storms = append(storms, st[0].Round(time.Millisecond).String()+" / "+st[1].Round(time.Millisecond).String())
+	}
+	fmt.Fprintf(w, "| 503 storms (%d): every pod open, from the storm's start / from the first trip | at least %d of %d pods each time; %s (at most %d pods tripped on their own counts) |\n",
+		len(r.Storms), r.OpenPods, c.Pods, strings.Join(storms, "; "), r.OwnTrips)
 	fmt.Fprintf(w, "| 429 storm: breaker trips / calls that reached the upstream in %v | %d / %d |\n", c.Phase/2, r.TripsIn429, r.Upstream429)
 	fmt.Fprintf(w, "| rate limit, worst window of %v with Redis up | %d of %d (%.1f %%) |\n", c.Per, r.WorstUp, c.Quota, 100*float64(r.WorstUp)/float64(c.Quota))
 	fmt.Fprintf(w, "| rate limit, worst window of %v meeting an outage (kill or pause) | %d of %d (%.1f %%) |\n", c.Per, r.WorstDown, c.Quota, 100*float64(r.WorstDown)/float64(c.Quota))
@@ -835,6 +867,7 @@ func (r *Report) Print(w io.Writer) {
 		fmt.Fprintf(w, "| spend, tenant %q (%s, billed during %s) | %d of %d tokens: overshoot %.1f %% |\n",
 			t.Name, mode, t.Phase, t.Used, t.Limit, 100*t.Overshoot())
 	}
+	fmt.Fprintf(w, "| limit stores: Redis takes / granted (per granted) | %d / %d (%.1f) |\n", r.Takes, r.Granted, float64(r.Takes)/float64(max(r.Granted, 1)))
 	cases := make([]string, 0, len(r.DrillCases))
 	for k, v := range r.DrillCases {
 		cases = append(cases, k+": "+strconv.Itoa(v))

@@ -47,7 +47,7 @@ func TestFleet(t *testing.T) {
 	}
 	if *full {
 		cfg = Config{Pods: 50, Quota: 1000, Per: 2 * time.Second, Interval: 20 * time.Millisecond, Phase: 6 * time.Second,
-			Restarts: 20, Settle: time.Minute, Logf: t.Logf}
+			Restarts: 20, Storms: 5, Settle: time.Minute, Logf: t.Logf}
 	}
 	rep, err := Run(cfg)
 	if rep != nil {
