@@ -809,7 +809,12 @@ func (f *fleet) drills(rep *Report, raw *redis.Client) error {
 		// No call asks the limiters now, which check Redis only when
 		// asked.
 		back := f.backOnRedis(false)
+		gaveUp := false
 		settled := f.eventually(func() bool {
+			if a.drill.State() != breaker.Open {
+				gaveUp = true // the trip is lost: no need to wait
+				return true
+			}
 			v, err := readDrill.Run(context.Background(), raw, []string{key}).Int64Slice()
 			return err == nil && v[0] == int64(breaker.Open) && v[1] > int64((drillLong/2)/time.Millisecond) &&
 				f.everyPod(func(p *pod) bool { return p.drill.State() == breaker.Open })()
@@ -826,7 +831,7 @@ func (f *fleet) drills(rep *Report, raw *redis.Client) error {
 		if lost || a.drill.State() != breaker.Open {
 			rep.DrillLost++
 			f.cfg.logf("drill %d (%s): the trip was lost", run, how)
-		} else if !settled {
+		} else if !settled || gaveUp {
 			rep.DrillUnsettled++
 			f.cfg.logf("drill %d (%s): the fleet did not settle on the trip", run, how)
 		}
