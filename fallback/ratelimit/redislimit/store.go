@@ -2,6 +2,7 @@ package redislimit
 
 import (
 	"context"
+	crand "crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -79,9 +80,14 @@ type Options struct {
 	// the fleet's whole rate and the others their shares on top of it
 	// until they are back: keep RequestBound well above Redis's p99
 	// round trip, so that a loaded host does not flap between the two.
-	// 0 or 1: each process keeps to the whole quota alone (the local
-	// limiter's own limit), which a fleet of N processes exceeds N times
-	// over while Redis is out.
+	// 0, the default: as many processes as Redis last saw taking turns
+	// of the limit within the 30 s before (each take notes its process;
+	// at least one), so that a fleet that does not say its size still
+	// keeps near its quota; a process alone, or one that never reached
+	// Redis, keeps to the whole quota. 1: each process keeps to the whole
+	// quota alone (the local limiter's own limit), which a fleet of N
+	// processes exceeds N times over while Redis is out (the default of
+	// earlier versions).
 	Pods int
 	// OnError, when set, is called with every failed Redis operation, from
 	// the store's own goroutines or from a call that timed out. It must not
@@ -183,7 +189,13 @@ type Store struct {
 	epoch   time.Time
 
 	takes, granted, refused, failedOpen, errs, shareRefused atomic.Uint64
+	// token names this store among the processes Redis sees taking turns.
+	token string
 }
+
+// presence is how long Redis counts a process among those that take a
+// limit's turns after its last take (see Options.Pods).
+const presence = 30 * time.Second
 
 // New returns a store over client. The client stays the caller's: Close
 // does not close it.
@@ -196,7 +208,9 @@ func New(client redis.UniversalClient, opts Options) (*Store, error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &Store{client: client, opts: opts, ctx: ctx, cancel: cancel, epoch: time.Now()}
+	var tok [8]byte
+	_, _ = crand.Read(tok[:])
+	s := &Store{client: client, opts: opts, ctx: ctx, cancel: cancel, epoch: time.Now(), token: hex.EncodeToString(tok[:])}
 	s.healthy.Store(true)
 	return s, nil
 }
@@ -251,23 +265,35 @@ func (s *Store) Join(name string, q ratelimit.Quota) (ratelimit.Member, error) {
 		return nil, errors.New("redislimit: the quota has neither Requests nor Tokens")
 	}
 	id := ID(name)
-	m := &member{s: s, id: id, keys: []string{s.opts.Prefix + "{" + id + "}:r", s.opts.Prefix + "{" + id + "}:t"}}
+	base := s.opts.Prefix + "{" + id + "}:"
+	m := &member{s: s, id: id, q: q, keys: []string{base + "r", base + "t", base + "p"}}
 	per := float64(q.Per.Microseconds())
-	pods := float64(max(s.opts.Pods, 1))
 	if q.Requests > 0 {
 		// The same shape as the local bucket: no window of Per holds more
 		// than Requests.
 		m.req = bucket{interval: per / float64(max(q.Requests-q.Burst, 1)), burst: int64(q.Burst)}
 		m.req.window = m.req.interval * float64(q.Burst)
-		m.share.req = newShare(float64(q.Per)/float64(max(q.Requests-q.Burst, 1))*pods, float64(q.Burst)/pods)
 	}
 	if q.Tokens > 0 {
 		m.tok = bucket{interval: per / float64(q.Tokens-q.TokenBurst), burst: q.TokenBurst}
 		m.tok.window = m.tok.interval * float64(q.TokenBurst)
-		m.share.tok = newShare(float64(q.Per)/float64(q.Tokens-q.TokenBurst)*pods, float64(q.TokenBurst)/pods)
 	}
-	m.share.on = s.opts.Pods > 1
+	m.sizeShareLocked(max(s.opts.Pods, 1))
 	return m, nil
+}
+
+// sizeShareLocked makes the member's share 1/pods of its quota; a share
+// of one pod is off (the local limit alone decides). m.mu must be held,
+// or the member not yet shared.
+func (m *member) sizeShareLocked(pods int) {
+	q, n := m.q, float64(pods)
+	if q.Requests > 0 {
+		m.share.req = newShare(float64(q.Per)/float64(max(q.Requests-q.Burst, 1))*n, float64(q.Burst)/n)
+	}
+	if q.Tokens > 0 {
+		m.share.tok = newShare(float64(q.Per)/float64(q.Tokens-q.TokenBurst)*n, float64(q.TokenBurst)/n)
+	}
+	m.share.on = pods > 1
 }
 
 type bucket struct {
@@ -343,13 +369,17 @@ func (b *shareBucket) owed(now float64, admitted int64) int64 {
 type member struct {
 	s        *Store
 	id       string
-	keys     []string
+	q        ratelimit.Quota
+	keys     []string // requests, tokens, presence
 	req, tok bucket
 
 	mu sync.Mutex
 	// handReq and handTok are the turns at hand, taken at handAt.
 	handReq, handTok int64
 	handAt           time.Time
+	// seenPods is how many processes Redis last saw taking this limit's
+	// turns (within presence).
+	seenPods int
 	// blockedUntil is when the fleet said its next turn comes (plus a
 	// back-off), and refusals how many takes it refused in a row.
 	blockedUntil time.Time
@@ -504,16 +534,20 @@ func (m *member) byShareLocked(tokens int64) (bool, time.Duration) {
 	s := m.s
 	s.failedOpen.Add(1)
 	sh := &m.share
-	if !sh.on {
-		return true, 0
-	}
 	now := float64(time.Since(s.epoch))
 	if o := s.outages.Load(); o != sh.outage {
 		// A new outage (or the store was closed): the fleet may have
 		// spent the quota just before it, so the share starts empty.
 		sh.outage = o
+		if s.opts.Pods == 0 {
+			// As many pods as Redis last saw taking this limit's turns.
+			m.sizeShareLocked(max(m.seenPods, 1))
+		}
 		sh.req.empty(now)
 		sh.tok.empty(now)
+	}
+	if !sh.on {
+		return true, 0
 	}
 	need := int64(0)
 	if m.req.interval > 0 {
@@ -558,7 +592,7 @@ func (m *member) settleLocked() {
 		m.background("settle", adjustScript, m.keys[:1], m.req.interval, m.req.window, req)
 	}
 	if tok > 0 && m.tok.interval > 0 {
-		m.background("settle", adjustScript, m.keys[1:], m.tok.interval, m.tok.window, tok)
+		m.background("settle", adjustScript, m.keys[1:2], m.tok.interval, m.tok.window, tok)
 	}
 }
 
@@ -589,28 +623,31 @@ func (m *member) take(tokens int64, forCall bool) takeResult {
 	ctx, cancel := context.WithTimeout(s.ctx, s.opts.OpTimeout)
 	defer cancel()
 	v, err := takeScript.Run(ctx, s.client, m.keys,
-		m.req.interval, m.req.window, wantReq, needReq, m.tok.interval, m.tok.window, wantTok, needTok).Int64Slice()
+		m.req.interval, m.req.window, wantReq, needReq, m.tok.interval, m.tok.window, wantTok, needTok,
+		s.token, presence.Microseconds()).Int64Slice()
 	if err != nil {
 		s.fail("take", m.id, err)
 		return takeResult{err: err}
 	}
 	s.healthy.Store(true)
-	if len(v) == 2 && v[0] == 0 {
+	if len(v) == 3 && v[0] == 0 {
 		s.refused.Add(1)
 		m.mu.Lock()
+		m.seenPods = int(v[2])
 		m.refusals = min(m.refusals+1, 30)
 		in := time.Duration(v[1])*time.Microsecond + m.spreadLocked(tokens)
 		m.blockedUntil = time.Now().Add(in)
 		m.mu.Unlock()
 		return takeResult{retryIn: in}
 	}
-	if len(v) != 3 {
+	if len(v) != 4 {
 		err := fmt.Errorf("unexpected reply %v", v)
 		s.fail("take", m.id, err)
 		return takeResult{err: err}
 	}
 	s.granted.Add(1)
 	m.mu.Lock()
+	m.seenPods = int(v[3])
 	m.refusals = 0
 	if time.Since(m.handAt) > s.opts.HoldFor {
 		m.handReq, m.handTok = 0, 0
@@ -675,7 +712,7 @@ func (m *member) Adjust(tokens int64) {
 	if m.tok.interval == 0 || tokens == 0 {
 		return
 	}
-	m.background("adjust", adjustScript, m.keys[1:], m.tok.interval, m.tok.window, tokens)
+	m.background("adjust", adjustScript, m.keys[1:2], m.tok.interval, m.tok.window, tokens)
 }
 
 // Hold implements ratelimit.Member: it holds the fleet's calls for d in
