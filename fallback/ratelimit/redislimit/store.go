@@ -666,7 +666,8 @@ func (m *member) take(tokens int64, forCall bool) takeResult {
 // about a take per contending process per granted turn. The delay spreads
 // them out, the more the longer this process was refused in a row: none
 // after a first refusal (the fleet's word stands), then over 1, 3, 7, …
-// of the fleet's turns, up to Options.Pods (at least 4) of them:
+// of the fleet's turns, up to Options.Pods (or the pods Redis counts; at
+// least 4) of them:
 // under contention the processes come back about one per turn, while one
 // that contends with few others keeps a short wait. Turns nobody takes
 // meanwhile stay in the fleet's bucket (up to its burst), and a grant
@@ -676,7 +677,11 @@ func (m *member) spreadLocked(tokens int64) time.Duration {
 	if unit == 0 {
 		unit = m.tok.interval * float64(max(tokens, 1))
 	}
-	turns := min(int64(1)<<min(m.refusals-1, 20)-1, int64(max(m.s.opts.Pods, 4)))
+	pods := m.s.opts.Pods
+	if pods == 0 {
+		pods = m.seenPods
+	}
+	turns := min(int64(1)<<min(m.refusals-1, 20)-1, int64(max(pods, 4)))
 	span := int64(unit * float64(turns))
 	if span <= 0 {
 		return 0
