@@ -73,7 +73,7 @@ soak:
 soak-race:
 	$(GO) test -race ./internal/testbed/chaos -run 'TestSoak$$' -count=1 -v -timeout 60m -soak.calls=$(SOAKCALLS)
 
-## fleet: 50 pods on one redis-server through a 503 storm, a 429 storm, a Redis restart and a pause, then 20 restart drills; prints the report (~2 min); see RELIABILITY.md
+## fleet: 50 pods on one redis-server through a 503 storm, a 429 storm, a Redis restart and a pause, then 20 restart drills; prints the report (~75 s); see RELIABILITY.md
 fleet:
 	@echo "load before: $$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)"
 	cd internal/testbed/fleet && $(GO) test -run '^TestFleet$$' -count=1 -v -timeout 30m -fleet.full .
