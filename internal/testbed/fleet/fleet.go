@@ -70,6 +70,7 @@ const (
 
 // Report is what a run measured.
 type Report struct {
+	// Config is the run's configuration.
 	Config Config
 	// Phases in the order they ran.
 	Phases []PhaseReport
@@ -87,40 +88,52 @@ type Report struct {
 	Takes, Granted uint64
 	// TripsIn429 counts breaker trips during the 429 storm (want 0).
 	TripsIn429 int
-	// Upstream429 is how many calls reached the upstream during the 429
-	// storm, and Admitted429 how many the limiters admitted in the
-	// phase's last Per (the storm asked to hold off).
+	// Upstream429 is how many calls reached the upstream while it
+	// answered 429 (each 429 holds the fleet's limiter off).
 	Upstream429 int
 	// WorstUp and WorstDown are the most calls admitted in any window of
-	// Per that met no outage, and that met one, with when they began.
-	WorstUp, WorstDown         int
-	WorstUpAt, WorstDownAt     time.Duration
-	DrillRuns, DrillLost       int
-	DrillUnsettled             int
-	DrillCases                 map[string]int
-	Tenants                    []TenantReport
-	RoundTrips                 map[string]uint64
+	// Per that met no outage, and that met one; WorstUpAt and WorstDownAt
+	// when those windows began, since the run's start.
+	WorstUp, WorstDown     int
+	WorstUpAt, WorstDownAt time.Duration
+	// DrillRuns counts the restart drills, DrillLost those whose trip
+	// was lost (its pod left open), DrillUnsettled those after which Redis
+	// and the pods did not all show the trip; DrillCases counts the drills
+	// by how the trip and the closes were ordered.
+	DrillRuns, DrillLost, DrillUnsettled int
+	DrillCases                           map[string]int
+	// Tenants are the limited tenants' spends.
+	Tenants []TenantReport
+	// RoundTrips counts the Redis round trips of each kind of store
+	// ("breaker", "limit", "spend") over the run.
+	RoundTrips map[string]uint64
+	// Requests counts the requests made, Admitted those answered, Grants
+	// the calls the limiters admitted.
 	Requests, Admitted, Grants uint64
 }
 
 // PhaseReport is one phase's figures.
 type PhaseReport struct {
+	// Name names the phase; From and To are its bounds since the run's
+	// start.
 	Name     string
 	From, To time.Duration
-	Requests uint64
-	Admitted uint64
-	// Granted counts the calls the limiters admitted.
-	Granted    uint64
+	// Requests counts the requests made in the phase, Admitted those
+	// answered, Granted the calls the limiters admitted.
+	Requests, Admitted, Granted uint64
+	// RoundTrips counts the phase's Redis round trips by kind of store.
 	RoundTrips map[string]uint64
 }
 
 // TenantReport is one tenant's spend against its daily limit.
 type TenantReport struct {
-	Name       string
-	Phase      string
+	// Name is the tenant; Phase the phase whose load billed it.
+	Name, Phase string
+	// FailClosed is the allowance's FailClosed.
 	FailClosed bool
-	Limit      int64
-	Used       int64
+	// Limit is the daily token limit, Used the tokens the tenant's
+	// answered calls used.
+	Limit, Used int64
 }
 
 // Overshoot is how far the tenant's spend went past its limit, as a
