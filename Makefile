@@ -20,7 +20,7 @@ VULNDB_DIR ?= $(or $(TMPDIR),/tmp)/tierguard-vulndb-$(VULNDB_VERSION)
 # of the Go the modules are developed with (go.work's toolchain line).
 VULN_TOOLCHAIN ?= $(shell sed -n 's/^toolchain //p' go.work)
 
-.PHONY: install-check snippets report-png test fmt-check vet race vuln vulndb tidy bench bench-lib bench-compare bench-cache-index fuzz cover demo lint scenarios soak soak-race
+.PHONY: install-check snippets report-png test fmt-check vet race vuln vulndb tidy bench bench-lib bench-compare bench-cache-index fuzz cover demo lint scenarios soak soak-race fleet
 
 ## test: gofmt check, go vet and race tests over every module (what CI runs)
 test: fmt-check vet race
@@ -80,6 +80,12 @@ soak:
 ## soak-race: the fake-clock soak at $(SOAKCALLS) calls under the race detector (~2.5 min)
 soak-race:
 	$(GO) test -race ./internal/testbed/chaos -run 'TestSoak$$' -count=1 -v -timeout 60m -soak.calls=$(SOAKCALLS)
+
+## fleet: 50 pods on one redis-server through a 503 storm, a 429 storm, a Redis restart and a pause, then 20 restart drills; prints the report (~75 s); see RELIABILITY.md
+fleet:
+	@echo "load before: $$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)"
+	cd internal/testbed/fleet && $(GO) test -run '^TestFleet$$' -count=1 -v -timeout 30m -fleet.full .
+	@echo "load after: $$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)"
 
 ## fuzz: every fuzz target of every module for $(FUZZTIME)
 fuzz:

@@ -98,10 +98,16 @@
 // an unconfirmed half-open or closed state that was decided before its own
 // state: it keeps its state and, when open, publishes its trip again (its
 // base is then that state's generation, so the trip is accepted). Shared
-// open states are adopted whatever their age. Decisions less than the
-// clock offsets' error apart (a few milliseconds, the round trip of the
-// fastest reply) are concurrent, and the fleet may keep either, as it
-// would if Redis had stayed up.
+// open states are adopted whatever their age. Decisions that close
+// together cannot be ordered across processes (each times its own on its
+// clock, converted to Redis's within a round trip), so an unconfirmed
+// state decided less than 250 ms after the breaker's own counts as
+// concurrent with it, and the open or half-open state wins: a pod that
+// closed within a millisecond of another's trip, both while Redis was
+// away, does not end that trip. Decision times are read on Redis's clock,
+// from a poll or a proposal's answer (a publication of an unconfirmed
+// state triggers a poll), not from when a loaded process got to read
+// them.
 //
 // Accepted changes are published. Every other process applies them to its
 // breaker through ApplyShared (the transition's reason is "shared"), in

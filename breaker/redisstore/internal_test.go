@@ -231,7 +231,7 @@ func TestSupersededTransitionIsDropped(t *testing.T) {
 	tok.Done(breaker.Failure)
 	ev := <-s.queue
 	// Meanwhile the fleet closed (a message from another process).
-	m.sync(shared{state: breaker.Closed, gen: uint64(time.Now().UnixMilli()), decided: time.Now()}, false, false)
+	m.sync(shared{state: breaker.Closed, gen: uint64(time.Now().UnixMilli()), decided: time.Now(), confirmed: true}, false, false)
 	require.Equal(t, breaker.Closed, b.State())
 	m.propose(ev)
 	assert.Zero(t, s.Stats().Published+s.Stats().Stale+s.Stats().Errors, "nothing written")

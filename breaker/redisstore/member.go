@@ -239,7 +239,7 @@ func (m *member) propose(ev event) {
 	}
 	s.healthy.Store(true)
 	m.clock.observe(v[6], sent, recv)
-	sh := sharedAt(time.Now(), v[1], v[2], v[3], v[4], v[5])
+	sh := sharedAt(m.replyAt(v[6], time.Now()), v[1], v[2], v[3], v[4], v[5])
 	switch v[0] {
 	case 1:
 		if sh.gen > base {
@@ -262,6 +262,24 @@ func (m *member) propose(ev event) {
 		}
 		m.sync(sh, true, false)
 	}
+}
+
+// replyAt is when, on this process's clock, Redis read its clock redisUs
+// for a reply received at recv: the offset (a lower bound, measured with
+// that reply among others) puts it within the fastest reply's round trip,
+// and never after recv. The durations a reply gives (time left, a
+// decision's age) count from that instant, not from when the reply was
+// read, which a loaded process may do much later.
+func (m *member) replyAt(redisUs int64, recv time.Time) time.Time {
+	off, ok := m.clock.get()
+	if !ok {
+		return recv
+	}
+	at := m.s.epoch.Add(time.Duration(redisUs-off) * time.Microsecond)
+	if at.After(recv) {
+		return recv
+	}
+	return at
 }
 
 // measure reads the breaker's shared state to measure the clock offset;
@@ -340,10 +358,15 @@ func (m *member) sync(sh shared, force, poll bool) {
 
 // keeps reports whether the breaker keeps its own state rather than adopt
 // sh: sh is an unconfirmed half-open or closed state decided before the
-// breaker's own open or half-open state. m.mu is held.
+// breaker's own open or half-open state, or after it by less than the
+// slack. Two decisions that close together cannot be ordered (each pod
+// times its own on its clock, and its offset to Redis's clock is known to
+// within a round trip), so they are concurrent, and the trip wins: a pod
+// that closes within a millisecond of another's trip, both while Redis was
+// away, must not end that trip. m.mu is held.
 func (m *member) keeps(sh shared) bool {
 	return !m.forced && !sh.confirmed && sh.state != breaker.Open &&
-		(m.state == breaker.Open || m.state == breaker.HalfOpen) && sh.decided.Before(m.decided)
+		(m.state == breaker.Open || m.state == breaker.HalfOpen) && sh.decided.Before(m.decided.Add(slack))
 }
 
 // apply hands a shared state to the local breaker. m.applyMu is held.

@@ -419,6 +419,15 @@ func (s *Store) handle(payload string) {
 	if err1 != nil || err2 != nil || err3 != nil || st > uint64(breaker.Open) || gen > 1<<62 {
 		return
 	}
+	if !confirmed && st != uint64(breaker.Open) {
+		// An unconfirmed half-open or closed state (written onto an
+		// absent one: Redis lost the state) may have to be weighed against
+		// a breaker's own decision, which needs its decision time on
+		// Redis's clock, as a poll gives it; a message gives its age from
+		// when it was published, which a loaded process reads late.
+		s.kickPoll()
+		return
+	}
 	var c int64
 	if confirmed {
 		c = 1
@@ -569,7 +578,7 @@ func (s *Store) poll() {
 			continue
 		}
 		m.clock.observe(v[5], sent, recv)
-		m.sync(sharedAt(at, v[0], v[1], v[2], v[3], v[4]), false, true)
+		m.sync(sharedAt(m.replyAt(v[5], at), v[0], v[1], v[2], v[3], v[4]), false, true)
 	}
 	s.stats.polls.Add(1)
 }
@@ -628,7 +637,7 @@ func (s *Store) flush() {
 		case 2:
 			s.stats.expired.Add(1)
 		}
-		m.sync(sharedAt(at, v[1], v[2], v[3], v[4], v[5]), false, false)
+		m.sync(sharedAt(m.replyAt(v[6], at), v[1], v[2], v[3], v[4], v[5]), false, false)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -83,6 +84,23 @@ type Store struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
+	// deliverMu orders what the subscription and a resync hand the
+	// caches: a resync's snapshot is read before it is delivered, and the
+	// publications delivered meanwhile (tracked in since) are newer than
+	// the snapshot.
+	deliverMu sync.Mutex
+	since     *sinceSnapshot
+	// inflight are this process's invalidations being written: a snapshot
+	// read meanwhile may still hold what they drop (their caches already
+	// dropped it).
+	inflight []*cache.Selector
+	// kick asks the resync loop for a resync now: the subscription came
+	// back, and publications may have been missed while it was away.
+	kick chan struct{}
+	// afterSnapshot, when set, runs between a resync's reads and its
+	// delivery (tests hold a resync there).
+	afterSnapshot func()
+
 	mu        sync.Mutex
 	observers []*observer
 	started   bool
@@ -96,6 +114,37 @@ type Store struct {
 }
 
 type observer struct{ fn func(cache.Change) }
+
+// sinceSnapshot is what the subscription delivered while a resync read
+// its snapshot: the resync must not drop those saves (its list of live
+// ids predates them) nor bring back what those invalidations dropped (its
+// records predate them).
+type sinceSnapshot struct {
+	saved map[uint64]struct{}
+	inval []cache.Selector
+}
+
+// matches reports whether an invalidation the subscription delivered
+// since the snapshot began drops rec.
+func (ss *sinceSnapshot) matches(rec *cache.Record) bool {
+	for _, sel := range ss.inval {
+		switch {
+		case sel.ID != 0:
+			if rec.ID == sel.ID {
+				return true
+			}
+		case sel.Tenant != "":
+			if rec.Tenant == sel.Tenant {
+				return true
+			}
+		case sel.Model != "":
+			if rec.Model == sel.Model {
+				return true
+			}
+		}
+	}
+	return false
+}
 
 type counters struct {
 	saves, invalidations, received, resyncs, reconciles, errors atomic.Uint64
@@ -161,7 +210,7 @@ func New(cfg Config) (*Store, error) {
 	var tok [8]byte
 	_, _ = rand.Read(tok[:])
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &Store{client: cfg.Client, cfg: cfg, channel: cfg.Prefix + "ch", origin: hex.EncodeToString(tok[:]), ctx: ctx, cancel: cancel}
+	s := &Store{client: cfg.Client, cfg: cfg, channel: cfg.Prefix + "ch", origin: hex.EncodeToString(tok[:]), ctx: ctx, cancel: cancel, kick: make(chan struct{}, 1)}
 	s.healthy.Store(true)
 	return s, nil
 }
@@ -271,6 +320,19 @@ func (s *Store) Invalidate(ctx context.Context, sel cache.Selector) error {
 	msg := `{"o":"` + s.origin + `","i":` + mustJSON(sel) + `,"g":0}`
 	octx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
+	// The cache dropped its entries before calling: a resync whose
+	// snapshot was read before the script ran must not bring them back.
+	s.deliverMu.Lock()
+	s.inflight = append(s.inflight, &sel)
+	if s.since != nil {
+		s.since.inval = append(s.since.inval, sel)
+	}
+	s.deliverMu.Unlock()
+	defer func() {
+		s.deliverMu.Lock()
+		s.inflight = slices.DeleteFunc(s.inflight, func(x *cache.Selector) bool { return x == &sel })
+		s.deliverMu.Unlock()
+	}()
 	gen, err := invalidateScript.Run(octx, s.client, []string{s.key("gen")}, s.cfg.Prefix, kind, arg, msg).Int64()
 	if err = s.result(err); err != nil {
 		return err
@@ -332,7 +394,7 @@ func (s *Store) deliver(ch cache.Change) {
 func (s *Store) listen(ps *redis.PubSub) {
 	defer s.wg.Done()
 	defer ps.Close()
-	msgs := ps.Channel(redis.WithChannelHealthCheckInterval(s.cfg.Resync))
+	msgs := ps.ChannelWithSubscriptions(redis.WithChannelHealthCheckInterval(s.cfg.Resync))
 	for {
 		select {
 		case <-s.ctx.Done():
@@ -341,19 +403,49 @@ func (s *Store) listen(ps *redis.PubSub) {
 			if !ok {
 				return
 			}
-			var msg message
-			if json.Unmarshal([]byte(m.Payload), &msg) != nil || msg.Origin == s.origin {
-				continue
-			}
-			s.stats.received.Add(1)
-			switch {
-			case msg.Saved != nil:
-				s.deliver(cache.Change{Saved: []*cache.Record{msg.Saved}})
-			case msg.Inval != nil:
-				s.heard(msg.Gen)
-				s.deliver(cache.Change{Invalidated: msg.Inval})
+			switch m := m.(type) {
+			case *redis.Subscription:
+				// (Re)subscribed: what was published while the
+				// subscription was away is read now, not at the next
+				// resync.
+				if m.Kind == "subscribe" {
+					s.resyncNow()
+				}
+			case *redis.Message:
+				s.receive(m.Payload)
 			}
 		}
+	}
+}
+
+// receive delivers one publication of another process.
+func (s *Store) receive(payload string) {
+	var msg message
+	if json.Unmarshal([]byte(payload), &msg) != nil || msg.Origin == s.origin {
+		return
+	}
+	s.stats.received.Add(1)
+	s.deliverMu.Lock()
+	defer s.deliverMu.Unlock()
+	switch {
+	case msg.Saved != nil:
+		if s.since != nil {
+			s.since.saved[msg.Saved.ID] = struct{}{}
+		}
+		s.deliver(cache.Change{Saved: []*cache.Record{msg.Saved}})
+	case msg.Inval != nil:
+		if s.since != nil {
+			s.since.inval = append(s.since.inval, *msg.Inval)
+		}
+		s.heard(msg.Gen)
+		s.deliver(cache.Change{Invalidated: msg.Inval})
+	}
+}
+
+func (s *Store) resyncNow() {
+	select {
+	case s.kick <- struct{}{}:
+	default:
 	}
 }
 
@@ -367,6 +459,8 @@ func (s *Store) loop() {
 		case <-s.ctx.Done():
 			return
 		case <-t.C:
+		case <-s.kick:
+			t.Stop()
 		}
 		if err := s.resync(full); err == nil {
 			full = false
@@ -400,6 +494,19 @@ return #ids
 func (s *Store) resync(full bool) error {
 	ctx, cancel := context.WithTimeout(s.ctx, 4*s.cfg.Timeout)
 	defer cancel()
+	// From here on, the subscription notes what it delivers: the snapshot
+	// read below may predate it.
+	s.deliverMu.Lock()
+	s.since = &sinceSnapshot{saved: map[uint64]struct{}{}}
+	for _, sel := range s.inflight {
+		s.since.inval = append(s.since.inval, *sel)
+	}
+	s.deliverMu.Unlock()
+	defer func() {
+		s.deliverMu.Lock()
+		s.since = nil
+		s.deliverMu.Unlock()
+	}()
 	gen, err := s.client.Get(ctx, s.key("gen")).Int64()
 	if err = s.result(err); err != nil {
 		return err
@@ -455,10 +562,24 @@ func (s *Store) resync(full bool) error {
 			recs = append(recs, &rec)
 		}
 	}
+	if s.afterSnapshot != nil {
+		s.afterSnapshot()
+	}
 	s.mu.Lock()
 	s.lastSave = max(s.lastSave, newest)
 	s.gen = max(s.gen, gen)
 	s.mu.Unlock()
+	// The publications delivered since the snapshot began are newer than
+	// it: a save among them stays live, and nothing they invalidated
+	// comes back.
+	s.deliverMu.Lock()
+	defer s.deliverMu.Unlock()
+	recs = slices.DeleteFunc(recs, s.since.matches)
+	for id := range s.since.saved {
+		if live != nil {
+			live[id] = struct{}{}
+		}
+	}
 	s.stats.resyncs.Add(1)
 	s.deliver(cache.Change{Saved: recs, Live: live})
 	return nil

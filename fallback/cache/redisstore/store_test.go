@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -159,6 +160,59 @@ func TestInvalidationsReachEveryProcess(t *testing.T) {
 	time.Sleep(100 * time.Millisecond)
 	_, _, ok := later.Get(acme, "q2")
 	assert.False(t, ok, "an invalidated record is gone from Redis too")
+}
+
+// TestSlowResyncUndoesNoPublication holds a store's resync between reading
+// its snapshot and delivering it, while the channel delivers newer
+// changes: a save (the snapshot's list of live ids predates it), another
+// process's invalidation and this process's own (the snapshot's records
+// predate them). None is undone when the resync lands. On a loaded machine
+// the first resync of a new store can be this slow; it used to drop every
+// entry the channel had brought meanwhile (TestInvalidationsReachEveryProcess
+// then waited in vain for its entries), or bring back invalidated ones.
+func TestSlowResyncUndoesNoPublication(t *testing.T) {
+	addr := sharedAddr(t)
+	pfx := prefix(t)
+	a := newCache(t, newStore(t, addr, pfx, time.Minute))
+	a.Put(bg, "old", answer{"pro", "o"})
+	a.Put(bg, "mine", answer{"lite", "m"})
+	require.Eventually(t, func() bool { return a.Stats().Saved == 2 }, 10*time.Second, 5*time.Millisecond)
+
+	bs := newStore(t, addr, pfx, time.Minute)
+	read, release := make(chan struct{}, 4), make(chan struct{})
+	var held atomic.Bool
+	held.Store(true)
+	redisstore.HoldResyncs(bs, func() {
+		if held.Load() {
+			read <- struct{}{}
+			<-release
+		}
+	})
+	b := newCache(t, bs)
+	waitSubscribed(t, addr, pfx+"ch", 2)
+	// The first resync, full, has read "old" and "mine" and the list of
+	// live ids; it waits. The channel delivers newer changes meanwhile.
+	// (A resync the subscription asked for may be held too: both are.)
+	<-read
+	a.Put(bg, "new", answer{"pro", "n"})
+	require.Eventually(t, func() bool { _, _, ok := b.Get(bg, "new"); return ok }, 10*time.Second, 5*time.Millisecond, "the channel brought the save")
+	_, err := a.Invalidate(bg, "old")
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return bs.Stats().Received == 2 }, 10*time.Second, 5*time.Millisecond, "the channel brought the invalidation")
+	_, err = b.Invalidate(bg, "mine")
+	require.NoError(t, err)
+
+	resyncs := bs.Stats().Resyncs
+	held.Store(false)
+	close(release)
+	require.Eventually(t, func() bool { return bs.Stats().Resyncs > resyncs }, 10*time.Second, 5*time.Millisecond)
+	_, _, ok := b.Get(bg, "new")
+	assert.True(t, ok, "a save the snapshot predates stays")
+	_, _, ok = b.Get(bg, "old")
+	assert.False(t, ok, "another process's invalidation stays done")
+	_, _, ok = b.Get(bg, "mine")
+	assert.False(t, ok, "this process's invalidation stays done")
+	assert.Equal(t, 1, b.Stats().Entries, "%+v", b.Stats())
 }
 
 // TestResyncCatchesWhatTheChannelMissed writes a record and drops one

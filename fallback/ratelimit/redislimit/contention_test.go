@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -133,4 +134,43 @@ func TestChainStageUnderContentionThroughRedis(t *testing.T) {
 	emu.Unlock()
 	assert.GreaterOrEqual(t, float64(len(calls)), 0.95*ceiling, "the fleet passes its quota")
 	assert.LessOrEqual(t, worst, quota+2*redislimit.DefaultPrefetch, "never more than the quota and the turns at hand")
+	// Each refused ask used to send every caller of the pod to Redis for
+	// the same next turn: 26 takes per granted one here.
+	for i, x := range pods {
+		st := x.store.Stats()
+		assert.LessOrEqual(t, st.Takes, 12*st.Granted, "pod %d: takes per granted turn", i)
+	}
+}
+
+// TestCallersOfOneProcessShareOneAsk: 32 callers of one process find
+// nothing at hand at once while the fleet's turn is spent. One asks Redis;
+// the others wait for its answer, and are refused by it, with the time
+// the fleet's next turn comes. Before, each of them asked Redis.
+func TestCallersOfOneProcessShareOneAsk(t *testing.T) {
+	srv := redisserver.Need(t, shared)
+	p := prefix(t)
+	// b's own bucket admits all 32; the fleet's burst is a's to spend.
+	cfg := ratelimit.Config{Name: "pro", Requests: 1000, Burst: 50, Per: time.Hour}
+	a := newPod(t, srv.Addr, p, cfg, redislimit.Options{})
+	b := newPod(t, srv.Addr, p, cfg, redislimit.Options{})
+	for n := 0; a.lim.Allow(0); n++ {
+		require.Less(t, n, 50, "a spends the fleet's burst")
+	}
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	var admitted atomic.Int64
+	for range 32 {
+		wg.Go(func() {
+			<-start
+			if b.lim.Allow(0) {
+				admitted.Add(1)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	assert.Zero(t, admitted.Load(), "the fleet's turn was spent")
+	st := b.store.Stats()
+	assert.Equal(t, uint64(1), st.Takes, "one ask for the 32 callers: %+v", st)
+	assert.Equal(t, uint64(1), st.Refused)
 }

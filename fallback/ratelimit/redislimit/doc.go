@@ -21,9 +21,12 @@
 // applies again. Meanwhile each process keeps to its share of the quota,
 // 1/Options.Pods of it — set Pods to the number of processes — so that
 // the fleet stays near its quota (within 110 % in the tests, killed or
-// paused); without Pods each process goes on under its local limit alone,
-// the whole quota, and a fleet of N processes spends N times it. Keys
-// hold a hash of the limiter's name (ID), never the name.
+// paused). Without Pods, the share is 1/N of the quota, N the processes
+// Redis last saw taking the limit's turns within 30 s; with Pods: 1 each
+// process goes on under its local limit alone, the whole quota, and a
+// fleet of N processes spends N times it. Keys hold a hash of the
+// limiter's name (ID), never the name; the processes are named by a
+// random token of each store.
 //
 //	store, err := redislimit.New(rdb, redislimit.Options{Prefix: "myservice:ratelimit:", Pods: 8})
 package redislimit

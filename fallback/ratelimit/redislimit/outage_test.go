@@ -63,22 +63,28 @@ func worstWindow(admitted []time.Duration, per time.Duration) (int, time.Duratio
 }
 
 // TestFleetKeepsToItsSharesWhileRedisIsOut: four pods, each with its own
-// client and store (Pods: 4), share a quota of 400 calls per 2 s through
+// client and store (Pods: 4, or left to count the pods that take turns
+// through Redis), share a quota of 400 calls per 2 s through
 // one redis-server, and ask for far more. Redis is killed (then
 // restarted) or paused (then resumed) for three windows. While it is out,
 // each pod keeps to a quarter of the quota, so no window of 2 s — before,
 // across the outage's start and end, or within it — holds more than 110 %
 // of the quota; and the pods still admit most of their shares, not
-// nothing. Before Options.Pods, each pod fell back to the whole quota: the
+// nothing. Before Options.Pods (and with Pods: 1, the default before
+// Redis counted the pods), each pod fell back to the whole quota: the
 // fleet admitted about four times it.
 func TestFleetKeepsToItsSharesWhileRedisIsOut(t *testing.T) {
 	redisserver.Skip(t)
+	kill := func(s *redisserver.Server) error { s.Kill(); return nil }
 	for _, c := range []struct {
 		name     string
 		out, end func(*redisserver.Server) error
+		// pods is Options.Pods: 0 leaves the store to count the pods.
+		pods int
 	}{
-		{"killed", func(s *redisserver.Server) error { s.Kill(); return nil }, (*redisserver.Server).Restart},
-		{"paused", (*redisserver.Server).Freeze, (*redisserver.Server).Thaw},
+		{"killed", kill, (*redisserver.Server).Restart, 4},
+		{"paused", (*redisserver.Server).Freeze, (*redisserver.Server).Thaw, 4},
+		{"killed, Pods counted by Redis", kill, (*redisserver.Server).Restart, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			srv := redisserver.Start(t)
@@ -87,7 +93,7 @@ func TestFleetKeepsToItsSharesWhileRedisIsOut(t *testing.T) {
 			// A bound that a loaded machine's Redis answers within: a pod
 			// that finds Redis slower keeps to its share while the others
 			// take the fleet's rate (see Options.Pods).
-			opts := redislimit.Options{Pods: pods, RequestBound: 100 * time.Millisecond, RetryHealth: 50 * time.Millisecond, OpTimeout: 300 * time.Millisecond}
+			opts := redislimit.Options{Pods: c.pods, RequestBound: 100 * time.Millisecond, RetryHealth: 50 * time.Millisecond, OpTimeout: 300 * time.Millisecond}
 			p := prefix(t)
 			fleet := make([]pod, pods)
 			for i := range fleet {

@@ -11,6 +11,8 @@ import "github.com/redis/go-redis/v9"
 //
 //	KEYS[1]  <prefix>{<id>}:r  the requests bucket's arrival time (µs)
 //	KEYS[2]  <prefix>{<id>}:t  the tokens bucket's arrival time (µs)
+//	KEYS[3]  <prefix>{<id>}:p  sorted set: the processes that took turns,
+//	                           by random store token, and when (µs)
 //
 // A bucket holds (window − max(0, tat − now)) / interval units at now. An
 // absent key is a full bucket. Keys expire a window after their arrival
@@ -22,12 +24,20 @@ import "github.com/redis/go-redis/v9"
 //
 // ARGV: 1 requests interval µs, 2 requests window µs, 3 requests wanted,
 // 4 requests needed, 5 tokens interval µs, 6 tokens window µs, 7 tokens
-// wanted, 8 tokens needed. An interval of 0 means no such limit.
+// wanted, 8 tokens needed, 9 the process's token, 10 presence µs. An
+// interval of 0 means no such limit. The process is noted among those
+// that took turns; those that have not for presence are forgotten.
 //
-// Returns {1, requests granted, tokens granted} or {0, retry in µs}.
+// Returns {1, requests granted, tokens granted, processes} or {0, retry
+// in µs, processes}: processes is how many took turns within presence.
 var takeScript = redis.NewScript(`
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local presence = tonumber(ARGV[10])
+redis.call('ZADD', KEYS[3], now, ARGV[9])
+redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now - presence)
+redis.call('PEXPIRE', KEYS[3], math.ceil(presence / 1000))
+local pods = redis.call('ZCARD', KEYS[3])
 local function avail(key, interval, window)
   local tat = tonumber(redis.call('GET', key)) or 0
   local base = math.max(tat, now)
@@ -51,7 +61,7 @@ for i = 0, 1 do
     end
   end
 end
-if wait > 0 then return {0, math.ceil(wait)} end
+if wait > 0 then return {0, math.ceil(wait), pods} end
 for i = 0, 1 do
   local interval = tonumber(ARGV[1 + 4*i])
   if interval > 0 and grant[i + 1] > 0 then
@@ -59,7 +69,7 @@ for i = 0, 1 do
     redis.call('SET', KEYS[1 + i], string.format('%.0f', tat), 'PX', math.ceil((tat - now + tonumber(ARGV[2 + 4*i])) / 1000) + 1)
   end
 end
-return {1, grant[1], grant[2]}
+return {1, grant[1], grant[2], pods}
 `)
 
 // adjustScript takes n more tokens (n > 0), going into debt, or gives −n

@@ -2,11 +2,13 @@ package redislimit
 
 import (
 	"context"
+	crand "crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -78,9 +80,14 @@ type Options struct {
 	// the fleet's whole rate and the others their shares on top of it
 	// until they are back: keep RequestBound well above Redis's p99
 	// round trip, so that a loaded host does not flap between the two.
-	// 0 or 1: each process keeps to the whole quota alone (the local
-	// limiter's own limit), which a fleet of N processes exceeds N times
-	// over while Redis is out.
+	// 0, the default: as many processes as Redis last saw taking turns
+	// of the limit within the 30 s before (each take notes its process;
+	// at least one), so that a fleet that does not say its size still
+	// keeps near its quota; a process alone, or one that never reached
+	// Redis, keeps to the whole quota. 1: each process keeps to the whole
+	// quota alone (the local limiter's own limit), which a fleet of N
+	// processes exceeds N times over while Redis is out (the default of
+	// earlier versions).
 	Pods int
 	// OnError, when set, is called with every failed Redis operation, from
 	// the store's own goroutines or from a call that timed out. It must not
@@ -182,7 +189,13 @@ type Store struct {
 	epoch   time.Time
 
 	takes, granted, refused, failedOpen, errs, shareRefused atomic.Uint64
+	// token names this store among the processes Redis sees taking turns.
+	token string
 }
+
+// presence is how long Redis counts a process among those that take a
+// limit's turns after its last take (see Options.Pods).
+const presence = 30 * time.Second
 
 // New returns a store over client. The client stays the caller's: Close
 // does not close it.
@@ -195,7 +208,9 @@ func New(client redis.UniversalClient, opts Options) (*Store, error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &Store{client: client, opts: opts, ctx: ctx, cancel: cancel, epoch: time.Now()}
+	var tok [8]byte
+	_, _ = crand.Read(tok[:])
+	s := &Store{client: client, opts: opts, ctx: ctx, cancel: cancel, epoch: time.Now(), token: hex.EncodeToString(tok[:])}
 	s.healthy.Store(true)
 	return s, nil
 }
@@ -250,23 +265,35 @@ func (s *Store) Join(name string, q ratelimit.Quota) (ratelimit.Member, error) {
 		return nil, errors.New("redislimit: the quota has neither Requests nor Tokens")
 	}
 	id := ID(name)
-	m := &member{s: s, id: id, keys: []string{s.opts.Prefix + "{" + id + "}:r", s.opts.Prefix + "{" + id + "}:t"}}
+	base := s.opts.Prefix + "{" + id + "}:"
+	m := &member{s: s, id: id, q: q, keys: []string{base + "r", base + "t", base + "p"}}
 	per := float64(q.Per.Microseconds())
-	pods := float64(max(s.opts.Pods, 1))
 	if q.Requests > 0 {
 		// The same shape as the local bucket: no window of Per holds more
 		// than Requests.
 		m.req = bucket{interval: per / float64(max(q.Requests-q.Burst, 1)), burst: int64(q.Burst)}
 		m.req.window = m.req.interval * float64(q.Burst)
-		m.share.req = newShare(float64(q.Per)/float64(max(q.Requests-q.Burst, 1))*pods, float64(q.Burst)/pods)
 	}
 	if q.Tokens > 0 {
 		m.tok = bucket{interval: per / float64(q.Tokens-q.TokenBurst), burst: q.TokenBurst}
 		m.tok.window = m.tok.interval * float64(q.TokenBurst)
-		m.share.tok = newShare(float64(q.Per)/float64(q.Tokens-q.TokenBurst)*pods, float64(q.TokenBurst)/pods)
 	}
-	m.share.on = s.opts.Pods > 1
+	m.sizeShareLocked(max(s.opts.Pods, 1))
 	return m, nil
+}
+
+// sizeShareLocked makes the member's share 1/pods of its quota; a share
+// of one pod is off (the local limit alone decides). m.mu must be held,
+// or the member not yet shared.
+func (m *member) sizeShareLocked(pods int) {
+	q, n := m.q, float64(pods)
+	if q.Requests > 0 {
+		m.share.req = newShare(float64(q.Per)/float64(max(q.Requests-q.Burst, 1))*n, float64(q.Burst)/n)
+	}
+	if q.Tokens > 0 {
+		m.share.tok = newShare(float64(q.Per)/float64(q.Tokens-q.TokenBurst)*n, float64(q.TokenBurst)/n)
+	}
+	m.share.on = pods > 1
 }
 
 type bucket struct {
@@ -342,17 +369,26 @@ func (b *shareBucket) owed(now float64, admitted int64) int64 {
 type member struct {
 	s        *Store
 	id       string
-	keys     []string
+	q        ratelimit.Quota
+	keys     []string // requests, tokens, presence
 	req, tok bucket
 
 	mu sync.Mutex
 	// handReq and handTok are the turns at hand, taken at handAt.
 	handReq, handTok int64
 	handAt           time.Time
-	// blockedUntil is when the fleet said its next turn comes.
+	// seenPods is how many processes Redis last saw taking this limit's
+	// turns (within presence).
+	seenPods int
+	// blockedUntil is when the fleet said its next turn comes (plus a
+	// back-off), and refusals how many takes it refused in a row.
 	blockedUntil time.Time
+	refusals     int
 	refilling    bool
-	share        share
+	// flight, while a call asks the fleet, is closed when it has the
+	// answer.
+	flight chan struct{}
+	share  share
 }
 
 // Take implements ratelimit.Member.
@@ -368,19 +404,7 @@ func (m *member) Take(tokens int64) (bool, time.Duration) {
 		m.mu.Unlock()
 		return false, in
 	}
-	if now.Sub(m.handAt) > s.opts.HoldFor {
-		m.handReq, m.handTok = 0, 0
-	}
-	needTok := int64(0)
-	if m.tok.interval > 0 {
-		needTok = tokens
-	}
-	if (m.req.interval == 0 || m.handReq >= 1) && m.handTok >= needTok {
-		if m.req.interval > 0 {
-			m.handReq--
-		}
-		m.handTok -= needTok
-		m.refillLocked(tokens)
+	if m.fromHandLocked(now, tokens) {
 		m.mu.Unlock()
 		return true, 0
 	}
@@ -390,11 +414,63 @@ func (m *member) Take(tokens int64) (bool, time.Duration) {
 		s.checkHealth()
 		return ok, in
 	}
+	if fl := m.flight; fl != nil {
+		m.mu.Unlock()
+		if ok, in, decided := m.join(fl, tokens); decided {
+			return ok, in
+		}
+	} else {
+		m.mu.Unlock()
+	}
+	return m.ask(tokens)
+}
+
+// fromHandLocked takes a call's turns from those at hand, if they are
+// enough. m.mu must be held.
+func (m *member) fromHandLocked(now time.Time, tokens int64) bool {
+	if now.Sub(m.handAt) > m.s.opts.HoldFor {
+		m.handReq, m.handTok = 0, 0
+	}
+	needTok := int64(0)
+	if m.tok.interval > 0 {
+		needTok = tokens
+	}
+	if m.req.interval > 0 && m.handReq < 1 || m.handTok < needTok {
+		return false
+	}
+	if m.req.interval > 0 {
+		m.handReq--
+	}
+	m.handTok -= needTok
+	m.refillLocked(tokens)
+	return true
+}
+
+// ask asks the fleet for a call's turns and the next ones', waiting no
+// longer than the bound. The first call to ask while no other does is
+// the process's flight: calls that find nothing at hand meanwhile wait
+// for its answer rather than ask too (see join).
+func (m *member) ask(tokens int64) (bool, time.Duration) {
+	s := m.s
+	fl := make(chan struct{})
+	m.mu.Lock()
+	if m.flight == nil {
+		m.flight = fl
+	} else {
+		fl = nil
+	}
 	m.mu.Unlock()
-	// Nothing at hand: ask the fleet, for this call and the next ones,
-	// waiting no longer than the bound.
 	res := make(chan takeResult, 1)
-	go func() { res <- m.take(tokens, true) }()
+	go func() {
+		r := m.take(tokens, true)
+		if fl != nil {
+			m.mu.Lock()
+			m.flight = nil
+			m.mu.Unlock()
+			close(fl)
+		}
+		res <- r
+	}()
 	t := time.NewTimer(s.opts.RequestBound)
 	defer t.Stop()
 	select {
@@ -411,6 +487,40 @@ func (m *member) Take(tokens int64) (bool, time.Duration) {
 	}
 }
 
+// join waits, no longer than the bound, for the answer to another call of
+// this process that is asking the fleet, and decides by it: a refusal
+// refuses this call too (the fleet said when its next turn comes), a
+// grant's prefetch at hand admits it, Redis failing or too slow leaves it
+// to the share. Under contention this is what keeps a process's callers
+// from asking Redis each for the same turn. decided is false when the
+// answer left nothing for this call, which then asks on its own.
+func (m *member) join(fl <-chan struct{}, tokens int64) (ok bool, in time.Duration, decided bool) {
+	s := m.s
+	t := time.NewTimer(s.opts.RequestBound)
+	defer t.Stop()
+	select {
+	case <-fl:
+	case <-t.C:
+		// The flight's own bound, which began before, has run out too:
+		// it marked the store down.
+		ok, in := m.byShare(tokens)
+		return ok, in, true
+	}
+	now := time.Now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	switch {
+	case !s.healthy.Load() || s.ctx.Err() != nil:
+		ok, in := m.byShareLocked(tokens)
+		return ok, in, true
+	case now.Before(m.blockedUntil):
+		return false, m.blockedUntil.Sub(now), true
+	case m.fromHandLocked(now, tokens):
+		return true, 0, true
+	}
+	return false, 0, false
+}
+
 // byShare decides a call the fleet could not: by the process's share of
 // the quota (Options.Pods), or on the local limit alone without one.
 func (m *member) byShare(tokens int64) (bool, time.Duration) {
@@ -424,16 +534,20 @@ func (m *member) byShareLocked(tokens int64) (bool, time.Duration) {
 	s := m.s
 	s.failedOpen.Add(1)
 	sh := &m.share
-	if !sh.on {
-		return true, 0
-	}
 	now := float64(time.Since(s.epoch))
 	if o := s.outages.Load(); o != sh.outage {
 		// A new outage (or the store was closed): the fleet may have
 		// spent the quota just before it, so the share starts empty.
 		sh.outage = o
+		if s.opts.Pods == 0 {
+			// As many pods as Redis last saw taking this limit's turns.
+			m.sizeShareLocked(max(m.seenPods, 1))
+		}
 		sh.req.empty(now)
 		sh.tok.empty(now)
+	}
+	if !sh.on {
+		return true, 0
 	}
 	need := int64(0)
 	if m.req.interval > 0 {
@@ -478,7 +592,7 @@ func (m *member) settleLocked() {
 		m.background("settle", adjustScript, m.keys[:1], m.req.interval, m.req.window, req)
 	}
 	if tok > 0 && m.tok.interval > 0 {
-		m.background("settle", adjustScript, m.keys[1:], m.tok.interval, m.tok.window, tok)
+		m.background("settle", adjustScript, m.keys[1:2], m.tok.interval, m.tok.window, tok)
 	}
 }
 
@@ -509,27 +623,32 @@ func (m *member) take(tokens int64, forCall bool) takeResult {
 	ctx, cancel := context.WithTimeout(s.ctx, s.opts.OpTimeout)
 	defer cancel()
 	v, err := takeScript.Run(ctx, s.client, m.keys,
-		m.req.interval, m.req.window, wantReq, needReq, m.tok.interval, m.tok.window, wantTok, needTok).Int64Slice()
+		m.req.interval, m.req.window, wantReq, needReq, m.tok.interval, m.tok.window, wantTok, needTok,
+		s.token, presence.Microseconds()).Int64Slice()
 	if err != nil {
 		s.fail("take", m.id, err)
 		return takeResult{err: err}
 	}
 	s.healthy.Store(true)
-	if len(v) == 2 && v[0] == 0 {
+	if len(v) == 3 && v[0] == 0 {
 		s.refused.Add(1)
-		in := time.Duration(v[1]) * time.Microsecond
 		m.mu.Lock()
+		m.seenPods = int(v[2])
+		m.refusals = min(m.refusals+1, 30)
+		in := time.Duration(v[1])*time.Microsecond + m.spreadLocked(tokens)
 		m.blockedUntil = time.Now().Add(in)
 		m.mu.Unlock()
 		return takeResult{retryIn: in}
 	}
-	if len(v) != 3 {
+	if len(v) != 4 {
 		err := fmt.Errorf("unexpected reply %v", v)
 		s.fail("take", m.id, err)
 		return takeResult{err: err}
 	}
 	s.granted.Add(1)
 	m.mu.Lock()
+	m.seenPods = int(v[3])
+	m.refusals = 0
 	if time.Since(m.handAt) > s.opts.HoldFor {
 		m.handReq, m.handTok = 0, 0
 	}
@@ -538,6 +657,36 @@ func (m *member) take(tokens int64, forCall bool) takeResult {
 	m.handAt = time.Now()
 	m.mu.Unlock()
 	return takeResult{ok: true}
+}
+
+// spreadLocked is a random delay added to the fleet's "next turn in"
+// when it refuses. Every process it refused meanwhile heard the same
+// instant and would come back at once for the one turn the fleet has by
+// then: one take granted, the others refused again, turn after turn —
+// about a take per contending process per granted turn. The delay spreads
+// them out, the more the longer this process was refused in a row: none
+// after a first refusal (the fleet's word stands), then over 1, 3, 7, …
+// of the fleet's turns, up to Options.Pods (or the pods Redis counts; at
+// least 4) of them:
+// under contention the processes come back about one per turn, while one
+// that contends with few others keeps a short wait. Turns nobody takes
+// meanwhile stay in the fleet's bucket (up to its burst), and a grant
+// ends the back-off. m.mu must be held.
+func (m *member) spreadLocked(tokens int64) time.Duration {
+	unit := m.req.interval
+	if unit == 0 {
+		unit = m.tok.interval * float64(max(tokens, 1))
+	}
+	pods := m.s.opts.Pods
+	if pods == 0 {
+		pods = m.seenPods
+	}
+	turns := min(int64(1)<<min(m.refusals-1, 20)-1, int64(max(pods, 4)))
+	span := int64(unit * float64(turns))
+	if span <= 0 {
+		return 0
+	}
+	return time.Duration(rand.Int64N(span)) * time.Microsecond
 }
 
 // refillLocked starts a background prefetch when the turns at hand run
@@ -568,7 +717,7 @@ func (m *member) Adjust(tokens int64) {
 	if m.tok.interval == 0 || tokens == 0 {
 		return
 	}
-	m.background("adjust", adjustScript, m.keys[1:], m.tok.interval, m.tok.window, tokens)
+	m.background("adjust", adjustScript, m.keys[1:2], m.tok.interval, m.tok.window, tokens)
 }
 
 // Hold implements ratelimit.Member: it holds the fleet's calls for d in

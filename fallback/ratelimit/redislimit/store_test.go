@@ -131,7 +131,9 @@ func TestRedisDownFailsOpen(t *testing.T) {
 	srv := redisserver.Start(t)
 	var mu sync.Mutex
 	var errs []error
-	opts := redislimit.Options{RequestBound: 20 * time.Millisecond, RetryHealth: 50 * time.Millisecond,
+	// Pods: 1, the local limit alone decides while Redis is out (left at
+	// 0, it would once a second pod had taken turns).
+	opts := redislimit.Options{Pods: 1, RequestBound: 20 * time.Millisecond, RetryHealth: 50 * time.Millisecond,
 		OnError: func(err error) { mu.Lock(); errs = append(errs, err); mu.Unlock() }}
 	cfg := ratelimit.Config{Name: "tenant-acme", Requests: 1001, Burst: 1000, Per: time.Hour}
 	p := prefix(t)
@@ -161,7 +163,12 @@ func TestRedisDownFailsOpen(t *testing.T) {
 	requireEventually(t, func() bool { a.lim.Allow(0); return a.store.Stats().Healthy }, "healthy again")
 	// The fleet's bucket is shared again: another process sees what this
 	// one spends.
-	b := newPod(t, srv.Addr, p, ratelimit.Config{Name: "tenant-acme", Requests: 1001, Burst: 1000, Per: time.Hour}, opts)
+	// b waits on Redis as long as newPod's default bound, so that a loaded
+	// machine does not send it to its local limit while it spends the
+	// fleet's quota.
+	bopts := opts
+	bopts.RequestBound = 0
+	b := newPod(t, srv.Addr, p, ratelimit.Config{Name: "tenant-acme", Requests: 1001, Burst: 1000, Per: time.Hour}, bopts)
 	for b.lim.Allow(0) {
 	}
 	assert.GreaterOrEqual(t, a.lim.Stats().Requests, 1.0, "a's own limit has room")
