@@ -3,6 +3,7 @@ package benchcmp
 import (
 	"context"
 	"errors"
+	"iter"
 	"testing"
 	"time"
 
@@ -142,5 +143,134 @@ func TestTryTimeoutReachesTheTier(t *testing.T) {
 		return Answer, nil
 	}); err != nil || !fsOK {
 		t.Fatalf("failsafe: per-try deadline not seen (%v)", err)
+	}
+}
+
+// quickCases are the quick start's paths: pro answers; pro fails, or
+// answers empty, and flash answers; both fail and the default answers.
+var quickCases = []struct {
+	name string
+	f    QuickFuncs
+	want string
+}{
+	{"success", QuickFuncs{}, Answer},
+	{"pro-fails", QuickFuncs{Pro: failing, Flash: second}, "second"},
+	{"pro-empty", QuickFuncs{Pro: empty, Flash: second}, "second"},
+	{"both-fail", QuickFuncs{Pro: failing, Flash: failing}, QuickDefault},
+}
+
+func failing(context.Context, string) (string, error) { return "", ErrBoom }
+func empty(context.Context, string) (string, error)   { return " ", nil }
+func second(context.Context, string) (string, error)  { return Second() }
+
+func TestQuickStart(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range quickCases {
+		res, err := TierguardQuickStart(tc.f).Do(ctx, "q")
+		if err != nil || res.Value != tc.want {
+			t.Errorf("%s: tierguard %q, %v", tc.name, res.Value, err)
+		}
+		if got, err := NewQuickStartFloor(tc.f).Do(ctx, "q"); err != nil || got != tc.want {
+			t.Errorf("%s: floor %q, %v", tc.name, got, err)
+		}
+		if got, err := NewFailsafeQuick(tc.f).Get(); err != nil || got != tc.want {
+			t.Errorf("%s: failsafe %q, %v", tc.name, got, err)
+		}
+	}
+}
+
+// TestQuickStartDeadlines checks that pro's attempts see the per-try
+// timeout (tierguard and the floor: a deadline within 8s — tierguard's may
+// be nearer, as it keeps a reserve of the total for flash; failsafe-go: a
+// cancellable context) and flash's its own.
+func TestQuickStartDeadlines(t *testing.T) {
+	within := func(limit time.Duration, seen *bool) func(context.Context, string) (string, error) {
+		return func(ctx context.Context, _ string) (string, error) {
+			d, ok := ctx.Deadline()
+			*seen = ok && time.Until(d) <= limit && time.Until(d) > 0
+			return Answer, nil
+		}
+	}
+	var pro, flash bool
+	f := QuickFuncs{Pro: within(QuickProTry, &pro)}
+	if _, err := TierguardQuickStart(f).Do(context.Background(), "q"); err != nil || !pro {
+		t.Errorf("tierguard: pro's deadline not seen (%v)", err)
+	}
+	pro = false
+	if _, err := NewQuickStartFloor(f).Do(context.Background(), "q"); err != nil || !pro {
+		t.Errorf("floor: pro's deadline not seen (%v)", err)
+	}
+	f = QuickFuncs{Pro: failing, Flash: within(QuickFlashTry, &flash)}
+	if _, err := NewQuickStartFloor(f).Do(context.Background(), "q"); err != nil || !flash {
+		t.Errorf("floor: flash's deadline not seen (%v)", err)
+	}
+	var done bool
+	f = QuickFuncs{Pro: func(ctx context.Context, _ string) (string, error) { done = ctx.Done() != nil; return Answer, nil }}
+	if _, err := NewFailsafeQuick(f).Get(); err != nil || !done {
+		t.Errorf("failsafe: pro's context not cancellable (%v)", err)
+	}
+}
+
+// TestQuickStartBreakers checks that pro's breaker opens after failures in
+// every contender, and that the answer then comes from flash without
+// calling pro.
+func TestQuickStartBreakers(t *testing.T) {
+	calls := 0
+	f := QuickFuncs{Pro: func(context.Context, string) (string, error) { calls++; return "", ErrBoom }, Flash: second}
+	floor := NewQuickStartFloor(f)
+	fs := NewFailsafeQuick(f)
+	for range TripAfter {
+		_, _ = floor.Do(context.Background(), "q")
+		_, _ = fs.Get()
+	}
+	if floor.Breaker().State() != breaker.Open || !fs.Breaker.IsOpen() {
+		t.Fatalf("breakers: floor %v, failsafe %v", floor.Breaker().State(), fs.Breaker.State())
+	}
+	calls = 0
+	if got, err := floor.Do(context.Background(), "q"); got != "second" || err != nil || calls != 0 {
+		t.Errorf("floor, open: %q, %v, %d pro calls", got, err, calls)
+	}
+	if got, err := fs.Get(); got != "second" || err != nil || calls != 0 {
+		t.Errorf("failsafe, open: %q, %v, %d pro calls", got, err, calls)
+	}
+}
+
+func TestStreams(t *testing.T) {
+	ctx := context.Background()
+	collect := func(seq func(func(string, error) bool), n int) (string, error) {
+		var s string
+		for c, err := range seq {
+			if err != nil {
+				return s, err
+			}
+			if s += c; len(s) == n {
+				break
+			}
+		}
+		return s, nil
+	}
+	for _, n := range []int{1, 3} {
+		want := "ok."[:n]
+		if got, err := collect(StreamTier().Stream(ctx, "q"), n); got != want || err != nil {
+			t.Errorf("direct, %d chunks: %q, %v", n, got, err)
+		}
+		if got, err := collect(TierguardStreamChain().Stream(ctx, "q").Chunks(), n); got != want || err != nil {
+			t.Errorf("tierguard, %d chunks: %q, %v", n, got, err)
+		}
+		if got, err := collect(NewFailsafeStream(StreamTier()).Stream(ctx, "q"), n); got != want || err != nil {
+			t.Errorf("failsafe, %d chunks: %q, %v", n, got, err)
+		}
+	}
+	// failsafe-go retries a stream that fails before its first chunk.
+	starts := 0
+	flaky := fallback.StreamTierFunc("pro", func(ctx context.Context, in string) iter.Seq2[string, error] {
+		starts++
+		if starts == 1 {
+			return func(yield func(string, error) bool) { yield("", ErrBoom) }
+		}
+		return StreamTier().Stream(ctx, in)
+	}, func(c string) fallback.ChunkInfo { return fallback.ChunkInfo{Text: c} })
+	if got, err := collect(NewFailsafeStream(flaky).Stream(ctx, "q"), 3); got != "ok." || err != nil || starts != 2 {
+		t.Errorf("failsafe, a failed start: %q, %v, %d starts", got, err, starts)
 	}
 }
