@@ -2,7 +2,12 @@ package benchcmp
 
 import (
 	"context"
+	"sync"
 	"testing"
+
+	"github.com/failsafe-go/failsafe-go"
+
+	"github.com/tierguard/tierguard/fallback/spend"
 )
 
 // BenchmarkQuickStart is the README's quick start on its success path
@@ -62,4 +67,128 @@ func BenchmarkStream(b *testing.B) {
 			})
 		})
 	}
+}
+
+// BenchmarkRateLimit is one admission by a rate limiter with room:
+// tierguard's Allow and Take, golang.org/x/time/rate's Allow, failsafe-go's
+// permit API (TryAcquirePermit) and its executor.
+func BenchmarkRateLimit(b *testing.B) {
+	bench(b, func() []contender {
+		tg, tgTake := TierguardLimiter(BenchQuota), TierguardLimiter(BenchQuota)
+		xr := XRateLimiter(BenchQuota)
+		fs := FailsafeLimiter(BenchQuota)
+		fsExec := failsafe.With(FailsafeLimiter(BenchQuota))
+		return []contender{
+			{"tierguard", func() bool { return tg.Allow(0) }},
+			{"tierguard-take", func() bool {
+				r := tgTake.Take(0)
+				return r.OK() && !r.Retry() && r.Delay() == 0
+			}},
+			{"xrate", xr.Allow},
+			{"failsafe-permit", fs.TryAcquirePermit},
+			{"failsafe", func() bool { return ok(fsExec.Get(Work)) }},
+		}
+	})
+}
+
+// BenchmarkRateLimitChain is the chain's success path with its tier behind
+// a rate limiter with room (ratelimit.Tier), against the same chain
+// unlimited and failsafe-go's executor with its rate limiter innermost.
+func BenchmarkRateLimitChain(b *testing.B) {
+	bench(b, func() []contender {
+		tg := TierguardLimitedChain(TierguardLimiter(BenchQuota))
+		bare := TierguardLimitedChain(nil)
+		fs := FailsafeLimitedChain(FailsafeLimiter(BenchQuota))
+		ctx := context.Background()
+		return []contender{
+			{"tierguard", func() bool {
+				res, err := tg.Do(ctx, "q")
+				return err == nil && res.Value == Answer
+			}},
+			{"tierguard-unlimited", func() bool {
+				res, err := bare.Do(ctx, "q")
+				return err == nil && res.Value == Answer
+			}},
+			{"failsafe", func() bool { return ok(fs.Get(Work)) }},
+		}
+	})
+}
+
+// BenchmarkCacheExactHit is the lookup of a prompt cached as it is asked:
+// tierguard's cache.Cache.Get (normalisation, scope, exact layer) against
+// a sync.Map load, with and without the same normalisation.
+func BenchmarkCacheExactHit(b *testing.B) {
+	bench(b, func() []contender {
+		tg := TierguardCache()
+		b.Cleanup(func() { _ = tg.Close() })
+		sm, smNorm := SyncMapCache(false), SyncMapCache(true)
+		ctx := context.Background()
+		return []contender{
+			{"tierguard", func() bool {
+				v, hit, found := tg.Get(ctx, CachePrompt)
+				return found && v == Answer && hit == "exact"
+			}},
+			{"syncmap", func() bool { v, found := sm.Get(CachePrompt); return found && v == Answer }},
+			{"syncmap-normalized", func() bool { v, found := smNorm.Get(CachePrompt); return found && v == Answer }},
+		}
+	})
+}
+
+// BenchmarkLedger is a request admitted against four limits and charged
+// what its tier reported: tierguard's spend ledger attached to a one-tier
+// chain (AdmitInto with a Ticket reused from a sync.Pool, or Admit, which allocates it; the
+// chain's Do; End), against a hand-written budget (HandRolledBudget: an
+// atomic add and compare per meter) around the same chain, unobserved.
+// Both include the chain: the ledger is fed by the chain it is attached
+// to, which turns on the chain's observed path.
+func BenchmarkLedger(b *testing.B) {
+	bench(b, func() []contender {
+		l := TierguardLedger()
+		c := LedgerChain()
+		if _, err := l.Attach(c); err != nil {
+			b.Fatal(err)
+		}
+		lAdmit := TierguardLedger()
+		cAdmit := LedgerChain()
+		if _, err := lAdmit.Attach(cAdmit); err != nil {
+			b.Fatal(err)
+		}
+		hr := NewHandRolledBudget()
+		bare := LedgerChain()
+		ctx := context.Background()
+		req := spend.Request{Tenant: LedgerTenant}
+		est := spend.Estimate{Tokens: LedgerEstimateTokens, Cost: LedgerEstimateCost * spend.Nano}
+		// A server reuses its per-request state: tickets come from a
+		// pool, one per request in flight.
+		tickets := sync.Pool{New: func() any { return new(spend.Ticket) }}
+		return []contender{
+			{"tierguard", func() bool {
+				tk := tickets.Get().(*spend.Ticket)
+				defer tickets.Put(tk)
+				if l.AdmitInto(tk, ctx, req, est) != nil {
+					return false
+				}
+				res, err := c.Do(tk, "q")
+				tk.End()
+				return err == nil && res.Value == Answer
+			}},
+			{"tierguard-admit", func() bool {
+				tk, err := lAdmit.Admit(ctx, req, est)
+				if err != nil {
+					return false
+				}
+				res, err := cAdmit.Do(tk, "q")
+				tk.End()
+				return err == nil && res.Value == Answer
+			}},
+			{"handrolled", func() bool {
+				if !hr.Admit(LedgerEstimateTokens, LedgerEstimateCost) {
+					return false
+				}
+				res, err := bare.Do(ctx, "q")
+				hr.Charge(LedgerEstimateTokens, LedgerEstimateCost, LedgerInputTokens, LedgerOutputTokens)
+				return err == nil && res.Value == Answer
+			}},
+		}
+	})
 }

@@ -14,6 +14,8 @@ import (
 
 	"github.com/tierguard/tierguard/breaker"
 	"github.com/tierguard/tierguard/fallback"
+	"github.com/tierguard/tierguard/fallback/cache"
+	"github.com/tierguard/tierguard/fallback/spend"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -272,5 +274,137 @@ func TestStreams(t *testing.T) {
 	}, func(c string) fallback.ChunkInfo { return fallback.ChunkInfo{Text: c} })
 	if got, err := collect(NewFailsafeStream(flaky).Stream(ctx, "q"), 3); got != "ok." || err != nil || starts != 2 {
 		t.Errorf("failsafe, a failed start: %q, %v, %d starts", got, err, starts)
+	}
+}
+
+func TestRateLimiters(t *testing.T) {
+	// With room, every contender admits a long run of calls.
+	tg, xr, fs := TierguardLimiter(BenchQuota), XRateLimiter(BenchQuota), FailsafeLimiter(BenchQuota)
+	for i := range 100_000 {
+		if !tg.Allow(0) || !xr.Allow() || !fs.TryAcquirePermit() {
+			t.Fatalf("call %d refused", i)
+		}
+	}
+	// Spent, each refuses: tierguard and x/time/rate after their burst,
+	// failsafe-go's bursty limiter after the period's quota.
+	small := RateQuota{Requests: 10, Per: time.Minute, Burst: 2}
+	count := func(allow func() bool) int {
+		n := 0
+		for range 20 {
+			if allow() {
+				n++
+			}
+		}
+		return n
+	}
+	tgs := TierguardLimiter(small)
+	if n := count(func() bool { return tgs.Allow(0) }); n != small.Burst {
+		t.Errorf("tierguard admitted %d of 20, want %d", n, small.Burst)
+	}
+	tgt := TierguardLimiter(small)
+	if n := count(func() bool { r := tgt.Take(0); return r.OK() && !r.Retry() }); n != small.Burst {
+		t.Errorf("tierguard Take admitted %d of 20, want %d", n, small.Burst)
+	}
+	if n := count(XRateLimiter(small).Allow); n != small.Burst {
+		t.Errorf("x/time/rate admitted %d of 20, want %d", n, small.Burst)
+	}
+	if n := count(FailsafeLimiter(small).TryAcquirePermit); n != small.Requests {
+		t.Errorf("failsafe admitted %d of 20, want %d", n, small.Requests)
+	}
+	fsExec := failsafe.With(FailsafeLimiter(small))
+	if n := count(func() bool { _, err := fsExec.Get(Work); return err == nil }); n != small.Requests {
+		t.Errorf("failsafe executor admitted %d of 20, want %d", n, small.Requests)
+	}
+}
+
+func TestRateLimitedChains(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []*fallback.Chain[string, string]{TierguardLimitedChain(TierguardLimiter(BenchQuota)), TierguardLimitedChain(nil)} {
+		if res, err := c.Do(ctx, "q"); err != nil || res.Value != Answer || res.UpstreamCalls != 1 {
+			t.Errorf("tierguard with room: %+v, %v", res, err)
+		}
+	}
+	if got, err := FailsafeLimitedChain(FailsafeLimiter(BenchQuota)).Get(Work); err != nil || got != Answer {
+		t.Errorf("failsafe with room: %q, %v", got, err)
+	}
+	// A spent limiter: the tier is skipped, the default answers.
+	one := RateQuota{Requests: 2, Per: time.Hour, Burst: 1}
+	tg := TierguardLimitedChain(TierguardLimiter(one))
+	_, _ = tg.Do(ctx, "q")
+	if res, err := tg.Do(ctx, "q"); err != nil || res.Value != "default" || res.UpstreamCalls != 0 {
+		t.Errorf("tierguard spent: %+v, %v", res, err)
+	}
+	fs := FailsafeLimitedChain(FailsafeLimiter(RateQuota{Requests: 1, Per: time.Hour}))
+	_, _ = fs.Get(Work)
+	calls := 0
+	if got, err := fs.Get(func() (string, error) { calls++; return Work() }); err != nil || got != "default" || calls != 0 {
+		t.Errorf("failsafe spent: %q, %v, %d calls", got, err, calls)
+	}
+}
+
+func TestCaches(t *testing.T) {
+	ctx := context.Background()
+	tg := TierguardCache()
+	defer func() { _ = tg.Close() }()
+	if v, hit, found := tg.Get(ctx, CachePrompt); !found || v != Answer || hit != cache.HitExact {
+		t.Errorf("tierguard: %q, %q, %v", v, hit, found)
+	}
+	if _, _, found := tg.Get(ctx, "why is the sea blue?"); found {
+		t.Error("tierguard: a miss hit")
+	}
+	sm, smNorm := SyncMapCache(false), SyncMapCache(true)
+	if v, found := sm.Get(CachePrompt); !found || v != Answer {
+		t.Errorf("syncmap: %q, %v", v, found)
+	}
+	if _, found := sm.Get("  Why is the SKY blue? "); found {
+		t.Error("syncmap: normalizes")
+	}
+	for _, q := range []string{CachePrompt, "  Why is the SKY blue? "} {
+		if v, found := smNorm.Get(q); !found || v != Answer {
+			t.Errorf("syncmap-normalized %q: %q, %v", q, v, found)
+		}
+		if v, _, found := tg.Get(ctx, q); !found || v != Answer {
+			t.Errorf("tierguard %q: %q, %v", q, v, found)
+		}
+	}
+}
+
+// TestLedgers checks that the ledger and the hand-rolled budget charge a
+// request the same tokens and cost, and that the budget refuses past its
+// limit.
+func TestLedgers(t *testing.T) {
+	l := TierguardLedger()
+	c := LedgerChain()
+	if _, err := l.Attach(c); err != nil {
+		t.Fatal(err)
+	}
+	est := spend.Estimate{Tokens: LedgerEstimateTokens, Cost: LedgerEstimateCost * spend.Nano}
+	tk, err := l.Admit(context.Background(), spend.Request{Tenant: LedgerTenant}, est)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := c.Do(tk, "q"); err != nil || res.Value != Answer {
+		t.Fatalf("chain: %+v, %v", res, err)
+	}
+	tk.End()
+	const tokens, cost = LedgerInputTokens + LedgerOutputTokens, LedgerInputTokens*LedgerInputPrice + LedgerOutputTokens*LedgerOutputPrice
+	tot := l.Totals(LedgerTenant)
+	if tot.Requests != 1 || tot.Usage.InputTokens+tot.Usage.OutputTokens != tokens || tot.Cost != cost*spend.Nano {
+		t.Errorf("ledger: %d requests, %+v, cost %v", tot.Requests, tot.Usage, tot.Cost)
+	}
+	hr := NewHandRolledBudget()
+	if !hr.Admit(LedgerEstimateTokens, LedgerEstimateCost) {
+		t.Fatal("budget refused")
+	}
+	hr.Charge(LedgerEstimateTokens, LedgerEstimateCost, LedgerInputTokens, LedgerOutputTokens)
+	if gotT, gotC := hr.Used(); gotT != tokens || gotC != cost {
+		t.Errorf("budget: %d tokens, cost %d", gotT, gotC)
+	}
+	hr.limit[3] = cost + LedgerEstimateCost - 1 // the month's cost
+	if hr.Admit(LedgerEstimateTokens, LedgerEstimateCost) {
+		t.Error("budget admitted past its limit")
+	}
+	if gotT, gotC := hr.Used(); gotT != tokens || gotC != cost {
+		t.Errorf("budget after a refusal: %d tokens, cost %d", gotT, gotC)
 	}
 }
