@@ -2,6 +2,8 @@ package benchcmp
 
 import (
 	"context"
+	"flag"
+	"strconv"
 	"sync"
 	"testing"
 
@@ -9,6 +11,8 @@ import (
 
 	"github.com/tierguard/tierguard/fallback/spend"
 )
+
+var large = flag.Bool("benchcmp.large", false, "also run the group memory benchmarks at 10^6 keys")
 
 // BenchmarkQuickStart is the README's quick start on its success path
 // (pro answers), as the README prints it (TierguardQuickStart), against the
@@ -189,6 +193,113 @@ func BenchmarkLedger(b *testing.B) {
 				hr.Charge(LedgerEstimateTokens, LedgerEstimateCost, LedgerInputTokens, LedgerOutputTokens)
 				return err == nil && res.Value == Answer
 			}},
+		}
+	})
+}
+
+// BenchmarkOtel is a request's metrics on the OpenTelemetry SDK (a manual
+// reader, tracing off): a one-tier chain instrumented by otelx, against
+// the six measurements written by hand around the call (OtelFloor), and
+// the chain not instrumented.
+func BenchmarkOtel(b *testing.B) {
+	bench(b, func() []contender {
+		mp, _ := SDKMeterProvider()
+		b.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+		tg, inst := OtelChain(mp)
+		b.Cleanup(func() { _ = inst.Close() })
+		bare, _ := OtelChain(nil)
+		floorMP, _ := SDKMeterProvider()
+		b.Cleanup(func() { _ = floorMP.Shutdown(context.Background()) })
+		floor, err := NewOtelFloor(floorMP)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ctx := context.Background()
+		return []contender{
+			{"tierguard", func() bool {
+				res, err := tg.Do(ctx, "q")
+				return err == nil && res.Value == Answer
+			}},
+			{"otel-floor", func() bool { return ok(floor.Do(ctx, Work)) }},
+			{"tierguard-uninstrumented", func() bool {
+				res, err := bare.Do(ctx, "q")
+				return err == nil && res.Value == Answer
+			}},
+		}
+	})
+}
+
+// groupContender is a group's Get on an existing key, and the bytes its
+// group holds per idle key.
+type groupContender struct {
+	impl        string
+	get         func(key string)
+	bytesPerKey float64
+}
+
+// benchGroups runs, for 10^4 keys (and 10^6 with -benchcmp.large), each
+// group made by mk: it fills the group with that many idle keys, measuring
+// the heap they hold (BytesPerKey, reported as B/key), then times Get on
+// one existing key, serially and in parallel.
+func benchGroups(b *testing.B, mk func(keys int) []groupContender) {
+	sizes := []int{10_000}
+	if *large {
+		sizes = append(sizes, 1_000_000)
+	}
+	for _, n := range sizes {
+		b.Run("keys="+strconv.Itoa(n), func(b *testing.B) {
+			keys := GroupKeys(n)
+			cs := mk(n)
+			for i := range cs {
+				cs[i].bytesPerKey = BytesPerKey(keys, cs[i].get)
+			}
+			key := keys[n/2]
+			for _, mode := range []string{"serial", "parallel"} {
+				b.Run("mode="+mode, func(b *testing.B) {
+					for _, c := range cs {
+						b.Run("impl="+c.impl, func(b *testing.B) {
+							run(b, mode, func() bool { c.get(key); return true })
+							b.ReportMetric(c.bytesPerKey, "B/key")
+						})
+					}
+				})
+			}
+		})
+	}
+}
+
+// BenchmarkGroupBreaker is breaker.Group against gobreaker breakers in a
+// sync.Map.
+func BenchmarkGroupBreaker(b *testing.B) {
+	benchGroups(b, func(n int) []groupContender {
+		tg, gb := TierguardBreakerGroup(n), GoBreakerGroup()
+		return []groupContender{
+			{impl: "tierguard", get: func(k string) { tg.Get(k) }},
+			{impl: "gobreaker-syncmap", get: func(k string) { gb.Get(k) }},
+		}
+	})
+}
+
+// BenchmarkGroupBulkhead is bulkhead.Group against channel semaphores in a
+// sync.Map.
+func BenchmarkGroupBulkhead(b *testing.B) {
+	benchGroups(b, func(n int) []groupContender {
+		tg, sem := TierguardBulkheadGroup(n), SemaphoreGroup()
+		return []groupContender{
+			{impl: "tierguard", get: func(k string) { tg.Get(k) }},
+			{impl: "chan-syncmap", get: func(k string) { sem.Get(k) }},
+		}
+	})
+}
+
+// BenchmarkGroupRateLimit is ratelimit.Group against x/time/rate limiters
+// in a sync.Map.
+func BenchmarkGroupRateLimit(b *testing.B) {
+	benchGroups(b, func(n int) []groupContender {
+		tg, xr := TierguardLimiterGroup(BenchQuota, n), XRateGroup(BenchQuota)
+		return []groupContender{
+			{impl: "tierguard", get: func(k string) { tg.Get(k) }},
+			{impl: "xrate-syncmap", get: func(k string) { xr.Get(k) }},
 		}
 	})
 }

@@ -4,12 +4,19 @@ import (
 	"context"
 	"errors"
 	"iter"
+	"maps"
+	"reflect"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/failsafe-go/failsafe-go"
 	fscb "github.com/failsafe-go/failsafe-go/circuitbreaker"
 	"github.com/sony/gobreaker/v2"
+	"go.opentelemetry.io/otel/attribute"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"go.uber.org/goleak"
 
 	"github.com/tierguard/tierguard/breaker"
@@ -407,4 +414,144 @@ func TestLedgers(t *testing.T) {
 	if gotT, gotC := hr.Used(); gotT != tokens || gotC != cost {
 		t.Errorf("budget after a refusal: %d tokens, cost %d", gotT, gotC)
 	}
+}
+
+// point is one data point a request moved: its instrument, its attributes
+// and its count (histograms) or value (sums).
+type point struct {
+	name, attrs string
+	n           int64
+}
+
+// requestPoints runs do once and returns the data points of the five
+// instruments otelx updates on a first-try success that it moved (and the
+// active requests' point, which goes up and down).
+func requestPoints(t *testing.T, r *sdkmetric.ManualReader, do func()) map[point]bool {
+	t.Helper()
+	do()
+	var rm metricdata.ResourceMetrics
+	if err := r.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	got := map[point]bool{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			switch d := m.Data.(type) {
+			case metricdata.Sum[int64]:
+				for _, p := range d.DataPoints {
+					if p.Value != 0 || m.Name == "tierguard.active_requests" {
+						got[point{m.Name, p.Attributes.Encoded(attribute.DefaultEncoder()), p.Value}] = true
+					}
+				}
+			case metricdata.Histogram[float64]:
+				for _, p := range d.DataPoints {
+					got[point{m.Name, p.Attributes.Encoded(attribute.DefaultEncoder()), int64(p.Count)}] = true
+				}
+			}
+		}
+	}
+	// The guards' observable instruments are read at collection, not
+	// per request.
+	for p := range got {
+		if strings.HasPrefix(p.name, "tierguard.bulkhead.") || strings.HasPrefix(p.name, "tierguard.breaker.") {
+			delete(got, p)
+		}
+	}
+	return got
+}
+
+// TestOtelFloor checks that the floor records what otelx records for a
+// first-try success: the same instruments, attributes and counts.
+func TestOtelFloor(t *testing.T) {
+	mp, r := SDKMeterProvider()
+	defer func() { _ = mp.Shutdown(context.Background()) }()
+	c, inst := OtelChain(mp)
+	defer func() { _ = inst.Close() }()
+	want := requestPoints(t, r, func() {
+		if res, err := c.Do(context.Background(), "q"); err != nil || res.Value != Answer {
+			t.Fatalf("chain: %+v, %v", res, err)
+		}
+	})
+	fmp, fr := SDKMeterProvider()
+	defer func() { _ = fmp.Shutdown(context.Background()) }()
+	floor, err := NewOtelFloor(fmp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := requestPoints(t, fr, func() {
+		if v, err := floor.Do(context.Background(), Work); err != nil || v != Answer {
+			t.Fatalf("floor: %q, %v", v, err)
+		}
+	})
+	if len(want) != 5 || !maps.Equal(got, want) {
+		t.Errorf("floor recorded %v\notelx recorded %v", got, want)
+	}
+}
+
+func TestGroups(t *testing.T) {
+	const n = 4
+	keys := GroupKeys(n + 1)
+	type group struct {
+		name string
+		get  func(string) any
+	}
+	tgb, tgh, tgl := TierguardBreakerGroup(n), TierguardBulkheadGroup(n), TierguardLimiterGroup(BenchQuota, n)
+	gb, sem, xr := GoBreakerGroup(), SemaphoreGroup(), XRateGroup(BenchQuota)
+	groups := []group{
+		{"tierguard breaker", func(k string) any { return tgb.Get(k) }},
+		{"tierguard bulkhead", func(k string) any { return tgh.Get(k) }},
+		{"tierguard ratelimit", func(k string) any { return tgl.Get(k) }},
+		{"gobreaker-syncmap", func(k string) any { return gb.Get(k) }},
+		{"chan-syncmap", func(k string) any { return reflect.ValueOf(sem.Get(k)).Pointer() }},
+		{"xrate-syncmap", func(k string) any { return xr.Get(k) }},
+	}
+	for _, g := range groups {
+		seen := map[any]bool{}
+		for _, k := range keys[:n] {
+			m := g.get(k)
+			if g.get(k) != m {
+				t.Errorf("%s: two members for %s", g.name, k)
+			}
+			seen[m] = true
+		}
+		if len(seen) != n {
+			t.Errorf("%s: %d members for %d keys", g.name, len(seen), n)
+		}
+	}
+	// Members are apart: one key's open breaker or full bulkhead leaves
+	// another's alone.
+	TripTierguard(tgb.Get(keys[0]))
+	TripGoBreaker(gb.Get(keys[0]))
+	if tgb.Get(keys[1]).State() != breaker.Closed || gb.Get(keys[1]).State() != gobreaker.StateClosed {
+		t.Error("breakers: one key's trip reached another")
+	}
+	for range Slots {
+		if !tgh.Get(keys[0]).TryAcquire() || !sem.Get(keys[0]).TryAcquire() {
+			t.Fatal("bulkheads: a free slot refused")
+		}
+	}
+	if tgh.Get(keys[0]).TryAcquire() || sem.Get(keys[0]).TryAcquire() {
+		t.Error("bulkheads: a full bulkhead admitted")
+	}
+	if !tgh.Get(keys[1]).TryAcquire() || !sem.Get(keys[1]).TryAcquire() {
+		t.Error("bulkheads: one key's full bulkhead reached another")
+	}
+	// tierguard's groups are bounded: a key past the bound shares the
+	// overflow member; the sync.Map floors grow.
+	if tgb.Get(keys[n]) != tgb.Get("another") || tgh.Get(keys[n]) != tgh.Get("another") || tgl.Get(keys[n]) != tgl.Get("another") {
+		t.Error("tierguard: keys past the bound do not share the overflow member")
+	}
+	if gb.Get(keys[n]) == gb.Get("another") {
+		t.Error("gobreaker-syncmap: bounded")
+	}
+}
+
+// TestBytesPerKey checks that the memory measure sees what is kept.
+func TestBytesPerKey(t *testing.T) {
+	keys := GroupKeys(1000)
+	held := make(map[string][]byte, len(keys))
+	if got := BytesPerKey(keys, func(k string) { held[k] = make([]byte, 1024) }); got < 1024 || got > 2048 {
+		t.Errorf("%.0f B/key for 1 KiB per key", got)
+	}
+	runtime.KeepAlive(held)
 }
