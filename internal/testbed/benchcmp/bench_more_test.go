@@ -16,12 +16,15 @@ var large = flag.Bool("benchcmp.large", false, "also run the group memory benchm
 
 // BenchmarkQuickStart is the README's quick start on its success path
 // (pro answers), as the README prints it (TierguardQuickStart), against the
-// same guards by hand (QuickStartFloor) and failsafe-go's equivalent
+// same guards by hand (QuickStartFloor, with a context for the total and
+// one per try, or with one deadline per try) and failsafe-go's equivalent
 // (FailsafeQuick).
 func BenchmarkQuickStart(b *testing.B) {
 	bench(b, func() []contender {
 		tg := TierguardQuickStart(QuickFuncs{})
 		floor := NewQuickStartFloor(QuickFuncs{})
+		lean := NewQuickStartFloor(QuickFuncs{})
+		lean.OneDeadline = true
 		fs := NewFailsafeQuick(QuickFuncs{})
 		ctx := context.Background()
 		return []contender{
@@ -30,6 +33,7 @@ func BenchmarkQuickStart(b *testing.B) {
 				return err == nil && res.Value == Answer
 			}},
 			{"floor", func() bool { return ok(floor.Do(ctx, "q")) }},
+			{"floor-onedeadline", func() bool { return ok(lean.Do(ctx, "q")) }},
 			{"failsafe", func() bool { return ok(fs.Get()) }},
 		}
 	})

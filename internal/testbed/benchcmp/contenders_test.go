@@ -179,8 +179,12 @@ func TestQuickStart(t *testing.T) {
 		if err != nil || res.Value != tc.want {
 			t.Errorf("%s: tierguard %q, %v", tc.name, res.Value, err)
 		}
-		if got, err := NewQuickStartFloor(tc.f).Do(ctx, "q"); err != nil || got != tc.want {
-			t.Errorf("%s: floor %q, %v", tc.name, got, err)
+		for _, one := range []bool{false, true} {
+			floor := NewQuickStartFloor(tc.f)
+			floor.OneDeadline = one
+			if got, err := floor.Do(ctx, "q"); err != nil || got != tc.want {
+				t.Errorf("%s: floor (one deadline %v) %q, %v", tc.name, one, got, err)
+			}
 		}
 		if got, err := NewFailsafeQuick(tc.f).Get(); err != nil || got != tc.want {
 			t.Errorf("%s: failsafe %q, %v", tc.name, got, err)
@@ -205,13 +209,18 @@ func TestQuickStartDeadlines(t *testing.T) {
 	if _, err := TierguardQuickStart(f).Do(context.Background(), "q"); err != nil || !pro {
 		t.Errorf("tierguard: pro's deadline not seen (%v)", err)
 	}
-	pro = false
-	if _, err := NewQuickStartFloor(f).Do(context.Background(), "q"); err != nil || !pro {
-		t.Errorf("floor: pro's deadline not seen (%v)", err)
-	}
-	f = QuickFuncs{Pro: failing, Flash: within(QuickFlashTry, &flash)}
-	if _, err := NewQuickStartFloor(f).Do(context.Background(), "q"); err != nil || !flash {
-		t.Errorf("floor: flash's deadline not seen (%v)", err)
+	for _, one := range []bool{false, true} {
+		pro, flash = false, false
+		floor := NewQuickStartFloor(f)
+		floor.OneDeadline = one
+		if _, err := floor.Do(context.Background(), "q"); err != nil || !pro {
+			t.Errorf("floor (one deadline %v): pro's deadline not seen (%v)", one, err)
+		}
+		floor = NewQuickStartFloor(QuickFuncs{Pro: failing, Flash: within(QuickFlashTry, &flash)})
+		floor.OneDeadline = one
+		if _, err := floor.Do(context.Background(), "q"); err != nil || !flash {
+			t.Errorf("floor (one deadline %v): flash's deadline not seen (%v)", one, err)
+		}
 	}
 	var done bool
 	f = QuickFuncs{Pro: func(ctx context.Context, _ string) (string, error) { done = ctx.Done() != nil; return Answer, nil }}

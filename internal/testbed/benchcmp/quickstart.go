@@ -91,6 +91,12 @@ func TierguardQuickStart(f QuickFuncs) *fallback.Chain[string, string] {
 // attempt on flash, then the default answer. It keeps no trail, classifies
 // nothing (any error of the call is a failure) and reports to no one.
 type QuickStartFloor struct {
+	// OneDeadline, when set, makes no context for the total: each try
+	// gets one context.WithDeadline, at the nearer of its timeout and the
+	// total's end (one clock read per request for the total, one per
+	// try), which is the least a hand-written deadline costs.
+	OneDeadline bool
+
 	f         QuickFuncs
 	breaker   *breaker.Breaker
 	slots     *bulkhead.Bulkhead
@@ -115,30 +121,36 @@ func (q *QuickStartFloor) Breaker() *breaker.Breaker { return q.breaker }
 
 // Do answers in as the quick start would.
 func (q *QuickStartFloor) Do(ctx context.Context, in string) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, QuickTotal)
-	defer cancel()
+	var until time.Time
+	if q.OneDeadline {
+		until = time.Now().Add(QuickTotal)
+	} else {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, QuickTotal)
+		defer cancel()
+	}
 	if q.slots.TryAcquire() {
-		v, ok := q.pro(ctx, in)
+		v, ok := q.pro(ctx, until, in)
 		q.slots.Release()
 		if ok {
 			return v, nil
 		}
 	}
-	if v, ok := q.try(ctx, q.f.Flash, QuickFlashTry, in); ok == nil {
+	if v, ok := q.try(ctx, until, q.f.Flash, QuickFlashTry, in); ok == nil {
 		return v, nil
 	}
 	return QuickDefault, nil
 }
 
 // pro runs pro's attempts behind its breaker.
-func (q *QuickStartFloor) pro(ctx context.Context, in string) (string, bool) {
+func (q *QuickStartFloor) pro(ctx context.Context, until time.Time, in string) (string, bool) {
 	tok, err := q.breaker.Allow()
 	if err != nil {
 		return "", false
 	}
 	policy := retry.Policy{}.WithDefaults()
 	for attempt := 1; ; attempt++ {
-		v, err := q.try(ctx, q.f.Pro, QuickProTry, in)
+		v, err := q.try(ctx, until, q.f.Pro, QuickProTry, in)
 		var invalid *validate.Error
 		switch {
 		case err == nil:
@@ -151,7 +163,12 @@ func (q *QuickStartFloor) pro(ctx context.Context, in string) (string, bool) {
 			tok.Done(breaker.Failure)
 			return "", false
 		}
-		t := time.NewTimer(policy.Backoff(attempt))
+		wait := policy.Backoff(attempt)
+		if !until.IsZero() && time.Until(until) <= wait {
+			tok.Done(breaker.Ignored)
+			return "", false
+		}
+		t := time.NewTimer(wait)
 		select {
 		case <-t.C:
 		case <-ctx.Done():
@@ -162,10 +179,22 @@ func (q *QuickStartFloor) pro(ctx context.Context, in string) (string, bool) {
 	}
 }
 
-// try makes one attempt of f under its own timeout and validates the
-// answer.
-func (q *QuickStartFloor) try(ctx context.Context, f func(context.Context, string) (string, error), timeout time.Duration, in string) (string, error) {
-	tctx, cancel := context.WithTimeout(ctx, timeout)
+// try makes one attempt of f under its own timeout, and the total's end
+// unless until is zero, and validates the answer.
+func (q *QuickStartFloor) try(ctx context.Context, until time.Time, f func(context.Context, string) (string, error), timeout time.Duration, in string) (string, error) {
+	var (
+		tctx   context.Context
+		cancel context.CancelFunc
+	)
+	if until.IsZero() {
+		tctx, cancel = context.WithTimeout(ctx, timeout)
+	} else {
+		d := time.Now().Add(timeout)
+		if until.Before(d) {
+			d = until
+		}
+		tctx, cancel = context.WithDeadline(ctx, d)
+	}
 	v, err := f(tctx, in)
 	cancel()
 	if err != nil {
