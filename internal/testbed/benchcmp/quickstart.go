@@ -221,7 +221,8 @@ var ErrEmpty = errors.New("benchcmp: empty answer")
 // only when told to).
 type FailsafeQuick struct {
 	pro     failsafe.Executor[string]
-	proFn   func(failsafe.Execution[string]) (string, error)
+	proFn func(failsafe.Execution[string]) (string, error)
+	// Breaker is pro's circuit breaker.
 	Breaker fscb.CircuitBreaker[string]
 }
 
