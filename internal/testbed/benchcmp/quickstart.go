@@ -220,7 +220,7 @@ var ErrEmpty = errors.New("benchcmp: empty answer")
 // failure (tierguard counts a rejected answer for nothing and retries it
 // only when told to).
 type FailsafeQuick struct {
-	pro     failsafe.Executor[string]
+	pro   failsafe.Executor[string]
 	proFn func(failsafe.Execution[string]) (string, error)
 	// Breaker is pro's circuit breaker.
 	Breaker fscb.CircuitBreaker[string]
