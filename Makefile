@@ -61,12 +61,22 @@ bench-compare:
 	cd internal/testbed/benchcmp && $(GO) test -c -o $(BENCHCMP_OUT).test .
 	@: > $(BENCHCMP_OUT); for i in $$(seq $(BENCHCOUNT)); do \
 	  echo "benchcmp pass $$i/$(BENCHCOUNT), load $$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)"; \
-	  (cd internal/testbed/benchcmp && $(BENCHCMP_OUT).test -test.run '^$$' -test.bench . -test.benchmem -test.count 1 -test.timeout 0) >> $(BENCHCMP_OUT) || exit 1; \
+	  (cd internal/testbed/benchcmp && $(BENCHCMP_OUT).test -test.run '^$$' -test.bench . -test.benchmem -test.count 1 -test.timeout 0 $(BENCHCMP_FLAGS)) >> $(BENCHCMP_OUT) || exit 1; \
 	done
 	$(GO) run $(BENCHSTAT) -filter '.name:(BreakerSuccess OR BreakerWindow OR BreakerOpen)' -col '/impl@(gobreaker tierguard tierguard-do gobreaker-twostep failsafe failsafe-permit)' $(BENCHCMP_OUT)
 	$(GO) run $(BENCHSTAT) -filter '.name:Bulkhead' -col '/impl@(failsafe-permit tierguard tierguard-do failsafe)' $(BENCHCMP_OUT)
 	$(GO) run $(BENCHSTAT) -filter '.name:(ChainSuccess OR ChainFallback)' -col '/impl@(failsafe tierguard handrolled failsafe-plainfallback)' $(BENCHCMP_OUT)
 	$(GO) run $(BENCHSTAT) -filter '.name:StreamFirstChunk' -col '/impl@(direct tierguard)' $(BENCHCMP_OUT)
+	$(GO) run $(BENCHSTAT) -filter '.name:QuickStart' -col '/impl@(floor floor-onedeadline tierguard failsafe)' $(BENCHCMP_OUT)
+	$(GO) run $(BENCHSTAT) -filter '.name:Stream' -col '/impl@(direct tierguard failsafe)' $(BENCHCMP_OUT)
+	$(GO) run $(BENCHSTAT) -filter '.name:RateLimit' -col '/impl@(xrate tierguard tierguard-take failsafe-permit failsafe)' $(BENCHCMP_OUT)
+	$(GO) run $(BENCHSTAT) -filter '.name:RateLimitChain' -col '/impl@(tierguard-unlimited tierguard failsafe)' $(BENCHCMP_OUT)
+	$(GO) run $(BENCHSTAT) -filter '.name:CacheExactHit' -col '/impl@(syncmap syncmap-normalized tierguard)' $(BENCHCMP_OUT)
+	$(GO) run $(BENCHSTAT) -filter '.name:Ledger' -col '/impl@(handrolled tierguard tierguard-admit)' $(BENCHCMP_OUT)
+	$(GO) run $(BENCHSTAT) -filter '.name:Otel' -col '/impl@(otel-floor tierguard tierguard-uninstrumented)' $(BENCHCMP_OUT)
+	$(GO) run $(BENCHSTAT) -filter '.name:GroupBreaker' -col '/impl@(gobreaker-syncmap tierguard)' $(BENCHCMP_OUT)
+	$(GO) run $(BENCHSTAT) -filter '.name:GroupBulkhead' -col '/impl@(chan-syncmap tierguard)' $(BENCHCMP_OUT)
+	$(GO) run $(BENCHSTAT) -filter '.name:GroupRateLimit' -col '/impl@(xrate-syncmap tierguard)' $(BENCHCMP_OUT)
 
 ## scenarios: the outage scenarios against the in-process fake Gemini server (~2.5 min); SCENARIO_FLAGS='-s 1 -runs 5 -strict'
 scenarios:

@@ -29,31 +29,35 @@ func bench(b *testing.B, mk func() []contender) {
 	for _, mode := range []string{"serial", "parallel"} {
 		b.Run("mode="+mode, func(b *testing.B) {
 			for _, c := range cs {
-				b.Run("impl="+c.impl, func(b *testing.B) {
-					b.ReportAllocs()
-					start := cpuTime()
-					if mode == "serial" {
-						for b.Loop() {
-							if !c.op() {
-								b.Fatal("unexpected outcome")
-							}
-						}
-					} else {
-						b.RunParallel(func(pb *testing.PB) {
-							for pb.Next() {
-								if !c.op() {
-									b.Error("unexpected outcome")
-									return
-								}
-							}
-						})
-					}
-					if used := cpuTime() - start; used > 0 && b.N > 0 {
-						b.ReportMetric(float64(used.Nanoseconds())/float64(b.N), "cpu-ns/op")
-					}
-				})
+				b.Run("impl="+c.impl, func(b *testing.B) { run(b, mode, c.op) })
 			}
 		})
+	}
+}
+
+// run runs op b.N times, serially or under b.RunParallel (mode), and
+// reports allocations and cpu-ns/op.
+func run(b *testing.B, mode string, op func() bool) {
+	b.ReportAllocs()
+	start := cpuTime()
+	if mode == "serial" {
+		for b.Loop() {
+			if !op() {
+				b.Fatal("unexpected outcome")
+			}
+		}
+	} else {
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if !op() {
+					b.Error("unexpected outcome")
+					return
+				}
+			}
+		})
+	}
+	if used := cpuTime() - start; used > 0 && b.N > 0 {
+		b.ReportMetric(float64(used.Nanoseconds())/float64(b.N), "cpu-ns/op")
 	}
 }
 
