@@ -11,6 +11,7 @@ import (
 
 	"github.com/tierguard/tierguard/classify"
 	"github.com/tierguard/tierguard/fallback"
+	"github.com/tierguard/tierguard/internal/testbed/reported"
 	"github.com/tierguard/tierguard/retry"
 )
 
@@ -47,19 +48,20 @@ func TestCacheHitString(t *testing.T) {
 
 func TestCacheMatcherReportsTheHitKind(t *testing.T) {
 	cache := &matchCache[string]{out: "close enough", hit: fallback.CacheHitSimplified}
-	var local, ended []fallback.CacheHit
+	var obs reported.Recorder
+	hits := func() (local, ended []fallback.CacheHit) {
+		for _, e := range reported.Of[fallback.LocalAnswer](&obs) {
+			local = append(local, e.CacheHit)
+		}
+		for _, e := range reported.Of[fallback.RequestEnd](&obs) {
+			ended = append(ended, e.CacheHit)
+		}
+		return local, ended
+	}
 	c := newChain(t, fallback.Config[string, string]{
-		Stages: []fallback.Stage[string, string]{{Tier: newFake("pro", fails(classify.Transient)), Retry: retry.Policy{MaxAttempts: 1}}},
-		Cache:  cache,
-		Observer: fallback.ObserverFunc(func(ctx context.Context, e fallback.Event) context.Context {
-			switch e.Kind {
-			case fallback.LocalAnswered:
-				local = append(local, e.CacheHit)
-			case fallback.RequestEnded:
-				ended = append(ended, e.CacheHit)
-			}
-			return ctx
-		}),
+		Stages:   []fallback.Stage[string, string]{{Tier: newFake("pro", fails(classify.Transient)), Retry: retry.Policy{MaxAttempts: 1}}},
+		Cache:    cache,
+		Observer: &obs,
 	})
 	res, err := c.Do(context.Background(), "q")
 	require.NoError(t, err)
@@ -67,6 +69,7 @@ func TestCacheMatcherReportsTheHitKind(t *testing.T) {
 	assert.Equal(t, fallback.SourceCache, res.Source)
 	assert.Equal(t, fallback.CacheHitSimplified, res.CacheHit)
 	assert.Zero(t, cache.gets, "Match replaces Get")
+	local, ended := hits()
 	assert.Equal(t, []fallback.CacheHit{fallback.CacheHitSimplified}, local)
 	assert.Equal(t, []fallback.CacheHit{fallback.CacheHitSimplified}, ended)
 

@@ -55,12 +55,9 @@ func (c *cacheHits) attrs(op string, h fallback.CacheHit) *attrs {
 
 // cacheHit counts an answer from the cache and marks the request's span
 // with the kind of hit.
-func (i *Instrumentation) cacheHit(ctx context.Context, r *reqState, e *fallback.Event) {
-	if e.Source != fallback.SourceCache {
-		return
-	}
-	i.hits.counter.Add(ctx, 1, r.add(i.hits.attrs(e.Operation, e.CacheHit))...)
+func (i *Instrumentation) cacheHit(ctx context.Context, r *reqState, op string, hit fallback.CacheHit) {
+	i.hits.counter.Add(ctx, 1, r.add(i.hits.attrs(op, hit))...)
 	if r.span != nil && r.span.IsRecording() {
-		r.span.SetAttributes(attrCacheHit.String(e.CacheHit.String()))
+		r.span.SetAttributes(attrCacheHit.String(hit.String()))
 	}
 }

@@ -10,8 +10,11 @@
 //	defer inst.Close()
 //
 // With nil providers the global ones (otel.GetMeterProvider,
-// otel.GetTracerProvider) are used. Instrumentation is a fallback.Observer,
-// so it can also go in fallback.Config.Observer (then call Watch on the
+// otel.GetTracerProvider) are used. Instrumentation is a fallback.Observer
+// that handles every kind of event (one method per kind: RequestStarted,
+// AttemptStarted, AttemptEnded, TierSkipped, LocalAnswered, RequestEnded,
+// FirstChunkReceived, ChunkReceived, LateReplyReceived), so it can also go
+// in fallback.Config.Observer (then call Watch on the
 // chain for its breakers and bulkheads); WatchBreaker and WatchBulkhead
 // cover guards used on their own, WatchBreakerGroup and WatchBulkheadGroup
 // the members of breaker and bulkhead groups, present and future. Close
@@ -165,8 +168,9 @@
 // # Queue wait
 //
 // For tiers whose bulkhead may queue (bulkhead.Config.MaxWait), the chain
-// measures each request's wait for a slot (fallback.Event.QueueWait): it is
-// the queue_wait of the tier's first attempt or skip in the logs and the
-// tierguard.bulkhead.queue.wait attribute of its attempt span. The
+// measures each request's wait for a slot (fallback.AttemptStart.QueueWait,
+// fallback.TierSkip.QueueWait): it is the queue_wait of the tier's first
+// attempt or skip in the logs and the tierguard.bulkhead.queue.wait
+// attribute of its attempt span. The
 // tierguard.bulkhead.queue.wait histogram comes from the bulkhead itself.
 package otelx

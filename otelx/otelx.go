@@ -73,6 +73,10 @@ type Chain interface {
 // a chain, or put it in fallback.Config.Observer yourself. It is safe for
 // concurrent use. Close it when done.
 type Instrumentation struct {
+	// NopObserver makes it a fallback.Observer; it implements every
+	// event's method.
+	fallback.NopObserver
+
 	tracer trace.Tracer
 	// traces is false for a no-op TracerProvider: no span is started, and
 	// the context is left alone.
