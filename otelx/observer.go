@@ -35,8 +35,6 @@ type reqState struct {
 	op      *opState
 	span    trace.Span
 	attempt trace.Span
-	// sc is the request span's context, for log correlation.
-	sc trace.SpanContext
 	// cur is the stage of the current attempt, and curInfo the chain's
 	// description of it; answered the stage of the last successful
 	// attempt.
@@ -52,6 +50,19 @@ type reqState struct {
 	// extra are the labels copied onto metrics (Options.MetricAttributes);
 	// nil when none.
 	extra []attribute.KeyValue
+	// active is the request's series of tierguard.active_requests, from
+	// its start to its end.
+	active *activeSeries
+}
+
+// spanContext is the context of the span an event is about, for log
+// correlation: the attempt's span sp, or, when nil, the request's span
+// (which r's parent holds), or whatever span the caller's context holds.
+func (r *reqState) spanContext(sp trace.Span) trace.SpanContext {
+	if sp != nil {
+		return sp.SpanContext()
+	}
+	return trace.SpanContextFromContext(r.Context)
 }
 
 // Value answers the request state for its Instrumentation and defers every
@@ -207,7 +218,6 @@ func (i *Instrumentation) readLabels(r *reqState, ctx context.Context) {
 func (i *Instrumentation) unstarted(ctx context.Context, op string, stream bool) *reqState {
 	r := &reqState{Context: ctx, inst: i, queueWait: -1}
 	r.op = i.op(opKey{op: op, stream: stream})
-	r.sc = trace.SpanContextFromContext(ctx)
 	i.readLabels(r, ctx)
 	return r
 }
@@ -222,15 +232,12 @@ func (i *Instrumentation) requestStarted(ctx context.Context, e *fallback.Reques
 		if r.span.IsRecording() {
 			i.requestLabels(r)
 		}
-		r.sc = r.span.SpanContext()
-	} else {
-		r.sc = trace.SpanContextFromContext(ctx)
 	}
 	r.Context = ctx
-	i.m.active.Add(r, 1, r.add(r.op.active)...)
+	i.started(r)
 	if i.logEnabled(r, slog.LevelDebug) {
 		var b logBuf
-		r.common(&b, c.Operation, r.sc)
+		r.common(&b, c.Operation, r.spanContext(nil))
 		if len(c.Stages) > 0 && c.Stages[0].Model != "" {
 			b.add(slog.String("model", c.Stages[0].Model))
 		}
@@ -401,10 +408,9 @@ func (i *Instrumentation) attemptEnded(ctx context.Context, r *reqState, e *fall
 	}
 	rule, reason := validation(e)
 
-	asc := r.sc
-	if sp := r.attempt; sp != nil {
+	asp := r.attempt
+	if sp := asp; sp != nil {
 		r.attempt = nil
-		asc = sp.SpanContext()
 		if sp.IsRecording() {
 			i.attemptSpanEnd(sp, e, ok, committed, className, rule, reason)
 		}
@@ -438,6 +444,7 @@ func (i *Instrumentation) attemptEnded(ctx context.Context, r *reqState, e *fall
 	}
 	if i.logEnabled(ctx, level) {
 		var b logBuf
+		asc := r.spanContext(asp)
 		r.common(&b, e.Stage.Operation, asc)
 		stageLog(&b, e.Stage, e.Model)
 		b.add(slog.Int("attempt", e.Attempt))
@@ -570,9 +577,7 @@ func (i *Instrumentation) firstChunk(ctx context.Context, r *reqState, e *fallba
 	if p := st.prev; p != nil {
 		i.m.prevFirstChunk.Record(ctx, e.Latency.Seconds(), r.rec(p.durOK)...)
 	}
-	asc := r.sc
 	if sp := r.attempt; sp != nil {
-		asc = sp.SpanContext()
 		if sp.IsRecording() {
 			sp.SetAttributes(attrTimeToFirstChunk.Float64(e.Latency.Seconds()))
 			sp.AddEvent("tierguard.first_chunk")
@@ -580,6 +585,7 @@ func (i *Instrumentation) firstChunk(ctx context.Context, r *reqState, e *fallba
 	}
 	if i.logEnabled(ctx, slog.LevelDebug) {
 		var b logBuf
+		asc := r.spanContext(r.attempt)
 		r.common(&b, e.Stage.Operation, asc)
 		stageLog(&b, e.Stage, e.Model)
 		b.add(slog.Int("attempt", e.Attempt))
@@ -619,7 +625,7 @@ func (i *Instrumentation) stageSkipped(ctx context.Context, r *reqState, e *fall
 	}
 	if i.logEnabled(ctx, slog.LevelInfo) {
 		var b logBuf
-		r.common(&b, e.Stage.Operation, r.sc)
+		r.common(&b, e.Stage.Operation, r.spanContext(nil))
 		stageLog(&b, e.Stage, e.Model)
 		b.add(slog.String("skip", e.Skip.String()))
 		verdictLog(&b, e.Verdict, e.Verdict.Class.String())
@@ -647,7 +653,7 @@ func (i *Instrumentation) localAnswered(ctx context.Context, r *reqState, e *fal
 	}
 	if i.logEnabled(ctx, slog.LevelInfo) {
 		var b logBuf
-		r.common(&b, e.Chain.Operation, r.sc)
+		r.common(&b, e.Chain.Operation, r.spanContext(nil))
 		b.add(slog.String("source", e.Source.String()))
 		b.add(slog.Bool("degraded", true))
 		b.add(slog.Int("upstream_calls", e.UpstreamCalls))
@@ -690,9 +696,7 @@ func (i *Instrumentation) requestEnded(ctx context.Context, r *reqState, e *fall
 	if e.Remaining != deadline.Unlimited {
 		i.m.remaining.Record(ctx, max(e.Remaining, 0).Seconds(), r.rec(a)...)
 	}
-	if r.started {
-		i.m.active.Add(ctx, -1, r.add(r.op.active)...)
-	}
+	i.ended(ctx, r)
 
 	if sp := r.span; sp != nil {
 		if sp.IsRecording() {
@@ -733,7 +737,7 @@ func (i *Instrumentation) requestEnded(ctx context.Context, r *reqState, e *fall
 	}
 	if i.logEnabled(ctx, level) {
 		var b logBuf
-		r.common(&b, e.Chain.Operation, r.sc)
+		r.common(&b, e.Chain.Operation, r.spanContext(nil))
 		b.add(slog.String("source", source))
 		if st := e.Stage; e.Answered && st != nil {
 			b.add(slog.String("tier", st.Tier))

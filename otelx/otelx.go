@@ -101,6 +101,8 @@ type Instrumentation struct {
 	// watched lists the breakers and bulkheads the gauges read;
 	// copy-on-write under mu.
 	watched atomic.Pointer[watchList]
+	// active counts the requests in flight, for the active_requests gauge.
+	active activeSet
 	// waits caches the queue-wait attribute sets per bulkhead name.
 	waits sync.Map
 	// transitions caches transition attribute sets.
@@ -130,7 +132,7 @@ type instruments struct {
 	requests    metric.Int64Counter
 	reqDuration metric.Float64Histogram
 	remaining   metric.Float64Histogram
-	active      metric.Int64UpDownCounter
+	active      metric.Int64ObservableUpDownCounter
 	retryWait   metric.Float64Histogram
 	skips       metric.Int64Counter
 	transitions metric.Int64Counter
@@ -172,7 +174,7 @@ func New(opts Options) (*Instrumentation, error) {
 	if err := errors.Join(i.m.create(meter, i.prevNames), i.hits.create(meter)); err != nil {
 		return nil, fmt.Errorf("otelx: creating instruments: %w", err)
 	}
-	reg, err := meter.RegisterCallback(i.collect,
+	reg, err := meter.RegisterCallback(i.collect, i.m.active,
 		i.m.breakerState, i.m.bhAccepted, i.m.bhRejected, i.m.bhInFlight, i.m.bhQueued, i.m.bhLimit)
 	if err != nil {
 		return nil, fmt.Errorf("otelx: registering the gauge callback: %w", err)
@@ -355,7 +357,7 @@ func (m *instruments) create(meter metric.Meter, prev bool) error {
 	m.reqDuration = f64(metricRequestDuration, "s", "End-to-end request duration, every attempt and fallback included.", durationBuckets)
 	m.remaining = f64(metricDeadlineRemaining, "s", "Time left in the request's deadline budget when it ended.", durationBuckets)
 	var err error
-	m.active, err = meter.Int64UpDownCounter(metricActiveRequests, metric.WithUnit("{request}"), metric.WithDescription("Requests in flight in the chain."))
+	m.active, err = meter.Int64ObservableUpDownCounter(metricActiveRequests, metric.WithUnit("{request}"), metric.WithDescription("Requests in flight in the chain."))
 	errs = append(errs, err)
 	m.retryWait = f64(metricRetryWait, "s", "Delay chosen before retrying the same tier, by the class that caused the retry.", durationBuckets)
 	m.skips = counter(metricSkips, "{skip}", "Tiers passed over without an upstream call, by reason (open, full, retired, quota, budget).")
