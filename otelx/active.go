@@ -28,9 +28,8 @@ type activeSeries struct {
 
 // activeSet holds the series of tierguard.active_requests.
 type activeSet struct {
-	// byOp caches the series of an operation's requests without extra
-	// labels; series holds every series by its attribute set.
-	byOp   sync.Map // *opState → *activeSeries
+	// series holds every series by its attribute set; an operation's
+	// state caches the series of its requests without extra labels.
 	series sync.Map // attribute.Distinct → *activeSeries
 	count  atomic.Int64
 	over   *activeSeries
@@ -40,11 +39,11 @@ type activeSet struct {
 // of returns the series of r's requests.
 func (s *activeSet) of(r *reqState) *activeSeries {
 	if r.extra == nil {
-		if v, ok := s.byOp.Load(r.op); ok {
-			return v.(*activeSeries)
+		if a := r.op.series.Load(); a != nil {
+			return a
 		}
 		a := s.get(r.op.active.set)
-		s.byOp.Store(r.op, a)
+		r.op.series.Store(a)
 		return a
 	}
 	return s.get(r.merge(r.op.active))

@@ -285,6 +285,8 @@ type opState struct {
 	spanStart []trace.SpanStartOption
 
 	active *attrs
+	// series is active's series of tierguard.active_requests, once made.
+	series atomic.Pointer[activeSeries]
 	cache  [2]*attrs // by degraded
 	def    [2]*attrs // by degraded
 	failed []*attrs  // by class
