@@ -346,7 +346,9 @@ func (t *Ticket) commit(a *account, fallbackAnswer bool) {
 	s.FailedCost = addSat(s.FailedCost, r.FailedCost)
 	s.RetryCost = addSat(s.RetryCost, r.RetryCost)
 	unpriced := len(a.models) - 1
-	for _, ac := range t.attempts() {
+	as := t.attempts()
+	for i := range as {
+		ac := &as[i] // not copied: an AttemptCost is some 150 bytes
 		if !ac.Priced && ac.Billed {
 			s.Unpriced++
 		}
