@@ -225,7 +225,7 @@ func (i *Instrumentation) unstarted(ctx context.Context, op string, stream bool)
 func (i *Instrumentation) requestStarted(ctx context.Context, e *fallback.RequestStart) context.Context {
 	c := e.Chain
 	r := &reqState{inst: i, started: true, queueWait: -1}
-	r.op = i.op(opKey{op: c.Operation, stream: c.Stream})
+	r.op = i.opByChain(c)
 	i.readLabels(r, ctx)
 	if i.traces {
 		ctx, r.span = i.tracer.Start(ctx, r.op.spanName, r.op.spanStart...)
@@ -275,6 +275,9 @@ func (i *Instrumentation) requestLabels(r *reqState) {
 func (i *Instrumentation) stageOf(r *reqState, s *fallback.StageInfo, model string) *stageState {
 	if st := r.cur; st != nil && r.curInfo == s && st.key.model == model {
 		return st
+	}
+	if model == s.Model {
+		return i.stageByInfo(s)
 	}
 	return i.stage(keyOf(s, model))
 }

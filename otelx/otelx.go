@@ -168,7 +168,7 @@ func New(opts Options) (*Instrumentation, error) {
 		prevNames:    opts.PreviousNames,
 		tenantLabels: opts.TenantLabels,
 	}
-	i.reg.Store(&registry{stages: map[stageKey]*stageState{}, ops: map[opKey]*opState{}, endpoints: map[endpointKey]endpoint{}, prev: i.prevNames})
+	i.reg.Store(&registry{stages: map[stageKey]*stageState{}, infos: map[*fallback.StageInfo]*stageState{}, chains: map[*fallback.ChainInfo]*opState{}, ops: map[opKey]*opState{}, endpoints: map[endpointKey]endpoint{}, prev: i.prevNames})
 	i.watched.Store(&watchList{})
 	meter := mp.Meter(ScopeName)
 	if err := errors.Join(i.m.create(meter, i.prevNames), i.hits.create(meter)); err != nil {
