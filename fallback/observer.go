@@ -171,8 +171,9 @@ type AttemptEnd struct {
 	Err     error
 	// Retry, Wait and Stop say what follows a failure before a stream's
 	// first chunk: another attempt after Wait, or why not. Route says where
-	// the request goes when no retry follows. All are zero for an answer
-	// and for a committed stream.
+	// the request goes when no retry follows. All are zero for an answer,
+	// for a committed stream and for the call that lost a hedged race
+	// (Verdict says so): no decision followed them.
 	Retry bool
 	Wait  time.Duration
 	Stop  retry.StopReason
