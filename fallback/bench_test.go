@@ -83,7 +83,7 @@ func BenchmarkChain(b *testing.B) {
 		b.Fatal(err)
 	}
 	observed, err := fallback.New(fallback.Config[string, string]{Stages: []fallback.Stage[string, string]{guardedStage(b, okTier("pro"))},
-		Observer: fallback.ObserverFunc(func(ctx context.Context, _ fallback.Event) context.Context { return ctx })})
+		Observer: fallback.NopObserver{}})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/tierguard/tierguard/classify"
 	"github.com/tierguard/tierguard/fallback"
+	"github.com/tierguard/tierguard/internal/testbed/reported"
 	"github.com/tierguard/tierguard/retry"
 )
 
@@ -37,19 +38,20 @@ func (*matchCache[T]) Put(context.Context, string, string) {}
 // reaches the result and the events as the cache said it.
 func TestCacheReportsItsHitLabel(t *testing.T) {
 	cache := &matchCache[string]{out: "close enough", hit: "simplified"}
-	var local, ended []string
+	var obs reported.Recorder
+	hits := func() (local, ended []string) {
+		for _, e := range reported.Of[fallback.LocalAnswer](&obs) {
+			local = append(local, e.CacheHit)
+		}
+		for _, e := range reported.Of[fallback.RequestEnd](&obs) {
+			ended = append(ended, e.CacheHit)
+		}
+		return local, ended
+	}
 	c := newChain(t, fallback.Config[string, string]{
-		Stages: []fallback.Stage[string, string]{{Tier: newFake("pro", fails(classify.Transient)), Retry: retry.Policy{MaxAttempts: 1}}},
-		Cache:  cache,
-		Observer: fallback.ObserverFunc(func(ctx context.Context, e fallback.Event) context.Context {
-			switch e.Kind {
-			case fallback.LocalAnswered:
-				local = append(local, e.CacheHit)
-			case fallback.RequestEnded:
-				ended = append(ended, e.CacheHit)
-			}
-			return ctx
-		}),
+		Stages:   []fallback.Stage[string, string]{{Tier: newFake("pro", fails(classify.Transient)), Retry: retry.Policy{MaxAttempts: 1}}},
+		Cache:    cache,
+		Observer: &obs,
 	})
 	res, err := c.Do(context.Background(), "q")
 	require.NoError(t, err)
@@ -57,6 +59,7 @@ func TestCacheReportsItsHitLabel(t *testing.T) {
 	assert.Equal(t, fallback.SourceCache, res.Source)
 	assert.Equal(t, "simplified", res.CacheHit)
 	assert.Equal(t, 1, cache.gets)
+	local, ended := hits()
 	assert.Equal(t, []string{"simplified"}, local)
 	assert.Equal(t, []string{"simplified"}, ended)
 

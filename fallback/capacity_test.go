@@ -17,6 +17,7 @@ import (
 	"github.com/tierguard/tierguard/fallback"
 	"github.com/tierguard/tierguard/fallback/pool"
 	"github.com/tierguard/tierguard/fallback/ratelimit"
+	"github.com/tierguard/tierguard/internal/testbed/reported"
 	"github.com/tierguard/tierguard/retry"
 	"github.com/tierguard/tierguard/validate"
 )
@@ -70,18 +71,22 @@ func TestLimitWaitIsDecidedLikeARetry(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		pro, flash := newFake("pro", ok("pro")), newFake("flash", ok("flash"))
 		lim := newLimiter(t, ratelimit.Config{Name: "pro", Requests: 61, Burst: 1}) // one a second
-		var waits []time.Duration
+		var obs reported.Recorder
+		waits := func() []time.Duration {
+			var out []time.Duration
+			for _, e := range reported.Of[fallback.AttemptEnd](&obs) {
+				if e.Stage.Tier == "pro" {
+					out = append(out, e.LimitWait)
+				}
+			}
+			return out
+		}
 		c := newChain(t, fallback.Config[string, string]{
 			Stages: []fallback.Stage[string, string]{
 				{Tier: ratelimit.Tier(pro, ratelimit.TierConfig[string]{Limiter: lim, MaxWait: 5 * time.Second})},
 				{Tier: flash, MinAttempt: 200 * time.Millisecond},
 			},
-			Observer: fallback.ObserverFunc(func(ctx context.Context, e fallback.Event) context.Context {
-				if e.Kind == fallback.AttemptEnded && e.Tier == "pro" {
-					waits = append(waits, e.LimitWait)
-				}
-				return ctx
-			}),
+			Observer: &obs,
 		})
 		do := func(total time.Duration) (fallback.Result[string], time.Duration) {
 			ctx, cancel := context.WithTimeout(context.Background(), total)
@@ -101,7 +106,7 @@ func TestLimitWaitIsDecidedLikeARetry(t *testing.T) {
 		assert.Equal(t, "flash", res.Tier, "1 s + the flash reserve does not fit 1.1 s")
 		assert.Zero(t, took, "decided before waiting")
 		assert.Equal(t, fallback.SkipRateLimited, res.Attempts()[0].Skip)
-		assert.Equal(t, []time.Duration{0, time.Second}, waits)
+		assert.Equal(t, []time.Duration{0, time.Second}, waits())
 	})
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/tierguard/tierguard/deadline"
 	"github.com/tierguard/tierguard/fallback"
 	"github.com/tierguard/tierguard/fallback/catalog"
+	"github.com/tierguard/tierguard/internal/testbed/reported"
 	"github.com/tierguard/tierguard/retry"
 	"github.com/tierguard/tierguard/validate"
 )
@@ -570,23 +571,11 @@ func TestJoinedRequestsAreObserved(t *testing.T) {
 			<-release
 			return "answer", nil
 		})
-		var mu sync.Mutex
-		var started, ended []fallback.Event
-		obs := fallback.ObserverFunc(func(ctx context.Context, e fallback.Event) context.Context {
-			mu.Lock()
-			defer mu.Unlock()
-			switch e.Kind {
-			case fallback.RequestStarted:
-				started = append(started, e)
-			case fallback.RequestEnded:
-				ended = append(ended, e)
-			}
-			return ctx
-		})
+		var obs reported.Recorder
 		c := newChain(t, fallback.Config[string, string]{
 			Stages:   stages(pro),
 			Key:      func(in string) string { return in },
-			Observer: obs,
+			Observer: &obs,
 			Default:  func(context.Context, string) (string, bool) { return "default", true },
 		})
 		var wg sync.WaitGroup
@@ -609,6 +598,7 @@ func TestJoinedRequestsAreObserved(t *testing.T) {
 		close(release)
 		wg.Wait()
 
+		started, ended := reported.Of[fallback.RequestStart](&obs), reported.Of[fallback.RequestEnd](&obs)
 		require.Len(t, started, 3)
 		require.Len(t, ended, 3)
 		var shared int
@@ -775,29 +765,7 @@ func TestChaos20PercentOutage(t *testing.T) {
 
 func TestObserverSeesEveryDecision(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var mu sync.Mutex
-		var events []string
-		type key struct{}
-		obs := fallback.ObserverFunc(func(ctx context.Context, e fallback.Event) context.Context {
-			mu.Lock()
-			defer mu.Unlock()
-			s := e.Kind.String()
-			switch e.Kind {
-			case fallback.RequestStarted:
-				events = append(events, s)
-				return context.WithValue(ctx, key{}, "span")
-			case fallback.AttemptStarted:
-				s += fmt.Sprintf(" %s#%d ctx=%v", e.Tier, e.Attempt, ctx.Value(key{}))
-			case fallback.AttemptEnded:
-				s += fmt.Sprintf(" %s#%d %v retry=%v", e.Tier, e.Attempt, e.Verdict.Class, e.Retry)
-			case fallback.StageSkipped:
-				s += fmt.Sprintf(" %s %v", e.Tier, e.Skip)
-			case fallback.RequestEnded:
-				s += fmt.Sprintf(" answered=%v tier=%s degraded=%v calls=%d", e.Answered, e.Tier, e.Degraded, e.UpstreamCalls)
-			}
-			events = append(events, s)
-			return ctx
-		})
+		obs := &decisions{}
 		open := newBreaker(t, breaker.Config{Name: "lite"})
 		open.ForceOpen()
 		pro := newFake("pro", ok("deep"), fails(classify.Transient))
@@ -818,8 +786,50 @@ func TestObserverSeesEveryDecision(t *testing.T) {
 			"attempt_started pro#2 ctx=span",
 			"attempt_ended pro#2 ok retry=false",
 			"request_ended answered=true tier=pro degraded=true calls=2",
-		}, events)
+		}, obs.list)
 	})
+}
+
+// decisions writes down each decision of a chain, with the context the
+// chain passes: RequestStarted adds a value that the attempts must see.
+type decisions struct {
+	fallback.NopObserver
+	mu   sync.Mutex
+	list []string
+}
+
+type spanKey struct{}
+
+func (d *decisions) add(format string, args ...any) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.list = append(d.list, fmt.Sprintf(format, args...))
+}
+
+func (d *decisions) RequestStarted(ctx context.Context, _ fallback.RequestStart) context.Context {
+	d.add("request_started")
+	return context.WithValue(ctx, spanKey{}, "span")
+}
+
+func (d *decisions) AttemptStarted(ctx context.Context, e fallback.AttemptStart) context.Context {
+	d.add("attempt_started %s#%d ctx=%v", e.Stage.Tier, e.Attempt, ctx.Value(spanKey{}))
+	return ctx
+}
+
+func (d *decisions) AttemptEnded(_ context.Context, e fallback.AttemptEnd) {
+	d.add("attempt_ended %s#%d %v retry=%v", e.Stage.Tier, e.Attempt, e.Verdict.Class, e.Retry)
+}
+
+func (d *decisions) TierSkipped(_ context.Context, e fallback.TierSkip) {
+	d.add("tier_skipped %s %v", e.Stage.Tier, e.Skip)
+}
+
+func (d *decisions) RequestEnded(_ context.Context, e fallback.RequestEnd) {
+	tier := ""
+	if e.Stage != nil {
+		tier = e.Stage.Tier
+	}
+	d.add("request_ended answered=%v tier=%s degraded=%v calls=%d", e.Answered, tier, e.Degraded, e.UpstreamCalls)
 }
 
 func TestLatencyMeasuredOnRequest(t *testing.T) {

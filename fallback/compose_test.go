@@ -18,6 +18,7 @@ import (
 	"github.com/tierguard/tierguard/fallback/chaos"
 	"github.com/tierguard/tierguard/fallback/pool"
 	"github.com/tierguard/tierguard/fallback/ratelimit"
+	"github.com/tierguard/tierguard/internal/testbed/reported"
 	"github.com/tierguard/tierguard/retry"
 )
 
@@ -41,15 +42,15 @@ func TestWinningHedgeIsMarked(t *testing.T) {
 			assert.False(t, a[0].Hedge, "pro's own call lost")
 			assert.True(t, a[1].Hedge, "flash answered as the hedge")
 			assert.Equal(t, 1, a[1].N, "the hedge is part of the first attempt")
-			var won []fallback.Event
-			for _, e := range obs.of(fallback.AttemptEnded) {
+			var won []fallback.AttemptEnd
+			for _, e := range reported.Of[fallback.AttemptEnd](&obs) {
 				if e.Verdict.Class == classify.OK {
 					won = append(won, e)
 				}
 			}
 			require.Len(t, won, 1)
 			assert.True(t, won[0].Hedge)
-			assert.Equal(t, "flash", won[0].Tier)
+			assert.Equal(t, "flash", won[0].Stage.Tier)
 			synctest.Wait()
 		})
 	})
@@ -82,7 +83,7 @@ func TestWinningHedgeIsMarked(t *testing.T) {
 			assert.NotEqual(t, slow, fast)
 			assert.True(t, a[1].Hedge)
 			assert.Equal(t, classify.OK, a[1].Verdict.Class)
-			ended := obs.of(fallback.AttemptEnded)
+			ended := reported.Of[fallback.AttemptEnd](&obs)
 			require.Len(t, ended, 2)
 			assert.Equal(t, fast, ended[1].Member)
 			assert.True(t, ended[1].Hedge)
@@ -124,8 +125,7 @@ func TestPoolMemberHedgeHonoursTryTimeout(t *testing.T) {
 }
 
 // A retry that its stage's rate limiter refuses is on the trail
-// (SkipRateLimited after the failure), reaches observers as a StageSkipped
-// event, and the request's error matches ErrLimited.
+// (SkipRateLimited after the failure), reaches observers as a TierSkip, and the request's error matches ErrLimited.
 func TestRetryRefusedByTheLimiterIsTraced(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		pro := newFake("pro", fails(classify.Transient))
@@ -142,7 +142,7 @@ func TestRetryRefusedByTheLimiterIsTraced(t *testing.T) {
 		require.Len(t, a, 2)
 		assert.Equal(t, classify.Transient, a[0].Verdict.Class)
 		assert.Equal(t, fallback.SkipRateLimited, a[1].Skip)
-		skipped := obs.of(fallback.StageSkipped)
+		skipped := reported.Of[fallback.TierSkip](&obs)
 		require.Len(t, skipped, 1)
 		assert.Equal(t, fallback.SkipRateLimited, skipped[0].Skip)
 		var fe *fallback.Error
@@ -186,18 +186,18 @@ func TestLateRepliesAreReported(t *testing.T) {
 				res, err := c.Do(context.Background(), "q")
 				require.NoError(t, err)
 				assert.Equal(t, "flash", res.Tier)
-				assert.Empty(t, obs.of(fallback.LateReply), "pro has not answered yet")
+				assert.Empty(t, reported.Of[fallback.LateReply](&obs), "pro has not answered yet")
 				time.Sleep(2 * time.Second)
 				synctest.Wait()
-				late := obs.of(fallback.LateReply)
+				late := reported.Of[fallback.LateReply](&obs)
 				require.Len(t, late, 1)
-				assert.Equal(t, "pro", late[0].Tier)
+				assert.Equal(t, "pro", late[0].Stage.Tier)
 				assert.Equal(t, 1, late[0].Attempt)
-				assert.True(t, late[0].HasUsage)
-				assert.Equal(t, int64(7), late[0].Usage.InputTokens)
+				assert.True(t, late[0].Reply.HasUsage)
+				assert.Equal(t, int64(7), late[0].Reply.Usage.InputTokens)
 				var inTime int64
-				for _, e := range obs.of(fallback.AttemptEnded) {
-					inTime += e.Usage.InputTokens
+				for _, e := range reported.Of[fallback.AttemptEnd](&obs) {
+					inTime += e.Reply.Usage.InputTokens
 				}
 				assert.Equal(t, int64(3), inTime, "flash's reply rode its attempt; pro's is not counted twice")
 			})
@@ -219,8 +219,8 @@ func trailOf(res fallback.Summary) []string {
 // AttemptEnded's tier, member, hedge, class and usage.
 func observed(obs *events) []string {
 	var out []string
-	for _, e := range obs.of(fallback.AttemptEnded) {
-		out = append(out, fmt.Sprintf("%s/%d member=%s hedge=%v %s tokens=%d", e.Tier, e.Attempt, e.Member, e.Hedge, e.Verdict.Class, e.Usage.InputTokens))
+	for _, e := range reported.Of[fallback.AttemptEnd](obs) {
+		out = append(out, fmt.Sprintf("%s/%d member=%s hedge=%v %s tokens=%d", e.Stage.Tier, e.Attempt, e.Member, e.Hedge, e.Verdict.Class, e.Reply.Usage.InputTokens))
 	}
 	return out
 }

@@ -3,7 +3,6 @@ package fallback_test
 import (
 	"context"
 	"iter"
-	"sync"
 	"testing"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 
 	"github.com/tierguard/tierguard/fallback"
 	"github.com/tierguard/tierguard/fallback/ratelimit"
+	"github.com/tierguard/tierguard/internal/testbed/reported"
 	"github.com/tierguard/tierguard/validate"
 )
 
@@ -33,29 +33,7 @@ func (t describedTier) Endpoint() fallback.Endpoint {
 }
 
 // events records what a chain tells its observers.
-type events struct {
-	mu   sync.Mutex
-	list []fallback.Event
-}
-
-func (e *events) Observe(ctx context.Context, ev fallback.Event) context.Context {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.list = append(e.list, ev)
-	return ctx
-}
-
-func (e *events) of(kind fallback.EventKind) []fallback.Event {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	var out []fallback.Event
-	for _, ev := range e.list {
-		if ev.Kind == kind {
-			out = append(out, ev)
-		}
-	}
-	return out
-}
+type events = reported.Recorder
 
 func TestEndpointNamesTheProvider(t *testing.T) {
 	var obs events
@@ -82,17 +60,20 @@ func TestEndpointNamesTheProvider(t *testing.T) {
 
 	_, err := c.Do(context.Background(), "q")
 	require.NoError(t, err)
-	started := obs.of(fallback.RequestStarted)
+	started := reported.Of[fallback.RequestStart](&obs)
 	require.Len(t, started, 1)
-	assert.Equal(t, "gcp.gemini", started[0].Provider, "the request names the first tier's provider")
-	ended := obs.of(fallback.AttemptEnded)
+	assert.Equal(t, "gcp.gemini", started[0].Chain.Stages[0].Provider, "the request names the first tier's provider")
+	assert.Equal(t, info, started[0].Chain.Stages, "the chain's stages, as Stages describes them")
+	ended := reported.Of[fallback.AttemptEnd](&obs)
 	require.Len(t, ended, 1)
 	ev := ended[0]
-	assert.Equal(t, "gcp.gemini", ev.Provider)
-	assert.False(t, ev.Stream)
-	require.True(t, ev.HasUsage)
-	assert.Equal(t, fallback.Usage{InputTokens: 10, OutputTokens: 1, CacheReadInputTokens: 4, ReasoningOutputTokens: 1}, ev.Usage)
-	assert.Equal(t, fallback.ResponseInfo{ID: "resp-q", Model: "gemini-2.5-pro-001", FinishReason: "STOP"}, ev.Response)
+	assert.Equal(t, "gcp.gemini", ev.Stage.Provider)
+	assert.Equal(t, "generativelanguage.googleapis.com", ev.Stage.Address)
+	assert.Same(t, &started[0].Chain.Stages[0], ev.Stage, "an attempt points to its stage's description")
+	assert.False(t, ev.Stage.Stream)
+	require.True(t, ev.Reply.HasUsage)
+	assert.Equal(t, fallback.Usage{InputTokens: 10, OutputTokens: 1, CacheReadInputTokens: 4, ReasoningOutputTokens: 1}, ev.Reply.Usage)
+	assert.Equal(t, fallback.ResponseInfo{ID: "resp-q", Model: "gemini-2.5-pro-001", FinishReason: "STOP"}, ev.Reply.Response)
 }
 
 // TestWrappedTiersKeepTheEndpoint: the chain finds the endpoint of a tier
@@ -129,13 +110,13 @@ func TestRejectedAnswerReportsUsage(t *testing.T) {
 	res, err := c.Do(context.Background(), "abc")
 	require.NoError(t, err)
 	assert.Equal(t, "flash", res.Tier)
-	ended := obs.of(fallback.AttemptEnded)
+	ended := reported.Of[fallback.AttemptEnd](&obs)
 	require.Len(t, ended, 2)
 	assert.Error(t, ended[0].Err)
-	require.True(t, ended[0].HasUsage)
-	assert.Equal(t, int64(3), ended[0].Usage.OutputTokens)
-	assert.Equal(t, "resp-abc", ended[0].Response.ID)
-	assert.False(t, ended[1].HasUsage, "flash reports no usage")
+	require.True(t, ended[0].Reply.HasUsage)
+	assert.Equal(t, int64(3), ended[0].Reply.Usage.OutputTokens)
+	assert.Equal(t, "resp-abc", ended[0].Reply.Response.ID)
+	assert.False(t, ended[1].Reply.HasUsage, "flash reports no usage")
 }
 
 // streamTier streams its chunks and describes them.
@@ -172,21 +153,26 @@ func TestStreamEventsAreMarked(t *testing.T) {
 	assert.Equal(t, "openai", info[0].Provider)
 	for range sc.Stream(context.Background(), "q").Chunks() {
 	}
-	obs.mu.Lock()
-	for _, ev := range obs.list {
-		assert.True(t, ev.Stream, "%s", ev.Kind)
+	for _, ev := range reported.Of[fallback.RequestStart](&obs) {
+		assert.True(t, ev.Chain.Stream)
 	}
-	obs.mu.Unlock()
-	ended := obs.of(fallback.AttemptEnded)
+	for _, ev := range reported.Of[fallback.AttemptStart](&obs) {
+		assert.True(t, ev.Stage.Stream)
+	}
+	ended := reported.Of[fallback.AttemptEnd](&obs)
 	require.Len(t, ended, 1)
-	assert.Equal(t, fallback.ResponseInfo{ID: "chatcmpl-1", Model: "gpt-x-2025", FinishReason: "stop"}, ended[0].Response,
+	assert.True(t, ended[0].Stage.Stream)
+	assert.Equal(t, fallback.ResponseInfo{ID: "chatcmpl-1", Model: "gpt-x-2025", FinishReason: "stop"}, ended[0].Reply.Response,
 		"the stream's report, with its finish reason")
-	assert.Len(t, obs.of(fallback.FirstChunkReceived), 1)
-	chunks := obs.of(fallback.ChunkReceived)
+	assert.Len(t, reported.Of[fallback.FirstChunk](&obs), 1)
+	chunks := reported.Of[fallback.NextChunk](&obs)
 	assert.Len(t, chunks, 2, "one event per chunk after the first")
 	for _, ev := range chunks {
 		assert.GreaterOrEqual(t, ev.Latency, time.Duration(0))
-		assert.Equal(t, "pro", ev.Tier)
+		assert.Equal(t, "pro", ev.Stage.Tier)
+		assert.True(t, ev.Stage.Stream)
 	}
-	assert.Equal(t, "chunk_received", fallback.ChunkReceived.String())
+	for _, ev := range reported.Of[fallback.RequestEnd](&obs) {
+		assert.True(t, ev.Chain.Stream)
+	}
 }

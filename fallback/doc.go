@@ -75,6 +75,18 @@
 // reports (one each, a stage whose tier turned out plain making no record
 // when nothing listens). It reads the clock only where a decision needs it
 // (once per attempt when the request has a deadline, once per limit). Result carries the answer, its source, the tier, whether it is degraded,
-// the upstream calls made and the trail of attempts. An Observer (see
-// package otelx) sees every decision.
+// the upstream calls made and the trail of attempts.
+//
+// An Observer sees every decision, as typed events: one method per kind
+// of event (RequestStarted, AttemptStarted, AttemptEnded, TierSkipped,
+// LocalAnswered, RequestEnded, FirstChunkReceived, ChunkReceived,
+// LateReplyReceived), each with a type that holds only what that kind has
+// (RequestStart, AttemptStart, AttemptEnd, TierSkip, LocalAnswer,
+// RequestEnd, FirstChunk, NextChunk, LateReply). What is constant about a
+// stage travels as a pointer to the chain's StageInfo, built once, so an
+// event copies no names. An observer embeds NopObserver and implements the
+// events it handles; Observers combines several. Observing costs no
+// allocation of its own: the events are passed by value on the request's
+// goroutine. Package otelx exports them as metrics, spans and logs;
+// package spend turns them into a cost ledger.
 package fallback

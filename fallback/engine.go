@@ -3,6 +3,8 @@ package fallback
 import (
 	"context"
 	"errors"
+	"reflect"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -35,6 +37,9 @@ type engine struct {
 	stream       bool
 	epoch        time.Time
 	observer     observerSlot
+	// info describes the chain for its events; each stage's info points
+	// into its Stages.
+	info ChainInfo
 
 	counters detach.Counters
 }
@@ -65,6 +70,9 @@ type stage struct {
 	// plain is set once a success of the tier named no member: its calls
 	// need no record when nothing else listens (see request.listens).
 	plain atomic.Bool
+	// info describes the stage for its events: built once, it travels
+	// with each of them as a pointer.
+	info *StageInfo
 }
 
 func newEngine(kind string, sh shared, specs []stageSpec) (*engine, error) {
@@ -73,7 +81,7 @@ func newEngine(kind string, sh shared, specs []stageSpec) (*engine, error) {
 	}
 	e := &engine{
 		op: cmpOr(sh.op, "generate_content"), stages: make([]stage, len(specs)), total: sh.total,
-		table: classify.DefaultTable(), catalog: sh.catalog,
+		table: classify.DefaultTable(), catalog: nilCatalog(sh.catalog),
 		quotaPark: cmpOr(sh.quotaPark, defaultQuotaCooldown), maxQuotaPark: cmpOr(sh.maxQuotaPark, defaultMaxQuotaCooldown),
 		retirePark: cmpOr(sh.retirePark, defaultRetiredRecheck), abandonAfter: sh.abandonAfter, measure: sh.measure,
 		stream: sh.stream, epoch: time.Now(),
@@ -105,10 +113,26 @@ func newEngine(kind string, sh shared, specs []stageSpec) (*engine, error) {
 		}
 		st.need.Init(st.try.MinUseful, st.try.Cap)
 	}
+	e.info = ChainInfo{Operation: e.op, Stream: e.stream, Stages: make([]StageInfo, len(e.stages))}
+	for i := range e.stages {
+		st := &e.stages[i]
+		e.info.Stages[i] = StageInfo{Operation: e.op, Tier: st.name, TierIndex: i, Model: st.model, Provider: st.provider,
+			Address: st.address, Port: st.port, Stream: e.stream, Breaker: st.breaker, Bulkhead: st.bulkhead}
+		st.info = &e.info.Stages[i]
+	}
 	if sh.observer != nil {
 		e.observer.add(sh.observer)
 	}
 	return e, nil
+}
+
+// nilCatalog makes a nil pointer in the Catalog interface (an optional
+// *catalog.Catalog left unset) the absence of a catalog it means.
+func nilCatalog(c Catalog) Catalog {
+	if v := reflect.ValueOf(c); c == nil || v.Kind() == reflect.Pointer && v.IsNil() {
+		return nil
+	}
+	return c
 }
 
 func cmpOr[T comparable](v, def T) T {
@@ -157,8 +181,9 @@ func (b base[In]) Observe(o Observer) (remove func()) { return b.observer.add(o)
 // Operation returns the chain's operation name.
 func (b base[In]) Operation() string { return b.op }
 
-// Stages describes the chain's stages, in order.
-func (b base[In]) Stages() []StageInfo { return b.stageInfo() }
+// Stages describes the chain's stages, in order: a copy of what the
+// chain's events point to.
+func (b base[In]) Stages() []StageInfo { return slices.Clone(b.info.Stages) }
 
 // Stats returns the chain's running figures.
 func (b base[In]) Stats() Stats {
@@ -175,8 +200,12 @@ func (b base[In]) modelFor(i int, in In) string {
 	return b.stages[i].model
 }
 
-// StageInfo describes one compiled stage, for instrumentation.
+// StageInfo describes one compiled stage, for instrumentation: what is
+// constant about every event of the stage. The chain's events point to
+// the chain's own, which must not be modified.
 type StageInfo struct {
+	// Operation is the chain's Config.Operation.
+	Operation string
 	// Tier is the tier's name and TierIndex its position in the chain.
 	Tier      string
 	TierIndex int
@@ -193,16 +222,6 @@ type StageInfo struct {
 	// Breaker and Bulkhead are the stage's guards; nil when absent.
 	Breaker  *breaker.Breaker
 	Bulkhead *bulkhead.Bulkhead
-}
-
-func (e *engine) stageInfo() []StageInfo {
-	out := make([]StageInfo, len(e.stages))
-	for i := range e.stages {
-		st := &e.stages[i]
-		out[i] = StageInfo{Tier: st.name, TierIndex: i, Model: st.model, Provider: st.provider, Address: st.address, Port: st.port,
-			Stream: e.stream, Breaker: st.breaker, Bulkhead: st.bulkhead}
-	}
-	return out
 }
 
 // Stats are a chain's running figures.
@@ -272,7 +291,7 @@ func (e *engine) beginAs(ctx context.Context, r *request, shared bool) {
 		r.start = e.now()
 	}
 	if o != nil {
-		r.ctx = o.Observe(ctx, Event{Kind: RequestStarted, Operation: e.op, TierIndex: -1, Model: e.stages[0].model, Provider: e.stages[0].provider, Stream: e.stream, Shared: shared})
+		r.ctx = o.RequestStarted(ctx, RequestStart{Chain: &e.info, Shared: shared})
 	}
 }
 
@@ -603,13 +622,17 @@ func succeeded(st *stage) {
 	}
 }
 
-// event builds a stage's event.
-func (e *engine) event(r *request, kind EventKind, st *stage, model string, n int) Event {
-	ev := Event{Kind: kind, Operation: e.op, Stream: e.stream, Tier: st.name, TierIndex: st.index, Model: model, Provider: st.provider, Attempt: n, Remaining: r.budget.Remaining(), Member: r.member}
+// breakerState is st's breaker state for its events; zero without one.
+func breakerState(st *stage) breaker.State {
 	if st.breaker != nil {
-		ev.Breaker, ev.HasBreaker = st.breaker.State(), true
+		return st.breaker.State()
 	}
-	return ev
+	return 0
+}
+
+// event builds the end of attempt n on st, with what every end has.
+func (e *engine) event(r *request, st *stage, model string, n int) AttemptEnd {
+	return AttemptEnd{Stage: st.info, Model: model, Attempt: n, Member: r.member, Breaker: breakerState(st), Remaining: r.budget.Remaining()}
 }
 
 // attemptStarted reports an attempt about to start and returns the
@@ -618,9 +641,10 @@ func (e *engine) attemptStarted(r *request, st *stage, model string, n int) cont
 	if r.obs == nil {
 		return r.ctx
 	}
-	ev := e.event(r, AttemptStarted, st, model, n)
-	ev.QueueWait, r.queueWait = r.queueWait, 0
-	return r.obs.Observe(r.ctx, ev)
+	ev := AttemptStart{Stage: st.info, Model: model, Attempt: n, Member: r.member, Breaker: breakerState(st),
+		Remaining: r.budget.Remaining(), QueueWait: r.queueWait}
+	r.queueWait = 0
+	return r.obs.AttemptStarted(r.ctx, ev)
 }
 
 // skip records a tier passed over and returns its verdict.
@@ -631,10 +655,9 @@ func (e *engine) skip(r *request, st *stage, model string, why Skip, err error) 
 	}
 	r.sum.record(Attempt{Tier: st.name, TierIndex: st.index, Model: model, Skip: why, Verdict: v, Err: err})
 	if r.obs != nil {
-		ev := e.event(r, StageSkipped, st, model, 0)
-		ev.Skip, ev.Verdict, ev.Err, ev.Route = why, v, err, e.table.Action(v.Class).Route
-		ev.QueueWait, r.queueWait = r.queueWait, 0
-		r.obs.Observe(r.ctx, ev)
+		r.obs.TierSkipped(r.ctx, TierSkip{Stage: st.info, Model: model, Skip: why, Verdict: v, Err: err, Route: e.table.Action(v.Class).Route,
+			Breaker: breakerState(st), Remaining: r.budget.Remaining(), QueueWait: r.queueWait})
+		r.queueWait = 0
 	}
 	return v
 }
@@ -648,9 +671,9 @@ func (e *engine) answered(r *request, st *stage, model string, n int, latency ti
 	}
 	r.sum.record(Attempt{Tier: st.name, TierIndex: st.index, Model: model, N: n, Latency: latency, Member: r.member, Hedge: hedge})
 	if r.obs != nil {
-		ev := e.event(r, AttemptEnded, st, model, n)
-		ev.Latency, ev.Usage, ev.HasUsage, ev.Response, ev.Hedge, ev.LimitWait = latency, d.Usage, d.HasUsage, d.Response, hedge, r.limitWait
-		r.obs.Observe(r.ctx, ev)
+		ev := e.event(r, st, model, n)
+		ev.Latency, ev.Reply, ev.Hedge, ev.LimitWait = latency, *d, hedge, r.limitWait
+		r.obs.AttemptEnded(r.ctx, ev)
 	}
 }
 
@@ -658,11 +681,11 @@ func (e *engine) answered(r *request, st *stage, model string, n int, latency ti
 func (e *engine) attemptFailed(r *request, st *stage, model string, n int, latency time.Duration, v classify.Verdict, d decision, err error, desc *Reply) {
 	r.sum.record(Attempt{Tier: st.name, TierIndex: st.index, Model: model, N: n, Verdict: v, Latency: latency, Wait: d.wait, Err: err, Member: r.member})
 	if r.obs != nil {
-		ev := e.event(r, AttemptEnded, st, model, n)
+		ev := e.event(r, st, model, n)
 		ev.Verdict, ev.Latency, ev.Err = v, latency, err
 		ev.Retry, ev.Wait, ev.Stop, ev.Route = d.retry, d.wait, d.stop, d.route
-		ev.Usage, ev.HasUsage, ev.Response, ev.LimitWait = desc.Usage, desc.HasUsage, desc.Response, r.limitWait
-		r.obs.Observe(r.ctx, ev)
+		ev.Reply, ev.LimitWait = *desc, r.limitWait
+		r.obs.AttemptEnded(r.ctx, ev)
 	}
 }
 
@@ -675,7 +698,7 @@ func (e *engine) answeredBy(r *request, st *stage, degraded bool) {
 func (e *engine) localAnswered(r *request, src Source, hit string) {
 	r.sum.Source, r.sum.Tier, r.sum.TierIndex, r.sum.Degraded, r.sum.CacheHit = src, "", -1, true, hit
 	if r.obs != nil {
-		r.obs.Observe(r.ctx, Event{Kind: LocalAnswered, Operation: e.op, Stream: e.stream, TierIndex: -1, Source: src, CacheHit: hit, Degraded: true, UpstreamCalls: r.sum.UpstreamCalls})
+		r.obs.LocalAnswered(r.ctx, LocalAnswer{Chain: &e.info, Source: src, CacheHit: hit, UpstreamCalls: r.sum.UpstreamCalls})
 	}
 }
 
@@ -710,10 +733,14 @@ func (e *engine) end(r *request, err error, v classify.Verdict, chunks int) {
 		// request ends as its starter did; the calls made are its cost.
 		sum, err, v = &f.sum, f.err, f.cause
 	}
-	r.obs.Observe(r.ctx, Event{
-		Kind: RequestEnded, Operation: e.op, Stream: e.stream, TierIndex: sum.TierIndex, Tier: sum.Tier,
-		Verdict: v, Source: sum.Source, CacheHit: sum.CacheHit, Degraded: sum.Degraded, UpstreamCalls: r.sum.UpstreamCalls,
-		Answered: err == nil, Remaining: r.budget.Remaining(), Latency: e.now() - r.start, Err: err,
+	var st *StageInfo
+	if i := sum.TierIndex; i >= 0 && i < len(e.info.Stages) {
+		st = &e.info.Stages[i]
+	}
+	r.obs.RequestEnded(r.ctx, RequestEnd{
+		Chain: &e.info, Stage: st, Answered: err == nil, Verdict: v, Err: err,
+		Source: sum.Source, CacheHit: sum.CacheHit, Degraded: sum.Degraded, UpstreamCalls: r.sum.UpstreamCalls,
+		Remaining: r.budget.Remaining(), Latency: e.now() - r.start,
 		Chunks: chunks, Incomplete: errors.Is(err, ErrIncomplete), Shared: r.shared,
 	})
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/tierguard/tierguard/breaker"
 	"github.com/tierguard/tierguard/classify"
 	"github.com/tierguard/tierguard/fallback"
+	"github.com/tierguard/tierguard/internal/testbed/reported"
 	"github.com/tierguard/tierguard/retry"
 )
 
@@ -122,16 +123,8 @@ func TestGoexitEndsTheObservedRequest(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				var mu sync.Mutex
-				var ends []fallback.Event
-				cfg.Observer = fallback.ObserverFunc(func(ctx context.Context, e fallback.Event) context.Context {
-					if e.Kind == fallback.RequestEnded {
-						mu.Lock()
-						ends = append(ends, e)
-						mu.Unlock()
-					}
-					return ctx
-				})
+				var obs reported.Recorder
+				cfg.Observer = &obs
 				cfg.Stages = stages(fallback.Tier("pro", func(context.Context, string) (string, error) {
 					runtime.Goexit()
 					return "never", nil
@@ -144,8 +137,7 @@ func TestGoexitEndsTheObservedRequest(t *testing.T) {
 				}()
 				<-ended
 				synctest.Wait()
-				mu.Lock()
-				defer mu.Unlock()
+				ends := reported.Of[fallback.RequestEnd](&obs)
 				require.Len(t, ends, 1)
 				var pe *fallback.PanicError
 				require.ErrorAs(t, ends[0].Err, &pe)

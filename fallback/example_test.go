@@ -141,13 +141,8 @@ func ExampleReport() {
 		return "an answer", nil
 	})
 	chain, err := fallback.New(fallback.Config[string, string]{
-		Stages: []fallback.Stage[string, string]{{Tier: fallback.MapTier(pro, func(s string) string { return s })}},
-		Observer: fallback.ObserverFunc(func(ctx context.Context, e fallback.Event) context.Context {
-			if e.Kind == fallback.AttemptEnded {
-				fmt.Println(e.Tier, e.Usage.InputTokens, e.Usage.OutputTokens, e.Response.Model)
-			}
-			return ctx
-		}),
+		Stages:   []fallback.Stage[string, string]{{Tier: fallback.MapTier(pro, func(s string) string { return s })}},
+		Observer: usagePrinter{},
 	})
 	if err != nil {
 		panic(err)
@@ -155,6 +150,63 @@ func ExampleReport() {
 	_, _ = chain.Do(context.Background(), "q")
 	// Output:
 	// pro 120 30 gemini-2.5-pro-001
+}
+
+// usagePrinter prints what each attempt reported. It embeds
+// fallback.NopObserver and handles only the events it needs: the others
+// cost nothing.
+type usagePrinter struct{ fallback.NopObserver }
+
+func (usagePrinter) AttemptEnded(_ context.Context, e fallback.AttemptEnd) {
+	u := e.Reply.Usage
+	fmt.Println(e.Stage.Tier, u.InputTokens, u.OutputTokens, e.Reply.Response.Model)
+}
+
+// attemptLogger is an observer that handles AttemptEnded only: one line
+// per upstream call, with its outcome and what follows it.
+type attemptLogger struct{ fallback.NopObserver }
+
+func (attemptLogger) AttemptEnded(_ context.Context, e fallback.AttemptEnd) {
+	switch {
+	case e.Verdict.Class == classify.OK:
+		fmt.Printf("%s #%d answered\n", e.Stage.Tier, e.Attempt)
+	case e.Retry:
+		fmt.Printf("%s #%d %s, retrying\n", e.Stage.Tier, e.Attempt, e.Verdict.Class)
+	default:
+		fmt.Printf("%s #%d %s, %s\n", e.Stage.Tier, e.Attempt, e.Verdict.Class, e.Route)
+	}
+}
+
+// An observer embeds NopObserver and implements the methods of the events
+// it handles; here, only the end of each attempt.
+func ExampleObserver() {
+	calls := 0
+	pro := fallback.Tier("pro", func(ctx context.Context, q string) (string, error) {
+		return "", errOverloaded
+	})
+	flash := fallback.Tier("flash", func(ctx context.Context, q string) (string, error) {
+		if calls++; calls == 1 {
+			return "", errOverloaded
+		}
+		return "an answer", nil
+	})
+	chain, err := fallback.New(fallback.Config[string, string]{
+		Stages: []fallback.Stage[string, string]{
+			{Tier: pro, Retry: retry.Policy{MaxAttempts: 1}},
+			{Tier: flash, Retry: retry.Policy{MaxAttempts: 2, BaseDelay: time.Millisecond}},
+		},
+		Observer: attemptLogger{},
+	})
+	if err != nil {
+		panic(err)
+	}
+	res, _ := chain.Do(context.Background(), "q")
+	fmt.Println(res.Value)
+	// Output:
+	// pro #1 transient, next_tier
+	// flash #1 transient, retrying
+	// flash #2 answered
+	// an answer
 }
 
 // Who a request is for is set once, where it enters the service; the

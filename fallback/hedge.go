@@ -146,11 +146,15 @@ func (e *engine) hedgeEnded(r *request, st *stage, model string, n int, he *hedg
 	}
 	r.sum.record(a)
 	if r.obs != nil {
-		ev := e.event(r, AttemptEnded, he.stage, a.Model, n)
-		ev.Tier, ev.TierIndex, ev.Member, ev.Hedge = a.Tier, a.TierIndex, a.Member, a.Hedge
+		on := he.stage
+		if he.won {
+			on = st
+		}
+		ev := e.event(r, on, a.Model, n)
+		ev.Member, ev.Hedge = a.Member, a.Hedge
 		ev.Verdict, ev.Latency, ev.Err = a.Verdict, a.Latency, a.Err
-		ev.Usage, ev.HasUsage, ev.Response = reply.Usage, reply.HasUsage, reply.Response
-		r.obs.Observe(r.ctx, ev)
+		ev.Reply = reply
+		r.obs.AttemptEnded(r.ctx, ev)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/tierguard/tierguard/classify"
 	"github.com/tierguard/tierguard/fallback"
+	"github.com/tierguard/tierguard/internal/testbed/reported"
 )
 
 type reply struct {
@@ -41,10 +42,10 @@ func TestMapTier(t *testing.T) {
 	require.NoError(t, err)
 	_, err = c.Do(context.Background(), "abcdef")
 	require.NoError(t, err)
-	ended := obs.of(fallback.AttemptEnded)
+	ended := reported.Of[fallback.AttemptEnd](&obs)
 	require.Len(t, ended, 1)
-	assert.True(t, ended[0].HasUsage)
-	assert.Equal(t, int64(6), ended[0].Usage.OutputTokens)
+	assert.True(t, ended[0].Reply.HasUsage)
+	assert.Equal(t, int64(6), ended[0].Reply.Usage.OutputTokens)
 }
 
 // A stage's own classifier classifies its tier's errors.

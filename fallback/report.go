@@ -30,8 +30,8 @@ type Reply struct {
 // Because the report travels in the context, it reaches the chain through
 // any number of wrappers (pools, chaos faults, mappings) that pass their
 // context on. A reply that arrives while the chain waits for its call is
-// part of that attempt (Event.Usage on AttemptEnded); one that arrives
-// later is reported on its own, as a LateReply event, so that every billed
+// part of that attempt (AttemptEnd.Reply); one that arrives later is
+// reported on its own, as a LateReply, so that every billed
 // response is counted exactly once. Outside a chain, or when nothing
 // listens to the chain, Report does nothing. It is safe to call from any
 // goroutine.
@@ -349,8 +349,5 @@ func (e *engine) late(c *Record, r Reply) {
 	if c.obs == nil {
 		return
 	}
-	ev := Event{Kind: LateReply, Operation: e.op, Stream: e.stream, Tier: c.st.name, TierIndex: c.st.index, Model: c.model,
-		Provider: c.st.provider, Attempt: c.n, Member: c.CurrentMember(), Hedge: c.hedge,
-		Usage: r.Usage, HasUsage: r.HasUsage, Response: r.Response}
-	c.obs.Observe(c.reqCtx, ev)
+	c.obs.LateReplyReceived(c.reqCtx, LateReply{Stage: c.st.info, Model: c.model, Attempt: c.n, Member: c.CurrentMember(), Hedge: c.hedge, Reply: r})
 }

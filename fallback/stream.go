@@ -156,7 +156,7 @@ type StreamConfig[In, Chunk any] struct {
 	// contradict what was shown. Without it a broken stream ends with an
 	// *IncompleteError.
 	Continue func(in In, partial string) (In, bool)
-	// Observer receives every decision.
+	// Observer receives the chain's events; see also StreamChain.Observe.
 	Observer Observer
 	// AbandonAfter is as in Config: with it, each stream is read on its own
 	// goroutine, and a tier that ignores its context is abandoned that long
@@ -477,13 +477,11 @@ func (p *pump[In, Chunk]) run(in In) (ie *IncompleteError, done bool) {
 	if res.Chunks == 0 {
 		res.TimeToFirstChunk = c.now() - r.start
 	}
-	// last is when the latest chunk arrived, for ChunkReceived events.
+	// last is when the latest chunk arrived, for NextChunk events.
 	var last time.Duration
 	if r.obs != nil {
-		ev := c.event(r, FirstChunkReceived, st, p.model, p.n)
 		last = c.now()
-		ev.Latency = last - op.start
-		r.obs.Observe(r.ctx, ev)
+		r.obs.FirstChunkReceived(r.ctx, FirstChunk{Stage: st.info, Model: p.model, Attempt: p.n, Member: r.member, Latency: last - op.start})
 	}
 	// d is what the stream said about its response, for observers; the
 	// usage comes from the tier's Report.
@@ -551,9 +549,8 @@ func (p *pump[In, Chunk]) relay(rl *relayed, last time.Duration) (stopped bool) 
 			}
 			if r.obs != nil {
 				now := c.now()
-				ev := c.event(r, ChunkReceived, st, p.model, p.n)
-				ev.Latency, last = now-last, now
-				r.obs.Observe(r.ctx, ev)
+				r.obs.ChunkReceived(r.ctx, NextChunk{Stage: st.info, Model: p.model, Attempt: p.n, Latency: now - last})
+				last = now
 			}
 		}
 		info := tier.Inspect(ch)
@@ -644,10 +641,10 @@ func (p *pump[In, Chunk]) ended(chunks int, v classify.Verdict, err error, incom
 	}
 	r.sum.record(Attempt{Tier: p.st.name, TierIndex: p.st.index, Model: p.model, N: p.n, Verdict: v, Latency: latency, Err: err})
 	if r.obs != nil {
-		ev := p.c.event(r, AttemptEnded, p.st, p.model, p.n)
+		ev := p.c.event(r, p.st, p.model, p.n)
 		ev.Verdict, ev.Latency, ev.Err, ev.Chunks, ev.Incomplete = v, latency, err, chunks, incomplete
-		ev.Usage, ev.HasUsage, ev.Response = d.Usage, d.HasUsage, d.Response
-		r.obs.Observe(r.ctx, ev)
+		ev.Reply = *d
+		r.obs.AttemptEnded(r.ctx, ev)
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/tierguard/tierguard/classify"
 	"github.com/tierguard/tierguard/deadline"
 	"github.com/tierguard/tierguard/fallback"
+	"github.com/tierguard/tierguard/internal/testbed/reported"
 	"github.com/tierguard/tierguard/retry"
 	"github.com/tierguard/tierguard/validate"
 )
@@ -386,21 +387,17 @@ func TestStreamPanicReleasesGuards(t *testing.T) {
 }
 
 func TestStreamObserverEvents(t *testing.T) {
-	var kinds []string
-	obs := fallback.ObserverFunc(func(ctx context.Context, e fallback.Event) context.Context {
-		s := e.Kind.String()
-		if e.Kind == fallback.AttemptEnded {
-			s += map[bool]string{true: " incomplete", false: " complete"}[e.Incomplete]
-		}
-		kinds = append(kinds, s)
-		return ctx
-	})
+	var obs reported.Recorder
 	pro := &streamFake{name: "pro", def: streamScript{chunks: words("a", "b"), after: io.ErrUnexpectedEOF}}
-	c := newStreamChain(t, fallback.StreamConfig[string, chunk]{Stages: []fallback.StreamStage[string, chunk]{{Tier: pro.tier()}}, Observer: obs})
+	c := newStreamChain(t, fallback.StreamConfig[string, chunk]{Stages: []fallback.StreamStage[string, chunk]{{Tier: pro.tier()}}, Observer: &obs})
 	_, err := collect(c.Stream(context.Background(), "q"))
 	require.Error(t, err)
-	assert.Equal(t, []string{"request_started", "attempt_started", "first_chunk_received", "chunk_received", "attempt_ended incomplete", "request_ended"}, kinds,
+	assert.Equal(t, []string{"request_started", "attempt_started", "first_chunk_received", "chunk_received", "attempt_ended", "request_ended"}, obs.Names(),
 		"the second chunk is timed on its own")
+	ended := reported.Of[fallback.AttemptEnd](&obs)
+	require.Len(t, ended, 1)
+	assert.True(t, ended[0].Incomplete)
+	assert.Equal(t, 2, ended[0].Chunks)
 }
 
 func TestStreamInvalidConfig(t *testing.T) {
@@ -457,23 +454,20 @@ func (u usageTier) Stream(ctx context.Context, in string) iter.Seq2[chunk, error
 
 func TestStreamReportsUsageAndDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var got fallback.Usage
-		obs := fallback.ObserverFunc(func(ctx context.Context, e fallback.Event) context.Context {
-			if e.Kind == fallback.AttemptEnded && e.HasUsage {
-				got = e.Usage
-			}
-			return ctx
-		})
+		var obs reported.Recorder
 		pro := &streamFake{name: "pro", def: streamScript{chunks: words("a", "b"), finishing: true}}
 		c := newStreamChain(t, fallback.StreamConfig[string, chunk]{
-			Stages: []fallback.StreamStage[string, chunk]{{Tier: usageTier{pro.tier()}}}, Observer: obs, Total: 5 * time.Second,
+			Stages: []fallback.StreamStage[string, chunk]{{Tier: usageTier{pro.tier()}}}, Observer: &obs, Total: 5 * time.Second,
 		})
 		s := c.Stream(context.Background(), "q")
 		_, has := s.Result().Deadline()
 		assert.False(t, has, "no deadline before the iteration starts the Total")
 		_, err := collect(s)
 		require.NoError(t, err)
-		assert.Equal(t, fallback.Usage{InputTokens: 7, OutputTokens: 3}, got)
+		ended := reported.Of[fallback.AttemptEnd](&obs)
+		require.Len(t, ended, 1)
+		require.True(t, ended[0].Reply.HasUsage)
+		assert.Equal(t, fallback.Usage{InputTokens: 7, OutputTokens: 3}, ended[0].Reply.Usage)
 		d, has := s.Result().Deadline()
 		require.True(t, has)
 		assert.Equal(t, 5*time.Second, time.Until(d))

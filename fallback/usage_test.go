@@ -10,6 +10,7 @@ import (
 
 	"github.com/tierguard/tierguard/classify"
 	"github.com/tierguard/tierguard/fallback"
+	"github.com/tierguard/tierguard/internal/testbed/reported"
 	"github.com/tierguard/tierguard/validate"
 )
 
@@ -58,15 +59,14 @@ func TestFailedAttemptsReportUsage(t *testing.T) {
 		usage    fallback.Usage
 		hasUsage bool
 	}
-	var got []seen
-	chain.Observe(fallback.ObserverFunc(func(ctx context.Context, e fallback.Event) context.Context {
-		if e.Kind == fallback.AttemptEnded {
-			got = append(got, seen{e.Tier, e.Verdict.Class, e.Usage, e.HasUsage})
-		}
-		return ctx
-	}))
+	var obs reported.Recorder
+	chain.Observe(&obs)
 	res, err := chain.Do(context.Background(), "q")
 	require.NoError(t, err)
+	var got []seen
+	for _, e := range reported.Of[fallback.AttemptEnd](&obs) {
+		got = append(got, seen{e.Stage.Tier, e.Verdict.Class, e.Reply.Usage, e.Reply.HasUsage})
+	}
 	assert.Equal(t, "lite", res.Tier)
 	assert.Equal(t, []seen{
 		{"pro", classify.InvalidOutput, rejected.usage, true},

@@ -285,6 +285,8 @@ type opState struct {
 	spanStart []trace.SpanStartOption
 
 	active *attrs
+	// series is active's series of tierguard.active_requests, once made.
+	series atomic.Pointer[activeSeries]
 	cache  [2]*attrs // by degraded
 	def    [2]*attrs // by degraded
 	failed []*attrs  // by class
@@ -325,14 +327,19 @@ func spanName(op, model string) string {
 // registry maps stages and operations to their precomputed state. It is
 // immutable once published; writers copy it under Instrumentation.mu.
 type registry struct {
-	stages    map[stageKey]*stageState
-	ops       map[opKey]*opState
+	stages map[stageKey]*stageState
+	// infos finds the state of a chain's stage calling the stage's own
+	// model by the chain's StageInfo, without hashing the key's names.
+	infos map[*fallback.StageInfo]*stageState
+	ops   map[opKey]*opState
+	// chains finds an operation's state by the chain's ChainInfo.
+	chains    map[*fallback.ChainInfo]*opState
 	endpoints map[endpointKey]endpoint
 	prev      bool
 }
 
 func (r *registry) clone() *registry {
-	c := &registry{stages: maps.Clone(r.stages), ops: maps.Clone(r.ops), endpoints: maps.Clone(r.endpoints), prev: r.prev}
+	c := &registry{stages: maps.Clone(r.stages), infos: maps.Clone(r.infos), ops: maps.Clone(r.ops), chains: maps.Clone(r.chains), endpoints: maps.Clone(r.endpoints), prev: r.prev}
 	return c
 }
 
@@ -383,6 +390,44 @@ func (i *Instrumentation) stage(k stageKey) *stageState {
 	st := reg.stageLocked(k)
 	i.reg.Store(reg)
 	return st
+}
+
+// stageByInfo returns the precomputed state of stage s calling its own
+// model, keyed by s, building it on first use.
+func (i *Instrumentation) stageByInfo(s *fallback.StageInfo) *stageState {
+	if st, ok := i.reg.Load().infos[s]; ok {
+		return st
+	}
+	st := i.stage(keyOf(s, s.Model))
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	reg := i.reg.Load()
+	if _, ok := reg.infos[s]; ok || len(reg.infos) >= maxCached {
+		return st
+	}
+	reg = reg.clone()
+	reg.infos[s] = st
+	i.reg.Store(reg)
+	return st
+}
+
+// opByChain returns the precomputed state of chain c's operation, keyed
+// by c, building it on first use.
+func (i *Instrumentation) opByChain(c *fallback.ChainInfo) *opState {
+	if o, ok := i.reg.Load().chains[c]; ok {
+		return o
+	}
+	o := i.op(opKey{op: c.Operation, stream: c.Stream})
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	reg := i.reg.Load()
+	if _, ok := reg.chains[c]; ok || len(reg.chains) >= maxCached {
+		return o
+	}
+	reg = reg.clone()
+	reg.chains[c] = o
+	i.reg.Store(reg)
+	return o
 }
 
 // op returns k's precomputed state, building it on first use.

@@ -6,8 +6,6 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
-
-	"github.com/tierguard/tierguard/fallback"
 )
 
 // metricCacheHits counts answers from a cache by how it matched: the
@@ -82,11 +80,8 @@ func (c *cacheHits) attrs(op, h string) *attrs {
 
 // cacheHit counts an answer from the cache and marks the request's span
 // with the kind of hit.
-func (i *Instrumentation) cacheHit(ctx context.Context, r *reqState, e *fallback.Event) {
-	if e.Source != fallback.SourceCache {
-		return
-	}
-	a := i.hits.attrs(e.Operation, e.CacheHit)
+func (i *Instrumentation) cacheHit(ctx context.Context, r *reqState, op string, hit string) {
+	a := i.hits.attrs(op, hit)
 	i.hits.counter.Add(ctx, 1, r.add(a)...)
 	if r.span != nil && r.span.IsRecording() {
 		if v, ok := a.set.Value(attrCacheHit); ok {

@@ -10,8 +10,11 @@
 //	defer inst.Close()
 //
 // With nil providers the global ones (otel.GetMeterProvider,
-// otel.GetTracerProvider) are used. Instrumentation is a fallback.Observer,
-// so it can also go in fallback.Config.Observer (then call Watch on the
+// otel.GetTracerProvider) are used. Instrumentation is a fallback.Observer
+// that handles every kind of event (one method per kind: RequestStarted,
+// AttemptStarted, AttemptEnded, TierSkipped, LocalAnswered, RequestEnded,
+// FirstChunkReceived, ChunkReceived, LateReplyReceived), so it can also go
+// in fallback.Config.Observer (then call Watch on the
 // chain for its breakers and bulkheads); WatchBreaker and WatchBulkhead
 // cover guards used on their own, WatchBreakerGroup and WatchBulkheadGroup
 // the members of breaker and bulkhead groups, present and future. Close
@@ -48,7 +51,7 @@
 //	tierguard.request.duration                              Float64Histogram        s             as tierguard.requests
 //	tierguard.request.deadline_remaining                    Float64Histogram        s             as tierguard.requests; requests with a deadline only
 //	tierguard.cache.hits                                    Int64Counter            {hit}         gen_ai.operation.name, tierguard.cache.hit
-//	tierguard.active_requests                               Int64UpDownCounter      {request}     gen_ai.operation.name
+//	tierguard.active_requests                               Int64ObservableUpDown   {request}     gen_ai.operation.name
 //	tierguard.retry.wait                                    Float64Histogram        s             gen_ai.operation.name, tierguard.tier.name, tierguard.class
 //	tierguard.skips                                         Int64Counter            {skip}        gen_ai.operation.name, tierguard.tier.name, tierguard.skip.reason
 //	tierguard.breaker.state                                 Int64ObservableGauge    {state}       tierguard.breaker.name
@@ -90,6 +93,13 @@
 // member's hashed id ("#" and 12 hex digits, never its key), and the
 // breaker state is closed 0, half-open 1, open 2. tierguard.degraded is
 // true for any answer but the first tier's.
+//
+// tierguard.active_requests is read when the metrics are collected, from
+// counters the requests keep as they start and end (two atomic additions
+// per request, not two measurements); with Options.MetricAttributes, past
+// 2000 sets of labels the requests of a new set count in one series with
+// otel.metric.overflow=true, as the SDK does for a synchronous instrument
+// past its cardinality limit.
 //
 // Options.PreviousNames also emits, for one release, the names of the
 // conventions before v0.1.0 with the attributes they had:
@@ -166,8 +176,9 @@
 // # Queue wait
 //
 // For tiers whose bulkhead may queue (bulkhead.Config.MaxWait), the chain
-// measures each request's wait for a slot (fallback.Event.QueueWait): it is
-// the queue_wait of the tier's first attempt or skip in the logs and the
-// tierguard.bulkhead.queue.wait attribute of its attempt span. The
+// measures each request's wait for a slot (fallback.AttemptStart.QueueWait,
+// fallback.TierSkip.QueueWait): it is the queue_wait of the tier's first
+// attempt or skip in the logs and the tierguard.bulkhead.queue.wait
+// attribute of its attempt span. The
 // tierguard.bulkhead.queue.wait histogram comes from the bulkhead itself.
 package otelx

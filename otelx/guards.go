@@ -265,6 +265,7 @@ func (i *Instrumentation) breakerTransition(tr breaker.Transition) {
 // collect reports the watched guards' figures to the observable
 // instruments.
 func (i *Instrumentation) collect(_ context.Context, o metric.Observer) error {
+	i.active.observe(o, i.m.active)
 	w := i.watched.Load()
 	for _, b := range w.breakers {
 		o.ObserveInt64(i.m.breakerState, int64(b.b.State()), b.attrs.obs...)

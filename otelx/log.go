@@ -82,15 +82,15 @@ func (r *reqState) common(b *logBuf, op string, sc trace.SpanContext) {
 	}
 }
 
-// stageLog names the event's tier.
-func stageLog(b *logBuf, e *fallback.Event) {
-	b.add(slog.String("tier", e.Tier))
-	b.add(slog.Int("tier_index", e.TierIndex))
-	if e.Model != "" {
-		b.add(slog.String("model", e.Model))
+// stageLog names the event's tier: stage s, calling model.
+func stageLog(b *logBuf, s *fallback.StageInfo, model string) {
+	b.add(slog.String("tier", s.Tier))
+	b.add(slog.Int("tier_index", s.TierIndex))
+	if model != "" {
+		b.add(slog.String("model", model))
 	}
-	if e.Provider != "" {
-		b.add(slog.String("provider", e.Provider))
+	if s.Provider != "" {
+		b.add(slog.String("provider", s.Provider))
 	}
 }
 

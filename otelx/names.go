@@ -171,7 +171,7 @@ const (
 	attrTGOperation = attribute.Key("tierguard.operation")
 	// attrTier is the tier's name (fallback.ModelTier.Name).
 	attrTier = attribute.Key("tierguard.tier.name")
-	// attrMember is a pool member's hashed id (fallback.Event.Member).
+	// attrMember is a pool member's hashed id (fallback.AttemptEnd.Member).
 	attrMember = attribute.Key("tierguard.pool.member")
 	// attrHedge marks the second call of a hedged attempt.
 	attrHedge = attribute.Key("tierguard.hedge")

@@ -35,14 +35,14 @@ type reqState struct {
 	op      *opState
 	span    trace.Span
 	attempt trace.Span
-	// sc is the request span's context, for log correlation.
-	sc trace.SpanContext
-	// cur is the stage of the current attempt; answered the stage of the
-	// last successful attempt.
+	// cur is the stage of the current attempt, and curInfo the chain's
+	// description of it; answered the stage of the last successful
+	// attempt.
 	cur      *stageState
+	curInfo  *fallback.StageInfo
 	answered *stageState
 	// queueWait is the bulkhead wait the chain measured before the current
-	// attempt (fallback.Event.QueueWait), or -1.
+	// attempt (fallback.AttemptStart.QueueWait), or -1.
 	queueWait time.Duration
 
 	id, tenant, scenario string
@@ -50,6 +50,19 @@ type reqState struct {
 	// extra are the labels copied onto metrics (Options.MetricAttributes);
 	// nil when none.
 	extra []attribute.KeyValue
+	// active is the request's series of tierguard.active_requests, from
+	// its start to its end.
+	active *activeSeries
+}
+
+// spanContext is the context of the span an event is about, for log
+// correlation: the attempt's span sp, or, when nil, the request's span
+// (which r's parent holds), or whatever span the caller's context holds.
+func (r *reqState) spanContext(sp trace.Span) trace.SpanContext {
+	if sp != nil {
+		return sp.SpanContext()
+	}
+	return trace.SpanContextFromContext(r.Context)
 }
 
 // Value answers the request state for its Instrumentation and defers every
@@ -79,43 +92,87 @@ func (r *reqState) merge(a *attrs) attribute.Set {
 	return attribute.NewSet(append(a.set.ToSlice(), r.extra...)...)
 }
 
-// Observe exports one decision of a chain. It implements fallback.Observer:
-// for RequestStarted it returns the request's context with the request
-// span, for AttemptStarted the attempt's context with the attempt span, so
-// that the tier's own spans (its HTTP client's) nest under the attempt.
-func (i *Instrumentation) Observe(ctx context.Context, e fallback.Event) context.Context {
-	if e.Kind == fallback.RequestStarted {
-		if i.closed.Load() {
-			return ctx
-		}
-		return i.requestStarted(ctx, &e)
+// RequestStarted opens the request's span and returns the request's
+// context with it. Instrumentation is a fallback.Observer: every decision
+// of a chain it observes is exported by the method of its event.
+func (i *Instrumentation) RequestStarted(ctx context.Context, e fallback.RequestStart) context.Context {
+	if i.closed.Load() {
+		return ctx
 	}
-	r, _ := ctx.Value(i).(*reqState)
-	if r == nil {
-		if i.closed.Load() {
-			return ctx
-		}
-		r = i.unstarted(ctx, &e)
-	}
-	switch e.Kind {
-	case fallback.AttemptStarted:
+	return i.requestStarted(ctx, &e)
+}
+
+// AttemptStarted opens the attempt's span and returns the attempt's
+// context with it, so that the tier's own spans (its HTTP client's) nest
+// under the attempt.
+func (i *Instrumentation) AttemptStarted(ctx context.Context, e fallback.AttemptStart) context.Context {
+	if r := i.request(ctx, e.Stage.Operation, e.Stage.Stream); r != nil {
 		return i.attemptStarted(ctx, r, &e)
-	case fallback.AttemptEnded:
-		i.attemptEnded(ctx, r, &e)
-	case fallback.StageSkipped:
-		i.stageSkipped(ctx, r, &e)
-	case fallback.LocalAnswered:
-		i.localAnswered(ctx, r, &e)
-	case fallback.RequestEnded:
-		i.requestEnded(ctx, r, &e)
-	case fallback.FirstChunkReceived:
-		i.firstChunk(ctx, r, &e)
-	case fallback.ChunkReceived:
-		i.chunkReceived(ctx, r, &e)
-	case fallback.LateReply:
-		i.lateReply(ctx, r, &e)
 	}
 	return ctx
+}
+
+// AttemptEnded records the attempt's metrics, ends its span and logs it.
+func (i *Instrumentation) AttemptEnded(ctx context.Context, e fallback.AttemptEnd) {
+	if r := i.request(ctx, e.Stage.Operation, e.Stage.Stream); r != nil {
+		i.attemptEnded(ctx, r, &e)
+	}
+}
+
+// TierSkipped counts and logs a skip.
+func (i *Instrumentation) TierSkipped(ctx context.Context, e fallback.TierSkip) {
+	if r := i.request(ctx, e.Stage.Operation, e.Stage.Stream); r != nil {
+		i.stageSkipped(ctx, r, &e)
+	}
+}
+
+// LocalAnswered counts a cache hit and logs a local answer.
+func (i *Instrumentation) LocalAnswered(ctx context.Context, e fallback.LocalAnswer) {
+	if r := i.request(ctx, e.Chain.Operation, e.Chain.Stream); r != nil {
+		i.localAnswered(ctx, r, &e)
+	}
+}
+
+// RequestEnded records the request's metrics, ends its span and logs it.
+func (i *Instrumentation) RequestEnded(ctx context.Context, e fallback.RequestEnd) {
+	if r := i.request(ctx, e.Chain.Operation, e.Chain.Stream); r != nil {
+		i.requestEnded(ctx, r, &e)
+	}
+}
+
+// FirstChunkReceived records a stream's time to first chunk.
+func (i *Instrumentation) FirstChunkReceived(ctx context.Context, e fallback.FirstChunk) {
+	if r := i.request(ctx, e.Stage.Operation, e.Stage.Stream); r != nil {
+		i.firstChunk(ctx, r, &e)
+	}
+}
+
+// ChunkReceived records the time between two chunks of a stream.
+func (i *Instrumentation) ChunkReceived(ctx context.Context, e fallback.NextChunk) {
+	if r := i.request(ctx, e.Stage.Operation, e.Stage.Stream); r != nil {
+		i.chunkReceived(ctx, r, &e)
+	}
+}
+
+// LateReplyReceived counts the tokens of a response the chain stopped
+// waiting for.
+func (i *Instrumentation) LateReplyReceived(ctx context.Context, e fallback.LateReply) {
+	if r := i.request(ctx, e.Stage.Operation, e.Stage.Stream); r != nil {
+		i.lateReply(ctx, r, &e)
+	}
+}
+
+// request returns the state of ctx's request: the one its RequestStarted
+// made, or, for a request this Instrumentation did not see start, one for
+// metrics and logs only; nil once closed.
+func (i *Instrumentation) request(ctx context.Context, op string, stream bool) *reqState {
+	if r, _ := ctx.Value(i).(*reqState); r != nil {
+		return r
+	}
+	if i.closed.Load() {
+		return nil
+	}
+	return i.unstarted(ctx, op, stream)
 }
 
 // readLabels reads the request labels from ctx: its fallback.Request and
@@ -158,36 +215,33 @@ func (i *Instrumentation) readLabels(r *reqState, ctx context.Context) {
 // unstarted builds the state of a request whose RequestStarted this
 // Instrumentation did not see (it was closed, or the events come from
 // elsewhere): metrics and logs only.
-func (i *Instrumentation) unstarted(ctx context.Context, e *fallback.Event) *reqState {
+func (i *Instrumentation) unstarted(ctx context.Context, op string, stream bool) *reqState {
 	r := &reqState{Context: ctx, inst: i, queueWait: -1}
-	r.op = i.op(opKey{op: e.Operation, stream: e.Stream})
-	r.sc = trace.SpanContextFromContext(ctx)
+	r.op = i.op(opKey{op: op, stream: stream})
 	i.readLabels(r, ctx)
 	return r
 }
 
-func (i *Instrumentation) requestStarted(ctx context.Context, e *fallback.Event) context.Context {
+func (i *Instrumentation) requestStarted(ctx context.Context, e *fallback.RequestStart) context.Context {
+	c := e.Chain
 	r := &reqState{inst: i, started: true, queueWait: -1}
-	r.op = i.op(opKey{op: e.Operation, stream: e.Stream})
+	r.op = i.opByChain(c)
 	i.readLabels(r, ctx)
 	if i.traces {
 		ctx, r.span = i.tracer.Start(ctx, r.op.spanName, r.op.spanStart...)
 		if r.span.IsRecording() {
 			i.requestLabels(r)
 		}
-		r.sc = r.span.SpanContext()
-	} else {
-		r.sc = trace.SpanContextFromContext(ctx)
 	}
 	r.Context = ctx
-	i.m.active.Add(r, 1, r.add(r.op.active)...)
+	i.started(r)
 	if i.logEnabled(r, slog.LevelDebug) {
 		var b logBuf
-		r.common(&b, e.Operation, r.sc)
-		if e.Model != "" {
-			b.add(slog.String("model", e.Model))
+		r.common(&b, c.Operation, r.spanContext(nil))
+		if len(c.Stages) > 0 && c.Stages[0].Model != "" {
+			b.add(slog.String("model", c.Stages[0].Model))
 		}
-		if e.Stream {
+		if c.Stream {
 			b.add(slog.Bool("stream", true))
 		}
 		i.logger.LogAttrs(r, slog.LevelDebug, "request started", b.attrs()...)
@@ -216,19 +270,26 @@ func (i *Instrumentation) requestLabels(r *reqState) {
 	}
 }
 
-// stageOf returns the precomputed state of the event's stage, from the
-// request's cache when it is the current one.
-func (i *Instrumentation) stageOf(r *reqState, e *fallback.Event) *stageState {
-	if st := r.cur; st != nil && st.key.index == e.TierIndex && st.key.tier == e.Tier &&
-		st.key.model == e.Model && st.key.provider == e.Provider && st.key.op == e.Operation && st.key.stream == e.Stream {
+// stageOf returns the precomputed state of stage s calling model, from
+// the request's cache when it is the current one.
+func (i *Instrumentation) stageOf(r *reqState, s *fallback.StageInfo, model string) *stageState {
+	if st := r.cur; st != nil && r.curInfo == s && st.key.model == model {
 		return st
 	}
-	return i.stage(stageKey{op: e.Operation, tier: e.Tier, model: e.Model, provider: e.Provider, index: e.TierIndex, stream: e.Stream})
+	if model == s.Model {
+		return i.stageByInfo(s)
+	}
+	return i.stage(keyOf(s, model))
 }
 
-func (i *Instrumentation) attemptStarted(ctx context.Context, r *reqState, e *fallback.Event) context.Context {
-	st := i.stageOf(r, e)
-	r.cur = st
+// keyOf is the key of stage s calling model.
+func keyOf(s *fallback.StageInfo, model string) stageKey {
+	return stageKey{op: s.Operation, tier: s.Tier, model: model, provider: s.Provider, index: s.TierIndex, stream: s.Stream}
+}
+
+func (i *Instrumentation) attemptStarted(ctx context.Context, r *reqState, e *fallback.AttemptStart) context.Context {
+	st := i.stageOf(r, e.Stage, e.Model)
+	r.cur, r.curInfo = st, e.Stage
 	r.queueWait = -1
 	if e.Attempt == 1 && st.waits.Load() {
 		r.queueWait = e.QueueWait
@@ -242,7 +303,7 @@ func (i *Instrumentation) attemptStarted(ctx context.Context, r *reqState, e *fa
 		n := 0
 		kv[n] = attrAttempt.Int(e.Attempt)
 		n++
-		if e.HasBreaker {
+		if e.Stage.Breaker != nil {
 			kv[n] = attrBreakerState.String(e.Breaker.String())
 			n++
 		}
@@ -260,9 +321,9 @@ func (i *Instrumentation) attemptStarted(ctx context.Context, r *reqState, e *fa
 }
 
 // usage adds a billed response's tokens to the usage counters.
-func (i *Instrumentation) usage(ctx context.Context, r *reqState, st *stageState, e *fallback.Event) {
-	u := e.Usage
-	ua := r.add(st.usageAttrs(e.Response.Model))
+func (i *Instrumentation) usage(ctx context.Context, r *reqState, st *stageState, rep *fallback.Reply) {
+	u := rep.Usage
+	ua := r.add(st.usageAttrs(rep.Response.Model))
 	i.m.usageIn.Add(ctx, u.InputTokens, ua...)
 	i.m.usageOut.Add(ctx, u.OutputTokens, ua...)
 	i.m.cacheRead.Add(ctx, u.CacheReadInputTokens, ua...)
@@ -274,17 +335,16 @@ func (i *Instrumentation) usage(ctx context.Context, r *reqState, st *stageState
 // stopped waiting for it (an abandoned call, a hedge that lost): billed
 // all the same. It may run on another goroutine than the request's, so it
 // reads none of the request's moving state.
-func (i *Instrumentation) lateReply(ctx context.Context, r *reqState, e *fallback.Event) {
-	if !e.HasUsage {
+func (i *Instrumentation) lateReply(ctx context.Context, r *reqState, e *fallback.LateReply) {
+	if !e.Reply.HasUsage {
 		return
 	}
-	st := i.stage(stageKey{op: e.Operation, tier: e.Tier, model: e.Model, provider: e.Provider, index: e.TierIndex, stream: e.Stream})
-	i.usage(ctx, r, st, e)
+	i.usage(ctx, r, i.stage(keyOf(e.Stage, e.Model)), &e.Reply)
 }
 
 // validation returns the rule and reason of a rejected answer; a
 // *validate.Error's fields name no part of the answer.
-func validation(e *fallback.Event) (rule, reason string) {
+func validation(e *fallback.AttemptEnd) (rule, reason string) {
 	if e.Err == nil || e.Verdict.Class != classify.InvalidOutput {
 		return "", ""
 	}
@@ -295,8 +355,9 @@ func validation(e *fallback.Event) (rule, reason string) {
 	return "", ""
 }
 
-func (i *Instrumentation) attemptEnded(ctx context.Context, r *reqState, e *fallback.Event) {
-	st := i.stageOf(r, e)
+func (i *Instrumentation) attemptEnded(ctx context.Context, r *reqState, e *fallback.AttemptEnd) {
+	st := i.stageOf(r, e.Stage, e.Model)
+	rep := &e.Reply
 	// A stream its consumer stopped ends without an error but with class
 	// Canceled: not a success.
 	ok := e.Err == nil && e.Verdict.Class == classify.OK
@@ -308,22 +369,22 @@ func (i *Instrumentation) attemptEnded(ctx context.Context, r *reqState, e *fall
 	// committed is set for a stream that delivered chunks: it could not
 	// fall back silently, so no retry decision or route applies.
 	committed := e.Chunks > 0
-	dur := st.dur(cls, e.Response.Model)
+	dur := st.dur(cls, rep.Response.Model)
 	i.m.duration.Record(ctx, e.Latency.Seconds(), r.rec(dur)...)
-	if e.HasUsage {
+	if rep.HasUsage {
 		// Every billed response counts, failures included: a rejected
 		// answer, a partial stream.
-		i.usage(ctx, r, st, e)
+		i.usage(ctx, r, st, rep)
 		dr := r.rec(dur)
-		i.m.opIn.Record(ctx, e.Usage.InputTokens, dr...)
-		i.m.opOut.Record(ctx, e.Usage.OutputTokens, dr...)
+		i.m.opIn.Record(ctx, rep.Usage.InputTokens, dr...)
+		i.m.opOut.Record(ctx, rep.Usage.OutputTokens, dr...)
 	}
 	if p := st.prev; p != nil {
 		if ok {
 			i.m.prevDuration.Record(ctx, e.Latency.Seconds(), r.rec(p.durOK)...)
-			if e.HasUsage {
-				i.m.prevTokens.Record(ctx, e.Usage.InputTokens, r.rec(p.tokIn)...)
-				i.m.prevTokens.Record(ctx, e.Usage.OutputTokens, r.rec(p.tokOut)...)
+			if rep.HasUsage {
+				i.m.prevTokens.Record(ctx, rep.Usage.InputTokens, r.rec(p.tokIn)...)
+				i.m.prevTokens.Record(ctx, rep.Usage.OutputTokens, r.rec(p.tokOut)...)
 			}
 		} else {
 			i.m.prevDuration.Record(ctx, e.Latency.Seconds(), r.rec(p.durErr[cls])...)
@@ -350,10 +411,9 @@ func (i *Instrumentation) attemptEnded(ctx context.Context, r *reqState, e *fall
 	}
 	rule, reason := validation(e)
 
-	asc := r.sc
-	if sp := r.attempt; sp != nil {
+	asp := r.attempt
+	if sp := asp; sp != nil {
 		r.attempt = nil
-		asc = sp.SpanContext()
 		if sp.IsRecording() {
 			i.attemptSpanEnd(sp, e, ok, committed, className, rule, reason)
 		}
@@ -361,7 +421,7 @@ func (i *Instrumentation) attemptEnded(ctx context.Context, r *reqState, e *fall
 	}
 	if !ok && !committed && !e.Retry && e.Route != classify.RouteFailClosed && r.span != nil && r.span.IsRecording() {
 		r.span.AddEvent("tierguard.fallback", trace.WithAttributes(
-			attrTier.String(e.Tier), attrTierIndex.Int(e.TierIndex), attrClass.String(className), attrRoute.String(e.Route.String())))
+			attrTier.String(e.Stage.Tier), attrTierIndex.Int(e.Stage.TierIndex), attrClass.String(className), attrRoute.String(e.Route.String())))
 	}
 
 	level, msg := slog.LevelDebug, "attempt succeeded"
@@ -387,8 +447,9 @@ func (i *Instrumentation) attemptEnded(ctx context.Context, r *reqState, e *fall
 	}
 	if i.logEnabled(ctx, level) {
 		var b logBuf
-		r.common(&b, e.Operation, asc)
-		stageLog(&b, e)
+		asc := r.spanContext(asp)
+		r.common(&b, e.Stage.Operation, asc)
+		stageLog(&b, e.Stage, e.Model)
 		b.add(slog.Int("attempt", e.Attempt))
 		if e.Member != "" {
 			b.add(slog.String("member", e.Member))
@@ -411,19 +472,19 @@ func (i *Instrumentation) attemptEnded(ctx context.Context, r *reqState, e *fall
 			b.add(slog.Int("chunks", e.Chunks))
 			b.add(slog.Bool("incomplete", e.Incomplete))
 		}
-		if e.HasBreaker {
+		if e.Stage.Breaker != nil {
 			b.add(slog.String("circuit", e.Breaker.String()))
 		}
 		if rule != "" {
 			b.add(slog.String("validation_rule", rule))
 			b.add(slog.String("validation_reason", reason))
 		}
-		if e.HasUsage {
-			b.add(slog.Int64("input_tokens", e.Usage.InputTokens))
-			b.add(slog.Int64("output_tokens", e.Usage.OutputTokens))
+		if rep.HasUsage {
+			b.add(slog.Int64("input_tokens", rep.Usage.InputTokens))
+			b.add(slog.Int64("output_tokens", rep.Usage.OutputTokens))
 		}
-		if e.Response.Model != "" {
-			b.add(slog.String("response_model", e.Response.Model))
+		if rep.Response.Model != "" {
+			b.add(slog.String("response_model", rep.Response.Model))
 		}
 		b.add(slog.Duration("latency", e.Latency))
 		remainingLog(&b, e.Remaining)
@@ -439,7 +500,8 @@ func (i *Instrumentation) attemptEnded(ctx context.Context, r *reqState, e *fall
 // follows the conventions' rules for recording errors: an attempt that
 // failed is an Error with error.type, even when the chain absorbed the
 // failure (the request span, which describes the request, is not).
-func (i *Instrumentation) attemptSpanEnd(sp trace.Span, e *fallback.Event, ok, committed bool, className, rule, reason string) {
+func (i *Instrumentation) attemptSpanEnd(sp trace.Span, e *fallback.AttemptEnd, ok, committed bool, className, rule, reason string) {
+	rep := &e.Reply
 	kv := kvBuf{sp: sp}
 	kv.put(attrClass.String(className))
 	if e.Member != "" {
@@ -455,14 +517,14 @@ func (i *Instrumentation) attemptSpanEnd(sp trace.Span, e *fallback.Event, ok, c
 		kv.put(attrChunks.Int(e.Chunks))
 		kv.put(attrIncomplete.Bool(e.Incomplete))
 	}
-	if resp := e.Response; resp.Model != "" {
+	if resp := rep.Response; resp.Model != "" {
 		kv.put(attrResponseModel.String(resp.Model))
 	}
-	if id := e.Response.ID; id != "" {
+	if id := rep.Response.ID; id != "" {
 		kv.put(attrResponseID.String(id))
 	}
-	finish := e.Response.FinishReason
-	if !ok || finish == "" && e.Stream {
+	finish := rep.Response.FinishReason
+	if !ok || finish == "" && e.Stage.Stream {
 		// The finish reason was expected and did not come: the attempt
 		// failed, or its stream broke.
 		finish = finishError
@@ -470,8 +532,8 @@ func (i *Instrumentation) attemptSpanEnd(sp trace.Span, e *fallback.Event, ok, c
 	if finish != "" {
 		kv.put(attrFinishReasons.StringSlice([]string{finish}))
 	}
-	if e.HasUsage {
-		u := e.Usage
+	if rep.HasUsage {
+		u := rep.Usage
 		kv.put(attrInputTokens.Int64(u.InputTokens))
 		kv.put(attrOutputTokens.Int64(u.OutputTokens))
 		if u.CacheReadInputTokens > 0 {
@@ -511,16 +573,14 @@ func (i *Instrumentation) attemptSpanEnd(sp trace.Span, e *fallback.Event, ok, c
 
 // firstChunk reports a stream's commit point: its first chunk arrived, and
 // the tier can no longer be switched silently.
-func (i *Instrumentation) firstChunk(ctx context.Context, r *reqState, e *fallback.Event) {
-	st := i.stageOf(r, e)
+func (i *Instrumentation) firstChunk(ctx context.Context, r *reqState, e *fallback.FirstChunk) {
+	st := i.stageOf(r, e.Stage, e.Model)
 	r.answered = st
 	i.m.firstChunk.Record(ctx, e.Latency.Seconds(), r.rec(st.durOK)...)
 	if p := st.prev; p != nil {
 		i.m.prevFirstChunk.Record(ctx, e.Latency.Seconds(), r.rec(p.durOK)...)
 	}
-	asc := r.sc
 	if sp := r.attempt; sp != nil {
-		asc = sp.SpanContext()
 		if sp.IsRecording() {
 			sp.SetAttributes(attrTimeToFirstChunk.Float64(e.Latency.Seconds()))
 			sp.AddEvent("tierguard.first_chunk")
@@ -528,8 +588,9 @@ func (i *Instrumentation) firstChunk(ctx context.Context, r *reqState, e *fallba
 	}
 	if i.logEnabled(ctx, slog.LevelDebug) {
 		var b logBuf
-		r.common(&b, e.Operation, asc)
-		stageLog(&b, e)
+		asc := r.spanContext(r.attempt)
+		r.common(&b, e.Stage.Operation, asc)
+		stageLog(&b, e.Stage, e.Model)
 		b.add(slog.Int("attempt", e.Attempt))
 		b.add(slog.Duration("latency", e.Latency))
 		i.logger.LogAttrs(spanCtx(ctx, asc), slog.LevelDebug, "first chunk received", b.attrs()...)
@@ -537,13 +598,13 @@ func (i *Instrumentation) firstChunk(ctx context.Context, r *reqState, e *fallba
 }
 
 // chunkReceived times a committed stream's chunk after the first.
-func (i *Instrumentation) chunkReceived(ctx context.Context, r *reqState, e *fallback.Event) {
-	st := i.stageOf(r, e)
+func (i *Instrumentation) chunkReceived(ctx context.Context, r *reqState, e *fallback.NextChunk) {
+	st := i.stageOf(r, e.Stage, e.Model)
 	i.m.perChunk.Record(ctx, e.Latency.Seconds(), r.rec(st.durOK)...)
 }
 
-func (i *Instrumentation) stageSkipped(ctx context.Context, r *reqState, e *fallback.Event) {
-	st := i.stageOf(r, e)
+func (i *Instrumentation) stageSkipped(ctx context.Context, r *reqState, e *fallback.TierSkip) {
+	st := i.stageOf(r, e.Stage, e.Model)
 	skip := int(e.Skip)
 	if skip >= numSkips {
 		skip = 0
@@ -562,16 +623,16 @@ func (i *Instrumentation) stageSkipped(ctx context.Context, r *reqState, e *fall
 	}
 	if r.span != nil && r.span.IsRecording() {
 		r.span.AddEvent("tierguard.skip", trace.WithAttributes(
-			attrTier.String(e.Tier), attrTierIndex.Int(e.TierIndex), attrSkipReason.String(e.Skip.String()),
+			attrTier.String(e.Stage.Tier), attrTierIndex.Int(e.Stage.TierIndex), attrSkipReason.String(e.Skip.String()),
 			attrClass.String(e.Verdict.Class.String())))
 	}
 	if i.logEnabled(ctx, slog.LevelInfo) {
 		var b logBuf
-		r.common(&b, e.Operation, r.sc)
-		stageLog(&b, e)
+		r.common(&b, e.Stage.Operation, r.spanContext(nil))
+		stageLog(&b, e.Stage, e.Model)
 		b.add(slog.String("skip", e.Skip.String()))
 		verdictLog(&b, e.Verdict, e.Verdict.Class.String())
-		if e.HasBreaker {
+		if e.Stage.Breaker != nil {
 			b.add(slog.String("circuit", e.Breaker.String()))
 		}
 		if e.Verdict.RetryAfter > 0 {
@@ -586,22 +647,24 @@ func (i *Instrumentation) stageSkipped(ctx context.Context, r *reqState, e *fall
 	}
 }
 
-func (i *Instrumentation) localAnswered(ctx context.Context, r *reqState, e *fallback.Event) {
-	i.cacheHit(ctx, r, e)
+func (i *Instrumentation) localAnswered(ctx context.Context, r *reqState, e *fallback.LocalAnswer) {
+	if e.Source == fallback.SourceCache {
+		i.cacheHit(ctx, r, e.Chain.Operation, e.CacheHit)
+	}
 	if r.span != nil && r.span.IsRecording() {
 		r.span.AddEvent("tierguard.local_answer", trace.WithAttributes(attrSource.String(e.Source.String())))
 	}
 	if i.logEnabled(ctx, slog.LevelInfo) {
 		var b logBuf
-		r.common(&b, e.Operation, r.sc)
+		r.common(&b, e.Chain.Operation, r.spanContext(nil))
 		b.add(slog.String("source", e.Source.String()))
-		b.add(slog.Bool("degraded", e.Degraded))
+		b.add(slog.Bool("degraded", true))
 		b.add(slog.Int("upstream_calls", e.UpstreamCalls))
 		i.logger.LogAttrs(ctx, slog.LevelInfo, "answered locally", b.attrs()...)
 	}
 }
 
-func (i *Instrumentation) requestEnded(ctx context.Context, r *reqState, e *fallback.Event) {
+func (i *Instrumentation) requestEnded(ctx context.Context, r *reqState, e *fallback.RequestEnd) {
 	d := 0
 	if e.Degraded {
 		d = 1
@@ -621,9 +684,13 @@ func (i *Instrumentation) requestEnded(ctx context.Context, r *reqState, e *fall
 	case e.Source == fallback.SourceDefault:
 		a, source = r.op.def[d], "default"
 	default:
+		tier, index := "", -1
+		if e.Stage != nil {
+			tier, index = e.Stage.Tier, e.Stage.TierIndex
+		}
 		st := r.answered
-		if st == nil || st.key.index != e.TierIndex || st.key.tier != e.Tier {
-			st = i.stage(stageKey{op: e.Operation, tier: e.Tier, index: e.TierIndex, stream: e.Stream})
+		if st == nil || st.key.index != index || st.key.tier != tier {
+			st = i.stage(stageKey{op: e.Chain.Operation, tier: tier, index: index, stream: e.Chain.Stream})
 		}
 		a, source = st.result[d], "tier"
 	}
@@ -632,9 +699,7 @@ func (i *Instrumentation) requestEnded(ctx context.Context, r *reqState, e *fall
 	if e.Remaining != deadline.Unlimited {
 		i.m.remaining.Record(ctx, max(e.Remaining, 0).Seconds(), r.rec(a)...)
 	}
-	if r.started {
-		i.m.active.Add(ctx, -1, r.add(r.op.active)...)
-	}
+	i.ended(ctx, r)
 
 	if sp := r.span; sp != nil {
 		if sp.IsRecording() {
@@ -642,9 +707,9 @@ func (i *Instrumentation) requestEnded(ctx context.Context, r *reqState, e *fall
 			kv.put(attrSource.String(source))
 			kv.put(attrDegraded.Bool(e.Degraded))
 			kv.put(attrUpstreamCalls.Int(e.UpstreamCalls))
-			if e.Answered && e.Source == fallback.SourceTier {
-				kv.put(attrTier.String(e.Tier))
-				kv.put(attrTierIndex.Int(e.TierIndex))
+			if st := e.Stage; e.Answered && st != nil {
+				kv.put(attrTier.String(st.Tier))
+				kv.put(attrTierIndex.Int(st.TierIndex))
 			}
 			if e.Remaining != deadline.Unlimited {
 				kv.put(attrDeadlineRemaining.Float64(max(e.Remaining, 0).Seconds()))
@@ -675,11 +740,11 @@ func (i *Instrumentation) requestEnded(ctx context.Context, r *reqState, e *fall
 	}
 	if i.logEnabled(ctx, level) {
 		var b logBuf
-		r.common(&b, e.Operation, r.sc)
+		r.common(&b, e.Chain.Operation, r.spanContext(nil))
 		b.add(slog.String("source", source))
-		if e.Answered && e.Source == fallback.SourceTier {
-			b.add(slog.String("tier", e.Tier))
-			b.add(slog.Int("tier_index", e.TierIndex))
+		if st := e.Stage; e.Answered && st != nil {
+			b.add(slog.String("tier", st.Tier))
+			b.add(slog.Int("tier_index", st.TierIndex))
 		}
 		b.add(slog.Bool("degraded", e.Degraded))
 		if !e.Answered {

@@ -73,6 +73,10 @@ type Chain interface {
 // a chain, or put it in fallback.Config.Observer yourself. It is safe for
 // concurrent use. Close it when done.
 type Instrumentation struct {
+	// NopObserver makes it a fallback.Observer; it implements every
+	// event's method.
+	fallback.NopObserver
+
 	tracer trace.Tracer
 	// traces is false for a no-op TracerProvider: no span is started, and
 	// the context is left alone.
@@ -97,6 +101,8 @@ type Instrumentation struct {
 	// watched lists the breakers and bulkheads the gauges read;
 	// copy-on-write under mu.
 	watched atomic.Pointer[watchList]
+	// active counts the requests in flight, for the active_requests gauge.
+	active activeSet
 	// waits caches the queue-wait attribute sets per bulkhead name.
 	waits sync.Map
 	// transitions caches transition attribute sets.
@@ -126,7 +132,7 @@ type instruments struct {
 	requests    metric.Int64Counter
 	reqDuration metric.Float64Histogram
 	remaining   metric.Float64Histogram
-	active      metric.Int64UpDownCounter
+	active      metric.Int64ObservableUpDownCounter
 	retryWait   metric.Float64Histogram
 	skips       metric.Int64Counter
 	transitions metric.Int64Counter
@@ -162,13 +168,13 @@ func New(opts Options) (*Instrumentation, error) {
 		prevNames:    opts.PreviousNames,
 		tenantLabels: opts.TenantLabels,
 	}
-	i.reg.Store(&registry{stages: map[stageKey]*stageState{}, ops: map[opKey]*opState{}, endpoints: map[endpointKey]endpoint{}, prev: i.prevNames})
+	i.reg.Store(&registry{stages: map[stageKey]*stageState{}, infos: map[*fallback.StageInfo]*stageState{}, chains: map[*fallback.ChainInfo]*opState{}, ops: map[opKey]*opState{}, endpoints: map[endpointKey]endpoint{}, prev: i.prevNames})
 	i.watched.Store(&watchList{})
 	meter := mp.Meter(ScopeName)
 	if err := errors.Join(i.m.create(meter, i.prevNames), i.hits.create(meter)); err != nil {
 		return nil, fmt.Errorf("otelx: creating instruments: %w", err)
 	}
-	reg, err := meter.RegisterCallback(i.collect,
+	reg, err := meter.RegisterCallback(i.collect, i.m.active,
 		i.m.breakerState, i.m.bhAccepted, i.m.bhRejected, i.m.bhInFlight, i.m.bhQueued, i.m.bhLimit)
 	if err != nil {
 		return nil, fmt.Errorf("otelx: registering the gauge callback: %w", err)
@@ -351,7 +357,7 @@ func (m *instruments) create(meter metric.Meter, prev bool) error {
 	m.reqDuration = f64(metricRequestDuration, "s", "End-to-end request duration, every attempt and fallback included.", durationBuckets)
 	m.remaining = f64(metricDeadlineRemaining, "s", "Time left in the request's deadline budget when it ended.", durationBuckets)
 	var err error
-	m.active, err = meter.Int64UpDownCounter(metricActiveRequests, metric.WithUnit("{request}"), metric.WithDescription("Requests in flight in the chain."))
+	m.active, err = meter.Int64ObservableUpDownCounter(metricActiveRequests, metric.WithUnit("{request}"), metric.WithDescription("Requests in flight in the chain."))
 	errs = append(errs, err)
 	m.retryWait = f64(metricRetryWait, "s", "Delay chosen before retrying the same tier, by the class that caused the retry.", durationBuckets)
 	m.skips = counter(metricSkips, "{skip}", "Tiers passed over without an upstream call, by reason (open, full, retired, quota, budget).")

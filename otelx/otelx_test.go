@@ -840,10 +840,10 @@ func TestEventsWithoutStart(t *testing.T) {
 	require.NoError(t, err)
 	defer func() { require.NoError(t, inst.Close()) }()
 	ctx := context.Background()
-	inst.Observe(ctx, fallback.Event{Kind: fallback.AttemptEnded, Operation: "generate_content", Tier: "pro", TierIndex: 0,
-		Attempt: 1, Latency: 20 * time.Millisecond, Err: http503(), Verdict: classify.Verdict{Class: classify.Transient, HTTPStatus: 503}})
-	inst.Observe(ctx, fallback.Event{Kind: fallback.RequestEnded, Operation: "generate_content", TierIndex: -1,
-		Verdict: classify.Verdict{Class: classify.Transient}, Err: http503()})
+	chain := &fallback.ChainInfo{Operation: "generate_content", Stages: []fallback.StageInfo{{Operation: "generate_content", Tier: "pro"}}}
+	inst.AttemptEnded(ctx, fallback.AttemptEnd{Stage: &chain.Stages[0], Attempt: 1, Latency: 20 * time.Millisecond, Err: http503(),
+		Verdict: classify.Verdict{Class: classify.Transient, HTTPStatus: 503}})
+	inst.RequestEnded(ctx, fallback.RequestEnd{Chain: chain, Verdict: classify.Verdict{Class: classify.Transient}, Err: http503()})
 	rm := h.collect(t)
 	assert.Equal(t, map[string]int64{kv(opAttr, proTier, otelx.AttrClass.String("transient")): 1}, ints(t, findMetric(t, rm, otelx.MetricAttempts)))
 	assert.Equal(t, map[string]int64{

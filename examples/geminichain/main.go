@@ -164,7 +164,7 @@ func story(ctx context.Context, srv *fakegemini.Server, models *catalog.Catalog,
 	fmt.Fprintln(out, "   so it is skipped without a call until then, and the default answers.")
 	ask(ctx, chain, q2)
 
-	fmt.Fprintln(out, "\n4. Pro is retired; the models no longer lists it, and flash is back,")
+	fmt.Fprintln(out, "\n4. Pro is retired; the catalog no longer lists it, and flash is back,")
 	fmt.Fprintln(out, "   inside the 30 s it asked for: neither is called, the default answers.")
 	srv.Retire(proModel)
 	srv.SetScript(flashModel, fakegemini.Script{Reply: reply})

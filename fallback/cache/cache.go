@@ -23,14 +23,14 @@ const entryOverhead = 256
 // that passed validation and asks the cache after every tier failed. It is safe
 // for concurrent use; Close it when done.
 type Cache[In, Out any] struct {
-	cfg       Config[In, Out]
-	norm      func(string) string
-	fastNorm  bool
-	slots     []Slot
-	ttl       time.Duration
+	cfg      Config[In, Out]
+	norm     func(string) string
+	fastNorm bool
+	slots    []Slot
+	ttl      time.Duration
 	// epoch is the origin of the monotonic instants entries expire at:
 	// reading it costs a monotonic clock read, not a wall clock's.
-	epoch time.Time
+	epoch     time.Time
 	maxBytes  int64
 	perTmpl   int
 	maxTmpl   int

@@ -14,6 +14,7 @@ import (
 	"github.com/tierguard/tierguard/classify"
 	"github.com/tierguard/tierguard/fallback"
 	"github.com/tierguard/tierguard/fallback/chaos"
+	"github.com/tierguard/tierguard/internal/testbed/reported"
 	"github.com/tierguard/tierguard/retry"
 	"github.com/tierguard/tierguard/validate"
 )
@@ -297,17 +298,17 @@ func TestWrappersPassReportsOn(t *testing.T) {
 	})
 	w := chaos.Tier(base, &sw)
 	assert.Equal(t, "pro", w.Name())
-	var got []fallback.Usage
-	c, err := fallback.New(fallback.Config[string, string]{Stages: []fallback.Stage[string, string]{{Tier: w}},
-		Observer: fallback.ObserverFunc(func(ctx context.Context, e fallback.Event) context.Context {
-			if e.Kind == fallback.AttemptEnded && e.HasUsage {
-				got = append(got, e.Usage)
-			}
-			return ctx
-		})})
+	var rec reported.Recorder
+	c, err := fallback.New(fallback.Config[string, string]{Stages: []fallback.Stage[string, string]{{Tier: w}}, Observer: &rec})
 	require.NoError(t, err)
 	_, err = c.Do(context.Background(), "q")
 	require.NoError(t, err)
+	var got []fallback.Usage
+	for _, e := range reported.Of[fallback.AttemptEnd](&rec) {
+		if e.Reply.HasUsage {
+			got = append(got, e.Reply.Usage)
+		}
+	}
 	assert.Equal(t, []fallback.Usage{{OutputTokens: 7}}, got)
 
 	st := chaos.StreamTier[string, chunk](&streamer{name: "s"}, &sw)

@@ -258,6 +258,7 @@ const maxTransitions = 256
 // collector is the run's fallback.Observer, and watches the chain's
 // breakers and bulkheads.
 type collector struct {
+	fallback.NopObserver
 	mu        sync.Mutex
 	counting  bool
 	start     time.Time
@@ -340,15 +341,12 @@ func (c *collector) drop() {
 	c.mu.Unlock()
 }
 
-// Observe counts every request the chain ends.
-func (c *collector) Observe(ctx context.Context, e fallback.Event) context.Context {
-	if e.Kind != fallback.RequestEnded {
-		return ctx
-	}
+// RequestEnded counts every request the chain ends.
+func (c *collector) RequestEnded(_ context.Context, e fallback.RequestEnd) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !c.counting {
-		return ctx
+		return
 	}
 	c.requests++
 	switch {
@@ -368,7 +366,6 @@ func (c *collector) Observe(ctx context.Context, e fallback.Event) context.Conte
 	} else if j := mix(c.seen) % c.seen; j < maxSamples {
 		c.samples[j] = e.Latency
 	}
-	return ctx
 }
 
 // report stops counting and summarises.

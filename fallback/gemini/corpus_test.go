@@ -87,13 +87,18 @@ func caseTier(t *testing.T, c corpus.Case, ts *httptest.Server) *gemini.Tier[que
 }
 
 // watch records pro's verdict and the decision after it.
-func watch(seen *corpus.Seen) fallback.Observer {
-	return fallback.ObserverFunc(func(ctx context.Context, e fallback.Event) context.Context {
-		if e.Kind == fallback.AttemptEnded && e.Tier == "pro" {
-			seen.Verdict, seen.Stop = e.Verdict, e.Stop
-		}
-		return ctx
-	})
+func watch(seen *corpus.Seen) fallback.Observer { return watcher{seen: seen} }
+
+// watcher is watch's observer: it handles the ends of attempts only.
+type watcher struct {
+	fallback.NopObserver
+	seen *corpus.Seen
+}
+
+func (w watcher) AttemptEnded(_ context.Context, e fallback.AttemptEnd) {
+	if e.Stage.Tier == "pro" {
+		w.seen.Verdict, w.seen.Stop = e.Verdict, e.Stop
+	}
 }
 
 func nextTier() fallback.ModelTier[question, gemini.Answer] {

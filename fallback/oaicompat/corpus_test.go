@@ -70,13 +70,18 @@ func caseTier(t *testing.T, c corpus.Case, ts *httptest.Server) *oaicompat.Tier[
 	return tier
 }
 
-func watch(seen *corpus.Seen) fallback.Observer {
-	return fallback.ObserverFunc(func(ctx context.Context, e fallback.Event) context.Context {
-		if e.Kind == fallback.AttemptEnded && e.Tier == "pro" {
-			seen.Verdict, seen.Stop = e.Verdict, e.Stop
-		}
-		return ctx
-	})
+func watch(seen *corpus.Seen) fallback.Observer { return watcher{seen: seen} }
+
+// watcher is watch's observer: it handles the ends of attempts only.
+type watcher struct {
+	fallback.NopObserver
+	seen *corpus.Seen
+}
+
+func (w watcher) AttemptEnded(_ context.Context, e fallback.AttemptEnd) {
+	if e.Stage.Tier == "pro" {
+		w.seen.Verdict, w.seen.Stop = e.Verdict, e.Stop
+	}
 }
 
 func unaryThroughSDK(t *testing.T, c corpus.Case, ts *httptest.Server) corpus.Seen {

@@ -135,7 +135,7 @@ func BenchmarkChainWithLedgerParallel(b *testing.B) {
 // nothing: what observing a chain costs before the ledger does anything.
 func BenchmarkChainWithNoopObserver(b *testing.B) {
 	c := benchChain(b)
-	c.Observe(fallback.ObserverFunc(func(ctx context.Context, _ fallback.Event) context.Context { return ctx }))
+	c.Observe(fallback.NopObserver{})
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
@@ -155,21 +155,22 @@ func BenchmarkLedger(b *testing.B) {
 	ctx := context.Background()
 	req := spend.Request{Tenant: "acme", Scenario: "support"}
 	est := spend.Estimate{Tokens: 1200, Cost: 1000}
-	evs := []fallback.Event{
-		{Kind: fallback.RequestStarted, TierIndex: -1, Model: "pro"},
-		{Kind: fallback.AttemptStarted, Tier: "pro", Model: "pro", Attempt: 1},
-		{Kind: fallback.AttemptEnded, Tier: "pro", Model: "pro", Attempt: 1, Usage: fallback.Usage{InputTokens: 1000, OutputTokens: 200}, HasUsage: true},
-		{Kind: fallback.RequestEnded, Tier: "pro", Answered: true, UpstreamCalls: 1},
-	}
+	chain := &fallback.ChainInfo{Stages: []fallback.StageInfo{{Tier: "pro", Model: "pro"}}}
+	st := &chain.Stages[0]
+	start := fallback.RequestStart{Chain: chain}
+	attempt := fallback.AttemptStart{Stage: st, Model: "pro", Attempt: 1}
+	ended := fallback.AttemptEnd{Stage: st, Model: "pro", Attempt: 1, Reply: fallback.Reply{Usage: fallback.Usage{InputTokens: 1000, OutputTokens: 200}, HasUsage: true}}
+	end := fallback.RequestEnd{Chain: chain, Stage: st, Answered: true, UpstreamCalls: 1}
 	var tk spend.Ticket
 	b.ReportAllocs()
 	for b.Loop() {
 		if err := l.AdmitInto(&tk, ctx, req, est); err != nil {
 			b.Fatal(err)
 		}
-		for i := range evs {
-			o.Observe(&tk, evs[i])
-		}
+		o.RequestStarted(&tk, start)
+		o.AttemptStarted(&tk, attempt)
+		o.AttemptEnded(&tk, ended)
+		o.RequestEnded(&tk, end)
 		tk.End()
 	}
 	if got := l.Totals("acme"); got.Valid < int64(b.N) || got.Cost == 0 {
@@ -183,16 +184,18 @@ func BenchmarkLedgerNoLimits(b *testing.B) {
 	o := l.Observer()
 	ctx := context.Background()
 	req := spend.Request{Tenant: "acme"}
-	ended := fallback.Event{Kind: fallback.AttemptEnded, Tier: "pro", Model: "pro", Attempt: 1, Usage: fallback.Usage{InputTokens: 1000, OutputTokens: 200}, HasUsage: true}
-	end := fallback.Event{Kind: fallback.RequestEnded, Tier: "pro", Answered: true, UpstreamCalls: 1}
+	chain := &fallback.ChainInfo{Stages: []fallback.StageInfo{{Tier: "pro", Model: "pro"}}}
+	st := &chain.Stages[0]
+	ended := fallback.AttemptEnd{Stage: st, Model: "pro", Attempt: 1, Reply: fallback.Reply{Usage: fallback.Usage{InputTokens: 1000, OutputTokens: 200}, HasUsage: true}}
+	end := fallback.RequestEnd{Chain: chain, Stage: st, Answered: true, UpstreamCalls: 1}
 	var tk spend.Ticket
 	b.ReportAllocs()
 	for b.Loop() {
 		if err := l.AdmitInto(&tk, ctx, req, spend.Estimate{}); err != nil {
 			b.Fatal(err)
 		}
-		o.Observe(&tk, ended)
-		o.Observe(&tk, end)
+		o.AttemptEnded(&tk, ended)
+		o.RequestEnded(&tk, end)
 		tk.End()
 	}
 }

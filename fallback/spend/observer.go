@@ -50,6 +50,7 @@ const cachedStages = 8
 // binding records the events of one chain. It caches each stage's price,
 // so that an event costs a comparison, not a lookup.
 type binding struct {
+	fallback.NopObserver
 	l      *Ledger
 	groups []string
 	cache  [cachedStages]atomic.Pointer[priceSlot]
@@ -60,46 +61,71 @@ type priceSlot struct {
 	idx   int
 }
 
-// Observe records e into the request's Ticket.
-func (b *binding) Observe(ctx context.Context, e fallback.Event) context.Context {
-	switch e.Kind {
-	case fallback.RequestStarted, fallback.AttemptEnded, fallback.StageSkipped, fallback.RequestEnded, fallback.LateReply:
-	default:
-		return ctx
+// ticket returns the request's Ticket when it is this ledger's.
+func (b *binding) ticket(ctx context.Context) *Ticket {
+	if t, _ := ctx.Value(ticketKey{}).(*Ticket); t != nil && t.l == b.l {
+		return t
 	}
-	t, _ := ctx.Value(ticketKey{}).(*Ticket)
-	if e.Kind == fallback.LateReply {
-		// A response nobody waited for any more (an abandoned call, a
-		// hedge that lost) was billed all the same. It may come from
-		// another goroutine, at any time: it goes to the account.
-		if t != nil && t.l == b.l {
-			t.late(b, &e)
-		}
-		return ctx
-	}
-	if t == nil || t.l != b.l {
-		if e.Kind == fallback.RequestEnded {
-			b.l.untracked.Add(1)
-		}
-		return ctx
-	}
-	// The chain's goroutine takes the ticket with its first event (its
-	// RequestStarted); End cannot close it after that, so a caller who
-	// stops waiting for a shared execution it started still gets the
-	// execution's costs on its record.
-	if s := t.state.Load(); s != ticketRunning && (s != ticketOpen || !t.state.CompareAndSwap(ticketOpen, ticketRunning)) {
-		t.late(b, &e)
-		return ctx
-	}
-	switch e.Kind {
-	case fallback.AttemptEnded:
-		t.attempt(b, &e)
-	case fallback.StageSkipped:
-		t.skipped(b, &e)
-	case fallback.RequestEnded:
-		t.ended(&e)
+	return nil
+}
+
+// run reports whether the chain's goroutine holds t. It takes the ticket
+// with its first event (its RequestStarted); End cannot close it after
+// that, so a caller who stops waiting for a shared execution it started
+// still gets the execution's costs on its record.
+func run(t *Ticket) bool {
+	s := t.state.Load()
+	return s == ticketRunning || s == ticketOpen && t.state.CompareAndSwap(ticketOpen, ticketRunning)
+}
+
+// RequestStarted takes the request's Ticket for the chain.
+func (b *binding) RequestStarted(ctx context.Context, _ fallback.RequestStart) context.Context {
+	if t := b.ticket(ctx); t != nil {
+		run(t)
 	}
 	return ctx
+}
+
+// AttemptEnded records the attempt into the request's Ticket, or, once
+// the ticket is closed, its usage into the account.
+func (b *binding) AttemptEnded(ctx context.Context, e fallback.AttemptEnd) {
+	t := b.ticket(ctx)
+	switch {
+	case t == nil:
+	case run(t):
+		t.attempt(b, &e)
+	case e.Reply.HasUsage:
+		t.late(b, e.Stage, e.Model, e.Reply.Usage, true)
+	}
+}
+
+// TierSkipped records the skip into the request's Ticket.
+func (b *binding) TierSkipped(ctx context.Context, e fallback.TierSkip) {
+	if t := b.ticket(ctx); t != nil && run(t) {
+		t.skipped(b, &e)
+	}
+}
+
+// RequestEnded closes the request's Ticket, or counts a request that
+// carried none.
+func (b *binding) RequestEnded(ctx context.Context, e fallback.RequestEnd) {
+	t := b.ticket(ctx)
+	if t == nil {
+		b.l.untracked.Add(1)
+		return
+	}
+	if run(t) {
+		t.ended(&e)
+	}
+}
+
+// LateReplyReceived records a response nobody waited for any more (an
+// abandoned call, a hedge that lost): it was billed all the same. It may
+// come from another goroutine, at any time: it goes to the account.
+func (b *binding) LateReplyReceived(ctx context.Context, e fallback.LateReply) {
+	if t := b.ticket(ctx); t != nil && e.Reply.HasUsage {
+		t.late(b, e.Stage, e.Model, e.Reply.Usage, false)
+	}
 }
 
 // group returns the cost group of stage i.

@@ -125,17 +125,18 @@ func (t *Ticket) record(a AttemptCost) {
 }
 
 // attempt records an upstream attempt.
-func (t *Ticket) attempt(b *binding, e *fallback.Event) {
-	idx := b.price(e.TierIndex, e.Model)
-	ac := AttemptCost{Tier: e.Tier, TierIndex: e.TierIndex, Model: e.Model, CostGroup: b.group(e.TierIndex), N: e.Attempt, Class: e.Verdict.Class, Retried: e.Retry, price: idx}
+func (t *Ticket) attempt(b *binding, e *fallback.AttemptEnd) {
+	tier := e.Stage.TierIndex
+	idx := b.price(tier, e.Model)
+	ac := AttemptCost{Tier: e.Stage.Tier, TierIndex: tier, Model: e.Model, CostGroup: b.group(tier), N: e.Attempt, Class: e.Verdict.Class, Retried: e.Retry, price: idx}
 	ok := e.Err == nil && e.Verdict.Class == classify.OK
 	if !ok && ac.Class == classify.OK {
 		ac.Class = classify.Unknown
 	}
-	if e.HasUsage {
-		ac.Usage, ac.Billed = e.Usage, true
+	if e.Reply.HasUsage {
+		ac.Usage, ac.Billed = e.Reply.Usage, true
 		if idx >= 0 {
-			ac.Cost, ac.Priced = t.l.prices.entries[idx].cost(e.Usage), true
+			ac.Cost, ac.Priced = t.l.prices.entries[idx].cost(e.Reply.Usage), true
 		}
 	}
 	r := &t.rec
@@ -144,7 +145,7 @@ func (t *Ticket) attempt(b *binding, e *fallback.Event) {
 		addUsage(&r.Usage, ac.Usage)
 		r.Cost = addSat(r.Cost, ac.Cost)
 	}
-	if e.TierIndex == 0 && idx >= 0 {
+	if tier == 0 && idx >= 0 {
 		t.primary = idx
 	}
 	if ok {
@@ -153,7 +154,7 @@ func (t *Ticket) attempt(b *binding, e *fallback.Event) {
 		r.FailedCost = addSat(r.FailedCost, ac.Cost)
 		if e.Retry {
 			r.RetryCost = addSat(r.RetryCost, ac.Cost)
-		} else if e.TierIndex == 0 {
+		} else if tier == 0 {
 			// The first tier was given up: what made the request fall back.
 			r.Cause, t.causeSet = ac.Class, true
 		}
@@ -165,8 +166,8 @@ func (t *Ticket) attempt(b *binding, e *fallback.Event) {
 }
 
 // skipped records a tier passed over.
-func (t *Ticket) skipped(b *binding, e *fallback.Event) {
-	if e.TierIndex != 0 {
+func (t *Ticket) skipped(b *binding, e *fallback.TierSkip) {
+	if e.Stage.TierIndex != 0 {
 		return
 	}
 	if idx := b.price(0, e.Model); idx >= 0 {
@@ -181,7 +182,7 @@ func (t *Ticket) skipped(b *binding, e *fallback.Event) {
 // of the last failure seen on its model, the one that tripped it (or kept
 // it open), so that a 429 storm's fallbacks stay the 429s' once the
 // breaker opens; else a local rejection.
-func skipCause(l *Ledger, e *fallback.Event) classify.Class {
+func skipCause(l *Ledger, e *fallback.TierSkip) classify.Class {
 	switch e.Skip {
 	case fallback.SkipOpen:
 		if c := l.lastFailure(e.Model).Load(); c > 0 {
@@ -205,10 +206,13 @@ func skipCause(l *Ledger, e *fallback.Event) classify.Class {
 }
 
 // ended records the chain's end and closes the ticket.
-func (t *Ticket) ended(e *fallback.Event) {
+func (t *Ticket) ended(e *fallback.RequestEnd) {
 	r := &t.rec
 	r.Ended, r.Answered, r.Source, r.Degraded = true, e.Answered, e.Source, e.Degraded
-	r.Tier, r.TierIndex = e.Tier, e.TierIndex
+	r.Tier, r.TierIndex = "", -1
+	if e.Stage != nil {
+		r.Tier, r.TierIndex = e.Stage.Tier, e.Stage.TierIndex
+	}
 	t.finish()
 }
 
@@ -271,18 +275,17 @@ func (t *Ticket) finish() {
 // that came after the chain stopped waiting for its call
 // (fallback.LateReply). Its tokens and cost still count, against the
 // tenant's limits and in its totals; the request's Record does not hold
-// them. It touches only the account, under its lock.
-func (t *Ticket) late(b *binding, e *fallback.Event) {
-	if e.Kind != fallback.AttemptEnded && e.Kind != fallback.LateReply || !e.HasUsage {
-		return
-	}
+// them. call is set for an attempt's end, whose call counts too (a late
+// reply's call was counted when its attempt ended). It touches only the
+// account, under its lock.
+func (t *Ticket) late(b *binding, st *fallback.StageInfo, model string, u fallback.Usage, call bool) {
 	l, a := t.l, t.acct
-	idx := b.price(e.TierIndex, e.Model)
+	idx := b.price(st.TierIndex, model)
 	var cost Amount
 	if idx >= 0 {
-		cost = l.prices.entries[idx].cost(e.Usage)
+		cost = l.prices.entries[idx].cost(u)
 	}
-	tokens := tokensOf(e.Usage)
+	tokens := tokensOf(u)
 	var cross crossings
 	a.mu.Lock()
 	a.roll(l.clock.calendar())
@@ -295,11 +298,10 @@ func (t *Ticket) late(b *binding, e *fallback.Event) {
 	}
 	a.dirty = true
 	s := &a.totals
-	if e.Kind == fallback.AttemptEnded {
-		// A late reply's call was counted when its attempt ended.
+	if call {
 		s.Calls++
 	}
-	addUsage(&s.Usage, e.Usage)
+	addUsage(&s.Usage, u)
 	s.Cost = addSat(s.Cost, cost)
 	if idx < 0 {
 		s.Unpriced++
@@ -344,7 +346,9 @@ func (t *Ticket) commit(a *account, fallbackAnswer bool) {
 	s.FailedCost = addSat(s.FailedCost, r.FailedCost)
 	s.RetryCost = addSat(s.RetryCost, r.RetryCost)
 	unpriced := len(a.models) - 1
-	for _, ac := range t.attempts() {
+	as := t.attempts()
+	for i := range as {
+		ac := &as[i] // not copied: an AttemptCost is some 150 bytes
 		if !ac.Priced && ac.Billed {
 			s.Unpriced++
 		}

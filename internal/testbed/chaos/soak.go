@@ -123,6 +123,7 @@ type stageState struct {
 }
 
 type harness struct {
+	fallback.NopObserver
 	cfg     Config
 	t0      time.Time
 	chain   *fallback.Chain[string, string]
@@ -363,48 +364,52 @@ func (h *harness) phaseAt(t time.Time) Phase {
 	return Recovery
 }
 
-// Observe is the chain's observer: it counts attempts, retries and
-// successes per tier, checks every planned retry against the time left, and
-// marks the attempt context of probes.
-func (h *harness) Observe(ctx context.Context, e fallback.Event) context.Context {
-	switch e.Kind {
-	case fallback.AttemptStarted:
-		st := &h.stages[e.TierIndex]
-		st.attempts.Add(1)
-		if e.Attempt > 1 {
-			st.retries.Add(1)
-		}
-		if st.member == nil {
-			break
-		}
-		id, ok := ctx.Value(callKey{}).(int)
-		if !ok {
-			break
-		}
-		pc := &h.calls[id]
-		if e.Attempt == 1 && st.member.bind() {
-			pc.probe[e.TierIndex].Store(true)
-		}
-		if pc.probe[e.TierIndex].Load() {
-			return context.WithValue(ctx, probeKey{}, true)
-		}
-	case fallback.AttemptEnded:
-		st := &h.stages[e.TierIndex]
-		if e.Err == nil && e.Verdict.Class == classify.OK {
-			st.successes.Add(1)
-		}
-		if e.Wait < 0 {
-			h.violate("%s: negative retry wait %v", st.p.name, e.Wait)
-		}
-		if e.Retry && e.Remaining != deadline.Unlimited && e.Wait >= e.Remaining {
-			h.violate("%s: retry planned after %v with %v left (%s)", st.p.name, e.Wait, e.Remaining, e.Verdict)
-		}
-	case fallback.StageSkipped:
-		if int(e.Skip) < len(h.stages[e.TierIndex].skips) {
-			h.stages[e.TierIndex].skips[e.Skip].Add(1)
-		}
+// AttemptStarted counts attempts and retries per tier, and marks the
+// attempt context of probes: the harness is the chain's observer.
+func (h *harness) AttemptStarted(ctx context.Context, e fallback.AttemptStart) context.Context {
+	i := e.Stage.TierIndex
+	st := &h.stages[i]
+	st.attempts.Add(1)
+	if e.Attempt > 1 {
+		st.retries.Add(1)
+	}
+	if st.member == nil {
+		return ctx
+	}
+	id, ok := ctx.Value(callKey{}).(int)
+	if !ok {
+		return ctx
+	}
+	pc := &h.calls[id]
+	if e.Attempt == 1 && st.member.bind() {
+		pc.probe[i].Store(true)
+	}
+	if pc.probe[i].Load() {
+		return context.WithValue(ctx, probeKey{}, true)
 	}
 	return ctx
+}
+
+// AttemptEnded counts successes per tier and checks every planned retry
+// against the time left.
+func (h *harness) AttemptEnded(_ context.Context, e fallback.AttemptEnd) {
+	st := &h.stages[e.Stage.TierIndex]
+	if e.Err == nil && e.Verdict.Class == classify.OK {
+		st.successes.Add(1)
+	}
+	if e.Wait < 0 {
+		h.violate("%s: negative retry wait %v", st.p.name, e.Wait)
+	}
+	if e.Retry && e.Remaining != deadline.Unlimited && e.Wait >= e.Remaining {
+		h.violate("%s: retry planned after %v with %v left (%s)", st.p.name, e.Wait, e.Remaining, e.Verdict)
+	}
+}
+
+// TierSkipped counts skips per tier and reason.
+func (h *harness) TierSkipped(_ context.Context, e fallback.TierSkip) {
+	if skips := &h.stages[e.Stage.TierIndex].skips; int(e.Skip) < len(skips) {
+		skips[e.Skip].Add(1)
+	}
 }
 
 // rng is splitmix64: a call's fate is a function of (seed, call, stage,

@@ -311,7 +311,7 @@ func retiredVariants(cfg retiredConfig) []retiredVariant {
 		{name: "tierguard, reference retry, catalog", build: chains(seedPolicy, true, false)},
 		{name: "tierguard, defaults, no catalog", build: chains(defaults, false, false)},
 		{name: "tierguard, defaults, catalog", build: chains(defaults, true, false)},
-		{name: "tierguard, reference retry, models + successor tier", build: chains(seedPolicy, true, true)},
+		{name: "tierguard, reference retry, catalog + successor tier", build: chains(seedPolicy, true, true)},
 	}
 }
 
