@@ -71,7 +71,9 @@ type Stage[In, Out any] struct {
 	// of its observed latency (successful calls, and calls cut short by
 	// the deadline), bounded by its MinAttempt and its TryTimeout, plus a
 	// tenth; a later tier whose breaker is open or that is parked needs
-	// nothing. Negative means none.
+	// nothing; the later tiers never observed yet share half of what
+	// remains after the others' needs (see the package doc, One deadline).
+	// Negative means none.
 	Reserve time.Duration
 	// Validate checks the tier's answers; a rejected answer moves on to the
 	// next tier and does not count against the breaker. nil accepts all.

@@ -39,12 +39,93 @@
 //
 // Retries live inside the breaker, so a request counts once toward tripping
 // it; the breaker lives inside the bulkhead, so an open circuit frees its
-// slot at once. Each tier's attempts leave a reserve for the later tiers
-// — by default what each has been seen to need (a high quantile of its
-// latency, within its MinAttempt and TryTimeout, plus a tenth), and for
-// tiers not seen yet half of what remains — so a slow primary cannot eat
-// the fallback's chance to answer; when less than a useful attempt is
-// left the tier is skipped (Stage.Reserve sets the reserve by hand).
+// slot at once.
+//
+// # One deadline
+//
+// Each tier's attempts leave a reserve for the later tiers, so that a
+// stalled primary cannot eat the fallback's chance to answer and a healthy
+// primary is not cut short for a fallback that would be skipped anyway:
+//
+//   - a later tier whose breaker is open, or that is parked, needs nothing;
+//   - a later tier that has been observed (an answer, or an attempt the
+//     deadline cut) needs its estimate — a running high quantile of its
+//     answer latency, near the 90th percentile, raised to one and a half
+//     times any attempt the deadline cut at or past it, within
+//     [MinAttempt, TryTimeout] — plus a tenth, at least 1 ms;
+//   - the later tiers never observed share half of what remains after the
+//     observed ones' needs, at least their MinAttempts and, when each has a
+//     TryTimeout, at most their TryTimeouts (each plus a tenth);
+//   - Stage.Reserve > 0 fixes the reserve, < 0 leaves none.
+//
+// A retry is decided before sleeping: if the wait (the larger of the
+// server's delay and the jittered backoff) plus a useful attempt does not
+// fit, the chain moves on at once. When less than a useful attempt is left
+// the tier is skipped (SkipBudget) and the cache and default answer. An
+// attempt the request's deadline cut after its useful minimum counts as a
+// timeout against its tier's breaker, so a hung last tier trips too.
+//
+// # One cool-down story
+//
+// A tier is kept out of rotation for three reasons, each skipped without an
+// upstream call and named on the trail:
+//
+//   - failures the class table counts (5xx, timeouts, 429s) trip the
+//     breaker: the tier (or a pool member, with its own breaker) is out for
+//     the breaker's Cooldown, then probed half-open (SkipOpen);
+//   - a 429 with a server delay (RetryInfo, Retry-After, retry-after-ms)
+//     cools the tier, or the pool member whose key got it, down until the
+//     server's time, at most MaxQuotaCooldown; then one request is let
+//     through while the others keep skipping until it returns
+//     (SkipRateLimited). This holds across requests whether or not a rate
+//     limiter is attached: a 429 storm with RetryInfo of 30 s sends one
+//     request per 30 s per key to the primary;
+//   - an exhausted quota parks the tier, or the pool member, for
+//     max(QuotaCooldown, the server's delay), at most MaxQuotaCooldown
+//     (SkipQuota). A quota's parking is never shortened by a shorter delay.
+//
+// # More of the chain
+//
+// Preflight: with Config.Catalog (package catalog keeps the list of served
+// models), a tier whose model is missing is skipped without a call and a
+// 404 marks the model retired until the next refresh; without one a 404
+// parks the tier for RetiredRecheck. Stage.ModelFor names the model a call
+// will use, so a 404 retires only that model.
+//
+// Idempotency: with Config.Key, requests with the same key in flight
+// together share one execution; each waiter gets the result, a waiter that
+// gives up does not cancel the others, and the last one leaving cancels
+// the work. Observers see each waiter as a request (RequestStart.Shared
+// and RequestEnd.Shared, no upstream call of its own), so a ledger bills
+// the execution once, to the request that started it.
+//
+// Panics in a tier propagate to the caller after its bulkhead slot and
+// breaker probe are released; code tierguard runs on a goroutine of its own
+// (an abandoned call, a hedge, a cache's embedder) reaches the caller as a
+// *PanicError with the original stack. With Config.AbandonAfter a call
+// that ignores its context is abandoned that long after its deadline: the
+// request moves on, the stuck call keeps its bulkhead slot (and a probe its
+// probe slot) until it really returns, and Stats counts it. Off by default:
+// it costs a goroutine per call.
+//
+// Streaming (NewStream): before the first chunk with content a StreamChain
+// does everything a Chain does, plus a FirstChunkTimeout per attempt. That
+// chunk is the commit point: afterwards a cut connection, an IdleTimeout
+// gap, a missing finish reason, a safety stop or the deadline end the
+// stream with an *IncompleteError — never a silent switch to another
+// model, unless StreamConfig.Continue opts in. Breaking out of the loop
+// cancels the upstream call and releases the slot and probe. Streams take
+// no idempotency key.
+//
+// Hedging (Stage.Hedge) starts a second call when the first is slow — after
+// a fixed Delay or at a Quantile of the tier's latency — on another member
+// of the stage's pool, or else on the next tier, within a budget of extra
+// calls (MaxExtra, 10 %) shared by every request. The first valid answer
+// wins; the loser is cancelled and keeps its slot and probe until it
+// returns; each breaker counts the request once. Stage.InvalidOutputRetries
+// asks the same tier again when its validator rejects an answer, with
+// Stage.Reprompt to adjust the input, outside the breaker and the retry
+// policy. Hedging and invalid-output retries are for unary chains.
 //
 // Errors follow classify's table, overridable per chain (Config.Table):
 // Transient and RateLimited retry in place within the budget; QuotaExhausted,
@@ -61,20 +142,18 @@
 // validated tier answers are written back to a cache.
 //
 // Capacity: ratelimit.Tier keeps a tier's calls under its requests and
-// tokens per minute, skipping the tier (SkipRateLimited) or waiting for
-// its turn when the wait fits; a pool.Pool puts
-// several keys, projects or regions behind one tier, rotating on a member's
-// 429, quota or Auth failure before the next tier; Stage.Hedge starts a
-// second call when the first is slow, within a budget of extra calls; and
-// Stage.InvalidOutputRetries asks the same tier again when its answer is
-// rejected.
+// tokens per minute, skipping the tier (SkipRateLimited) or waiting for its
+// turn when the wait fits; a pool.Pool puts several keys, projects or
+// regions behind one tier, rotating on a member's 429, quota or Auth
+// failure before the next tier.
 //
 // The success path allocates nothing but what the attempt needs: its
 // per-try context when it has its own deadline, and, when an observer or
 // a rate limiter listens, the call record that carries what the tier
 // reports (one each, a stage whose tier turned out plain making no record
 // when nothing listens). It reads the clock only where a decision needs it
-// (once per attempt when the request has a deadline, once per limit). Result carries the answer, its source, the tier, whether it is degraded,
+// (once per attempt when the request has a deadline, once per limit).
+// Result carries the answer, its source, the tier, whether it is degraded,
 // the upstream calls made and the trail of attempts.
 //
 // An Observer sees every decision, as typed events: one method per kind

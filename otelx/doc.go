@@ -164,6 +164,14 @@
 // its trace. The attributes are built only when the logger is enabled for
 // the event's level.
 //
+// # The ledger
+//
+// InstrumentLedger exports a spend.Ledger's figures: tierguard.cost per
+// attempt (by model, cost group, class and fallback flag),
+// tierguard.budget.utilization per meter (the highest over tenants),
+// tierguard.budget.thresholds and tierguard.budget.refusals. The tenant
+// appears only when Options.MetricAttributes lists KeyTenant.
+//
 // # Nothing sensitive
 //
 // Prompts, answers, API keys and upstream error text never enter a metric,
