@@ -234,6 +234,8 @@ type stageSpec struct {
 	nilTier               bool
 	invalidRetries        int
 	hedge                 Hedge
+	// members are the breakers of the tier's members (a pool's).
+	members []*breaker.Breaker
 }
 
 func (cfg *Config[In, Out]) shared() shared {
@@ -261,18 +263,21 @@ func (cfg *Config[In, Out]) specs() []stageSpec {
 }
 
 // endpoint fills the provider (when the stage leaves it empty) and the
-// server from a tier that reports its endpoint, or from the tier a
-// decorator wraps (Unwrap), however deep.
+// server from a tier that reports its endpoint, and the breakers of a
+// tier's members (a pool's), from the tier or from the tier a decorator
+// wraps (Unwrap), however deep.
 func (s *stageSpec) endpoint(tier any) {
 	var r EndpointReporter
 	for range 64 {
-		var ok bool
-		if r, ok = tier.(EndpointReporter); ok {
-			break
+		if m, ok := tier.(interface{ MemberBreakers() []*breaker.Breaker }); ok && s.members == nil {
+			s.members = m.MemberBreakers()
+		}
+		if e, ok := tier.(EndpointReporter); ok && r == nil {
+			r = e
 		}
 		u, ok := tier.(interface{ Unwrap() any })
 		if !ok {
-			return
+			break
 		}
 		tier = u.Unwrap()
 	}

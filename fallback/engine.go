@@ -117,7 +117,7 @@ func newEngine(kind string, sh shared, specs []stageSpec) (*engine, error) {
 	for i := range e.stages {
 		st := &e.stages[i]
 		e.info.Stages[i] = StageInfo{Operation: e.op, Tier: st.name, TierIndex: i, Model: st.model, Provider: st.provider,
-			Address: st.address, Port: st.port, Stream: e.stream, Breaker: st.breaker, Bulkhead: st.bulkhead}
+			Address: st.address, Port: st.port, Stream: e.stream, Breaker: st.breaker, Bulkhead: st.bulkhead, MemberBreakers: specs[i].members}
 		st.info = &e.info.Stages[i]
 	}
 	if sh.observer != nil {
@@ -222,6 +222,11 @@ type StageInfo struct {
 	// Breaker and Bulkhead are the stage's guards; nil when absent.
 	Breaker  *breaker.Breaker
 	Bulkhead *bulkhead.Bulkhead
+	// MemberBreakers are the breakers of the tier's members — a pool's
+	// keys — found through any decorators around it (a tier with a
+	// MemberBreakers() []*breaker.Breaker method, reached through
+	// Unwrap), so that instrumentation watches them with the stage.
+	MemberBreakers []*breaker.Breaker
 }
 
 // Stats are a chain's running figures.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/tierguard/tierguard/classify"
 	"github.com/tierguard/tierguard/fallback"
+	"github.com/tierguard/tierguard/fallback/route"
 )
 
 // Options configures an Instrumentation. The zero value exports metrics and
@@ -207,7 +208,8 @@ func (i *Instrumentation) Attach(c Chain) {
 
 // Watch prepares the attribute sets of c's stages — with the server each
 // tier calls and whether it reports token usage, which only the chain's
-// StageInfo tells — and watches the breakers and bulkheads they use,
+// StageInfo tells — and watches the breakers and bulkheads they use, the
+// breakers of a pool's members included (StageInfo.MemberBreakers),
 // without observing c's requests. Watching a breaker or bulkhead twice,
 // through two chains, watches it once.
 func (i *Instrumentation) Watch(c Chain) {
@@ -241,6 +243,9 @@ func (i *Instrumentation) Watch(c Chain) {
 	for _, s := range stages {
 		if s.Breaker != nil {
 			i.WatchBreaker(s.Breaker)
+		}
+		for _, b := range s.MemberBreakers {
+			i.WatchBreaker(b)
 		}
 		if s.Bulkhead != nil {
 			i.WatchBulkhead(s.Bulkhead)
@@ -373,4 +378,19 @@ func (m *instruments) create(meter metric.Meter, prev bool) error {
 	m.bhQueued = observable(metricBulkheadQueued, "Bulkhead acquisitions waiting for a slot.")
 	m.bhLimit = observable(metricBulkheadLimit, "Bulkhead slots in all.")
 	return errors.Join(errs...)
+}
+
+// InstrumentRouter attaches metrics, traces and log events to every
+// route's chain of r and to the guards of their stages, as Instrument does
+// for one chain: one Instrumentation for the whole router. Leave r's
+// Config.Base.Observer unset, or the routes' requests are observed twice.
+func InstrumentRouter[In, Out any](r *route.Router[In, Out], opts Options) (*Instrumentation, error) {
+	i, err := New(opts)
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range r.Chains() {
+		i.Attach(c)
+	}
+	return i, nil
 }

@@ -361,6 +361,19 @@ func (p *Pool[In, Out]) Members() []MemberInfo {
 	return out
 }
 
+// MemberBreakers returns the members' own breakers, in order, those that
+// have one: a chain lists them in its stage's StageInfo, and
+// instrumentation (otelx.Watch) watches them with the stage.
+func (p *Pool[In, Out]) MemberBreakers() []*breaker.Breaker {
+	var out []*breaker.Breaker
+	for i := range p.p.members {
+		if b := p.p.members[i].breaker; b != nil {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
 // Restore puts the member named id back in rotation at once (say, after
 // its key was replaced), and reports whether there was one.
 func (p *Pool[In, Out]) Restore(id string) bool {

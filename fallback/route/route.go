@@ -146,6 +146,8 @@ type Config[In, Out any] struct {
 type Router[In, Out any] struct {
 	scenarios map[string]*scenario[In, Out]
 	ledger    *spend.Ledger
+	// all are the compiled routes in the order of Config.Routes.
+	all []*Compiled[In, Out]
 }
 
 type scenario[In, Out any] struct {
@@ -272,6 +274,7 @@ func New[In, Out any](cfg Config[In, Out]) (*Router[In, Out], error) {
 			errs = append(errs, fmt.Errorf("%s: %w", name, err))
 			continue
 		}
+		r.all = append(r.all, c)
 		sc := r.scenarios[rt.Scenario]
 		if sc == nil {
 			sc = &scenario[In, Out]{}
@@ -420,6 +423,16 @@ func maxCalls[In, Out any](stages []fallback.Stage[In, Out]) int {
 		n += a + max(st.InvalidOutputRetries, 0)
 	}
 	return n
+}
+
+// Chains returns every route's chain, in the order of Config.Routes, for
+// what watches them all (otelx.InstrumentRouter).
+func (r *Router[In, Out]) Chains() []*fallback.Chain[In, Out] {
+	out := make([]*fallback.Chain[In, Out], len(r.all))
+	for i, c := range r.all {
+		out[i] = c.Chain
+	}
+	return out
 }
 
 // Lookup returns the route of a tenant's scenario: the tenant's own, or
