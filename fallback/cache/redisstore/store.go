@@ -97,6 +97,11 @@ type Store struct {
 	// kick asks the resync loop for a resync now: the subscription came
 	// back, and publications may have been missed while it was away.
 	kick chan struct{}
+	// subscribed counts the subscription's confirmations handled; kicks
+	// counts the resyncs asked for, and kicksDone the asks a finished
+	// resync had seen when it started: tests wait for a store to be quiet
+	// (see export_test.go).
+	subscribed, kicks, kicksDone atomic.Int64
 	// afterSnapshot, when set, runs between a resync's reads and its
 	// delivery (tests hold a resync there).
 	afterSnapshot func()
@@ -410,6 +415,7 @@ func (s *Store) listen(ps *redis.PubSub) {
 				// resync.
 				if m.Kind == "subscribe" {
 					s.resyncNow()
+					s.subscribed.Add(1)
 				}
 			case *redis.Message:
 				s.receive(m.Payload)
@@ -443,6 +449,7 @@ func (s *Store) receive(payload string) {
 }
 
 func (s *Store) resyncNow() {
+	s.kicks.Add(1)
 	select {
 	case s.kick <- struct{}{}:
 	default:
@@ -462,9 +469,11 @@ func (s *Store) loop() {
 		case <-s.kick:
 			t.Stop()
 		}
+		asked := s.kicks.Load()
 		if err := s.resync(full); err == nil {
 			full = false
 		}
+		s.kicksDone.Store(asked)
 		t.Reset(s.cfg.Resync)
 	}
 }

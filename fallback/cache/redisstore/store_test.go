@@ -223,8 +223,12 @@ func TestResyncCatchesWhatTheChannelMissed(t *testing.T) {
 	pfx := prefix(t)
 	bs := newStore(t, addr, pfx, 50*time.Millisecond)
 	b := newCache(t, bs)
-	a := newCache(t, newStore(t, addr, pfx, time.Minute))
+	as := newStore(t, addr, pfx, time.Minute)
+	a := newCache(t, as)
 	waitSubscribed(t, addr, pfx+"ch", 2)
+	// a's resync on subscribing is done before anything is changed behind
+	// its back: its next one is a minute away.
+	require.Eventually(t, func() bool { return redisstore.Quiet(as) }, 10*time.Second, time.Millisecond)
 	a.Put(bg, "kept", answer{"pro", "k"})
 	a.Put(bg, "dropped", answer{"pro", "d"})
 	require.Eventually(t, func() bool { return b.Stats().Entries == 2 }, 10*time.Second, 5*time.Millisecond)
