@@ -1001,3 +1001,28 @@ func TestPoolCalledOnItsOwn(t *testing.T) {
 	}
 	assert.NotContains(t, err.Error(), `"k"`, "keys stay out of errors")
 }
+
+// TestHedgeOnALimitedNextTierTakesItsTurn: a hedge on the next tier goes
+// through that tier's rate limit like any call: over the limit, the hedge
+// makes no upstream call and the first call's answer stands.
+func TestHedgeOnALimitedNextTierTakesItsTurn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var proCalls, flashCalls atomic.Int64
+		pro := slowTier("pro", &proCalls, func() time.Duration { return time.Second })
+		flash := slowTier("flash", &flashCalls, func() time.Duration { return 10 * time.Millisecond })
+		lim := newLimiter(t, ratelimit.Config{Name: "flash", Requests: 61, Burst: 1}) // one a second
+		c := newChain(t, fallback.Config[string, string]{Stages: []fallback.Stage[string, string]{
+			{Tier: pro, Hedge: fallback.Hedge{Delay: 100 * time.Millisecond, MaxExtra: 1}},
+			{Tier: ratelimit.Tier(flash, ratelimit.TierConfig[string]{Limiter: lim})},
+		}})
+		res, err := c.Do(context.Background(), "q")
+		require.NoError(t, err)
+		assert.Equal(t, "flash", res.Tier, "the hedge had a turn and answered first")
+		res, err = c.Do(context.Background(), "q")
+		require.NoError(t, err)
+		assert.Equal(t, "pro", res.Tier, "no turn for the second hedge: the first call answers")
+		assert.Equal(t, int64(1), flashCalls.Load(), "the refused hedge made no upstream call")
+		assert.Equal(t, 1, res.UpstreamCalls)
+		synctest.Wait()
+	})
+}

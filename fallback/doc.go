@@ -31,7 +31,7 @@
 // (classify.go, hints.go) makes it RateLimited with RetryAfter 30 s;
 // retry.Policy.Decide (retry/retry.go) retries only if the wait fits the
 // deadline; stage.go (stageRun.failed) gives the tier up when it does not
-// and cools it down (parking.go) so that later requests skip it until the
+// and cools it down (parking.go, internal/park) so that later requests skip it until the
 // server's time, one request probing at its end; package pool (pool.go)
 // does the same for the member whose key got the 429 and rotates to
 // another at once; ratelimit (tier.go, limiter.go) holds and slows the

@@ -77,33 +77,10 @@ func TestAttributeInventory(t *testing.T) {
 	for _, sm := range h.collect(t).ScopeMetrics {
 		for _, m := range sm.Metrics {
 			name := "metric " + m.Name
-			switch d := m.Data.(type) {
-			case metricdata.Sum[int64]:
-				for _, p := range d.DataPoints {
-					add(name, p.Attributes)
-				}
-			case metricdata.Sum[float64]:
-				for _, p := range d.DataPoints {
-					add(name, p.Attributes)
-				}
-			case metricdata.Gauge[int64]:
-				for _, p := range d.DataPoints {
-					add(name, p.Attributes)
-				}
-			case metricdata.Gauge[float64]:
-				for _, p := range d.DataPoints {
-					add(name, p.Attributes)
-				}
-			case metricdata.Histogram[int64]:
-				for _, p := range d.DataPoints {
-					add(name, p.Attributes)
-				}
-			case metricdata.Histogram[float64]:
-				for _, p := range d.DataPoints {
-					add(name, p.Attributes)
-				}
-			default:
-				t.Fatalf("%s: unexpected data %T", m.Name, m.Data)
+			sets, ok := pointSets(m.Data)
+			require.True(t, ok, "%s: unexpected data %T", m.Name, m.Data)
+			for _, set := range sets {
+				add(name, set)
 			}
 		}
 	}
@@ -136,4 +113,38 @@ func TestAttributeInventory(t *testing.T) {
 	want, err := os.ReadFile(golden)
 	require.NoError(t, err, "run with -update to create %s", golden)
 	assert.Equal(t, string(want), b.String(), "the attributes otelx emits changed: review, then run with -update")
+}
+
+// pointSets are the attribute sets of an aggregation's data points.
+func pointSets(d metricdata.Aggregation) ([]attribute.Set, bool) {
+	var out []attribute.Set
+	switch d := d.(type) {
+	case metricdata.Sum[int64]:
+		for _, p := range d.DataPoints {
+			out = append(out, p.Attributes)
+		}
+	case metricdata.Sum[float64]:
+		for _, p := range d.DataPoints {
+			out = append(out, p.Attributes)
+		}
+	case metricdata.Gauge[int64]:
+		for _, p := range d.DataPoints {
+			out = append(out, p.Attributes)
+		}
+	case metricdata.Gauge[float64]:
+		for _, p := range d.DataPoints {
+			out = append(out, p.Attributes)
+		}
+	case metricdata.Histogram[int64]:
+		for _, p := range d.DataPoints {
+			out = append(out, p.Attributes)
+		}
+	case metricdata.Histogram[float64]:
+		for _, p := range d.DataPoints {
+			out = append(out, p.Attributes)
+		}
+	default:
+		return nil, false
+	}
+	return out, true
 }
