@@ -2,6 +2,8 @@ package fallback_test
 
 import (
 	"context"
+	"iter"
+	"strconv"
 	"testing"
 	"time"
 
@@ -96,4 +98,77 @@ func BenchmarkChain(b *testing.B) {
 	b.Run("success-deadline", func(b *testing.B) { benchChain(b, success, withDeadline) })
 	b.Run("fallback", func(b *testing.B) { benchChain(b, fellBack, context.Background()) })
 	b.Run("fallback-deadline", func(b *testing.B) { benchChain(b, fellBack, withDeadline) })
+}
+
+// BenchmarkStream reads a three-chunk stream through a guarded stage to
+// its first chunk (first) or to its end (all).
+func BenchmarkStream(b *testing.B) {
+	tier := fallback.StreamTierFunc("pro", func(context.Context, string) iter.Seq2[string, error] {
+		return func(yield func(string, error) bool) {
+			for _, c := range [...]string{"o", "k", "."} {
+				if !yield(c, nil) {
+					return
+				}
+			}
+		}
+	}, func(c string) fallback.ChunkInfo {
+		info := fallback.ChunkInfo{Text: c}
+		if c == "." {
+			info.FinishReason = "STOP"
+		}
+		return info
+	})
+	g := guardedStage(b, okTier("pro"))
+	c, err := fallback.NewStream(fallback.StreamConfig[string, string]{Stages: []fallback.StreamStage[string, string]{{
+		Tier: tier, Bulkhead: g.Bulkhead, Breaker: g.Breaker,
+	}}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, read := range []struct {
+		name string
+		want int
+	}{{"first", 1}, {"all", 3}} {
+		b.Run(read.name, func(b *testing.B) {
+			b.ReportAllocs()
+			ctx := context.Background()
+			for b.Loop() {
+				n := 0
+				for _, err := range c.Stream(ctx, "q").Chunks() {
+					if err != nil {
+						b.Fatal(err)
+					}
+					if n++; n == read.want {
+						break
+					}
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkFallThrough answers on the last of n tiers, each before it
+// skipped at once (its breaker open).
+func BenchmarkFallThrough(b *testing.B) {
+	for _, n := range []int{1, 2, 4, 8} {
+		stages := make([]fallback.Stage[string, string], n)
+		for i := range stages {
+			stages[i] = guardedStage(b, okTier("t"+strconv.Itoa(i)))
+			if i < n-1 {
+				stages[i].Breaker.ForceOpen()
+			}
+		}
+		c, err := fallback.New(fallback.Config[string, string]{Stages: stages})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run("tiers="+strconv.Itoa(n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := c.Do(context.Background(), "q"); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }

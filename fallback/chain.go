@@ -103,7 +103,7 @@ func (c *Chain[In, Out]) Do(ctx context.Context, in In) (Result[Out], error) {
 }
 
 // attempt makes one call and validates its answer.
-func (c *Chain[In, Out]) attempt(st *stage, b budget.Budget, base context.Context, per, remaining time.Duration, in In, tok breaker.Token) (out Out, end attemptEnd) {
+func (c *Chain[In, Out]) attempt(st *stage, _ int, _ string, b budget.Budget, base context.Context, per, remaining time.Duration, in In, tok breaker.Token) (out Out, end attemptEnd) {
 	if st.hedge.enabled() {
 		return c.hedged(st, b, base, per, remaining, in, tok)
 	}
@@ -111,9 +111,9 @@ func (c *Chain[In, Out]) attempt(st *stage, b budget.Budget, base context.Contex
 	tier := c.tiers[st.index]
 	if c.abandonAfter > 0 {
 		// A call is a stream of one answer, read on its own goroutine.
-		src := read(c.engine, st, ctx, func(yield func(Out, error) bool) { yield(tier.Call(ctx, in)) }, tok)
-		out, end.err, _ = src.next()
-		end.abandoned = src.stop()
+		rd := readDetached(c.engine, st, ctx, func(yield func(Out, error) bool) { yield(tier.Call(ctx, in)) }, tok)
+		out, end.err, _ = nextOf(rd)
+		end.abandoned = rd.Stop()
 	} else {
 		out, end.err = tier.Call(ctx, in)
 	}

@@ -46,29 +46,12 @@ func outcomeError(o detach.Outcome) *PanicError {
 	return &PanicError{Value: o.Panic, Stack: o.Stack}
 }
 
-// source is a stream being read: the tier's sequence, pulled one chunk at a
-// time.
-type source[Chunk any] interface {
-	// next returns the next chunk or error; ok is false at the end.
-	next() (ch Chunk, err error, ok bool)
-	// stop ends the reading and reports whether the tier was abandoned
-	// because it ignored its context. It may be called more than once.
-	stop() (abandoned bool)
-}
-
-// read starts reading seq: on the caller's goroutine (iter.Pull2), or,
-// with AbandonAfter, on a goroutine of its own, so that a tier that ignores
-// its context is abandoned AbandonAfter after ctx ended and keeps st's
-// bulkhead slot until it returns. A stuck half-open probe also keeps its
-// breaker token, so that it still counts against the probe limit, and
-// reports its failure when it returns; a pool member it holds is the
-// pool's to release, when the member's call returns.
-func read[T any](e *engine, st *stage, ctx context.Context, seq iter.Seq2[T, error], tok breaker.Token) source[T] {
-	if e.abandonAfter <= 0 {
-		next, stop := iter.Pull2(seq)
-		return pulled[T]{pull: next, end: stop}
-	}
-	release := func() {
+// releaseOf is what a call left running gives back once it returns:
+// st's bulkhead slot, and a half-open probe's token — as a failure, since
+// the call ignored its context. A pool member it holds is the pool's to
+// release, when the member's call returns.
+func releaseOf(st *stage, tok breaker.Token) func() {
+	return func() {
 		if st.bulkhead != nil {
 			st.bulkhead.Release()
 		}
@@ -76,28 +59,23 @@ func read[T any](e *engine, st *stage, ctx context.Context, seq iter.Seq2[T, err
 			tok.Done(breaker.Failure)
 		}
 	}
-	return detached[T]{detach.Read(ctx, e.abandonAfter, &e.counters, seq, release)}
 }
 
-// pulled reads a stream on the caller's goroutine.
-type pulled[T any] struct {
-	pull func() (T, error, bool)
-	end  func()
+// readDetached reads seq on a goroutine of its own (Config.AbandonAfter),
+// so that a tier that ignores ctx is abandoned AbandonAfter after ctx
+// ended, and keeps st's guards (see releaseOf) until it returns.
+func readDetached[T any](e *engine, st *stage, ctx context.Context, seq iter.Seq2[T, error], tok breaker.Token) *detach.Reader[T] {
+	return detach.Read(ctx, e.abandonAfter, &e.counters, seq, releaseOf(st, tok))
 }
 
-func (p pulled[T]) next() (T, error, bool) { return p.pull() }
-func (p pulled[T]) stop() bool             { p.end(); return false }
-
-// detached reads a stream on its own goroutine.
-type detached[T any] struct{ r *detach.Reader[T] }
-
-func (d detached[T]) next() (T, error, bool) {
-	s, ok := d.r.Next()
+// nextOf is the next pair a detached reader read: a panic or Goexit of
+// the reading goroutine is raised again here, and an abandoned wait ends
+// with errAbandoned. ok is false at the end.
+func nextOf[T any](rd *detach.Reader[T]) (v T, err error, ok bool) {
+	s, ok := rd.Next()
 	reraise(s.End)
 	if s.Abandoned {
 		return s.Value, errAbandoned, true
 	}
 	return s.Value, s.Err, ok
 }
-
-func (d detached[T]) stop() bool { return d.r.Stop() }

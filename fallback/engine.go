@@ -254,6 +254,9 @@ type request struct {
 	// slotHandedOff and tokenHandedOff are set when an abandoned call took
 	// over the stage's bulkhead slot and breaker token.
 	slotHandedOff, tokenHandedOff bool
+	// probe is set while the request is the probe at the end of the
+	// current tier's cool-down (see engine.preflight).
+	probe int64
 	// member is the pool member of the current attempt, for its events
 	// and trail; limitWait is the attempt's wait for its rate limiters.
 	member    string

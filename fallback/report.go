@@ -226,6 +226,19 @@ func (c *Record) settled() (calls int, member string, rotated []rotation, member
 	return calls, c.at, c.rotated, c.memberFailure, c.waited
 }
 
+// takeRotated returns the member calls that failed so far and forgets
+// them, for a stream that records them at its commit point.
+func (c *Record) takeRotated() []rotation {
+	if c == nil {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r := c.rotated
+	c.rotated = nil
+	return r
+}
+
 // close ends the chain's wait for the call and returns what its replies
 // said so far.
 func (c *Record) close() (Reply, int) {

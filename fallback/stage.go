@@ -15,13 +15,15 @@ import (
 // its validation, for the streaming chain the start of a stream up to its
 // first chunk with content. Everything around the attempt is runStage's.
 type attempter[In, Out any] interface {
-	// attempt runs an attempt of window per (remaining was left when the
-	// window was computed) on a context built on base, holding the stage's
-	// breaker token tok: a call left running (abandoned, or a hedged
-	// race's loser) takes its probe with it.
-	attempt(st *stage, b budget.Budget, base context.Context, per, remaining time.Duration, in In, tok breaker.Token) (Out, attemptEnd)
-	// committed is set for attempts whose success is only a beginning (a
-	// stream's first chunk): their end is reported when it comes.
+	// attempt runs attempt n (with model) of window per (remaining was
+	// left when the window was computed) on a context built on base,
+	// holding the stage's breaker token tok: a call left running
+	// (abandoned, or a hedged race's loser) takes its probe with it.
+	attempt(st *stage, n int, model string, b budget.Budget, base context.Context, per, remaining time.Duration, in In, tok breaker.Token) (Out, attemptEnd)
+	// committed is set for attempts that pass a commit point (a stream's
+	// first chunk) and go on past it: the attempt reports the commit
+	// (see engine.commit) and returns when the stream has ended; its
+	// success is settled by its caller.
 	committed() bool
 	// estimate returns the request's estimated tokens on st.
 	estimate(st *stage, in In) int64
@@ -49,6 +51,11 @@ type attemptEnd struct {
 	// its goroutine, for the stage to raise again once its guards are
 	// accounted for.
 	ended *detach.Outcome
+	// For a committed attempt: rotations is how many member calls it
+	// recorded at its commit point (see engine.commit), and toCommit how
+	// long it took to reach it — its latency, for the stage's accounting.
+	rotations int
+	toCommit  time.Duration
 }
 
 // stageEnd is how a stage ended for the request.
@@ -78,7 +85,9 @@ func runStage[In, Out any, A attempter[In, Out]](e *engine, a A, r *request, st 
 		return out, h, e.skipped(r, st, model, skip, end.err)
 	}
 	if probe != 0 {
-		defer st.parking.EndProbe(probe)
+		// A stream's commit point ends the probe early (engine.commit).
+		r.probe = probe
+		defer func() { st.parking.EndProbe(r.probe); r.probe = 0 }()
 	}
 	if st.breaker != nil && st.breaker.State() == breaker.Open {
 		// An open tier is skipped before anything else is spent: no clock
@@ -167,7 +176,7 @@ func (s *stageRun[In, Out, A]) next(r *request) (out Out, done bool) {
 	if timing {
 		t0 = e.now()
 	}
-	res, ae := s.a.attempt(st, r.budget, base, per, remaining, s.in, s.h.tok)
+	res, ae := s.a.attempt(st, s.n, s.model, r.budget, base, per, remaining, s.in, s.h.tok)
 	if ae.slotLeft || ae.abandoned {
 		// A call left running — a hedged attempt's first call that lost
 		// (or whose hedge panicked), or one abandoned for ignoring its
@@ -179,6 +188,10 @@ func (s *stageRun[In, Out, A]) next(r *request) (out Out, done bool) {
 	reraise(ae.ended)
 	var latency, ran time.Duration
 	switch {
+	case ae.err == nil && s.a.committed():
+		// A stream ran to its end: what it took to commit is what the
+		// stage's accounting needs.
+		latency, ran = ae.toCommit, ae.toCommit
 	case timing:
 		latency = e.now() - t0
 		ran = latency
@@ -198,7 +211,8 @@ func (s *stageRun[In, Out, A]) next(r *request) (out Out, done bool) {
 		}
 	}
 	r.sum.UpstreamCalls += calls
-	s.rotations(r, rotated)
+	s.n += ae.rotations
+	s.n += e.rotations(r, st, s.model, s.n, rotated)
 	// mine is the record of the call whose result the attempt takes: the
 	// hedge's when it won.
 	mine := rec
@@ -215,17 +229,18 @@ func (s *stageRun[In, Out, A]) next(r *request) (out Out, done bool) {
 	return out, s.failed(r, &ae, mine, member, memberFailure, latency, ran, per)
 }
 
-// rotations records the member calls of a pool that failed and sent the
-// attempt to another member at once: upstream calls of their own on the
-// trail, outside the retry policy and the stage's breaker.
-func (s *stageRun[In, Out, A]) rotations(r *request, rotated []rotation) {
-	e, st := s.e, s.st
-	for _, rot := range rotated {
+// rotations records the member calls of a pool that failed and sent
+// attempt n to another member at once: upstream calls of their own on the
+// trail, numbered from n, outside the retry policy and the stage's
+// breaker. It returns how many it recorded.
+func (e *engine) rotations(r *request, st *stage, model string, n int, rotated []rotation) int {
+	for i, rot := range rotated {
 		r.member = rot.member
 		d := decision{retry: true, outcome: breaker.Ignored, route: e.table.Action(rot.verdict.Class).Route}
-		e.attemptFailed(r, st, s.model, s.n, rot.latency, rot.verdict, d, rot.err, &Reply{})
-		s.n++
+		e.attemptFailed(r, st, model, n+i, rot.latency, rot.verdict, d, rot.err, &Reply{})
 	}
+	r.member = ""
+	return len(rotated)
 }
 
 // answered settles a successful attempt: its guards' accounting, its

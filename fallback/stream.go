@@ -229,28 +229,53 @@ type Stream[In, Chunk any] struct {
 	ctx  context.Context
 	in   In
 	used bool
-	res  StreamResult
+
+	// What the run keeps: its request (whose summary is the result's),
+	// what Result adds to it, the consumer's yield, the attempt being
+	// read, and, for Continue, the text shown so far.
+	r                   request
+	chunks, bytes       int
+	finish              string
+	complete, continued bool
+	toFirstChunk        time.Duration
+	yield   func(Chunk, error) bool
+	at      *reading[Chunk]
+	// firstRead is the first attempt's reading, held here to save an
+	// allocation; later attempts make their own, since a timer of an
+	// earlier one may still fire.
+	firstRead reading[Chunk]
+	partial *strings.Builder
 }
 
 // Stream prepares a streaming request; nothing is sent until Chunks is
 // ranged over.
 func (c *StreamChain[In, Chunk]) Stream(ctx context.Context, in In) *Stream[In, Chunk] {
-	s := &Stream[In, Chunk]{c: c, ctx: ctx, in: in}
-	s.res.TierIndex = -1
-	s.res.deadline, s.res.hasDeadline = ctx.Deadline()
-	return s
+	return &Stream[In, Chunk]{c: c, ctx: ctx, in: in}
 }
 
 // Result describes the stream; complete once Chunks' iteration has ended.
 // Before it, its Deadline is the context's only: the chain's Total counts
 // from the start of the iteration.
-func (s *Stream[In, Chunk]) Result() StreamResult { return s.res }
+func (s *Stream[In, Chunk]) Result() StreamResult {
+	res := StreamResult{Summary: s.r.sum, Chunks: s.chunks, Bytes: s.bytes, FinishReason: s.finish, Complete: s.complete,
+		Continued: s.continued, TimeToFirstChunk: s.toFirstChunk}
+	if !s.used {
+		res.TierIndex = -1
+		res.deadline, res.hasDeadline = s.ctx.Deadline()
+	}
+	return res
+}
 
 // Chunks yields the answer's chunks. An error ends the sequence: before the
 // first chunk it is the chain's *Error (every tier failed); after it, an
 // *IncompleteError or a validation failure. Breaking out of the loop
 // cancels the upstream request and releases the tier's bulkhead slot and
 // probe. Chunks may be ranged over once.
+//
+// The tier's chunks are pushed to the loop's body as its sequence yields
+// them, on the same goroutine (with AbandonAfter, from the goroutine that
+// reads the tier): no chunk is buffered but those before the first with
+// content.
 func (s *Stream[In, Chunk]) Chunks() iter.Seq2[Chunk, error] {
 	return func(yield func(Chunk, error) bool) {
 		if s.used {
@@ -259,38 +284,34 @@ func (s *Stream[In, Chunk]) Chunks() iter.Seq2[Chunk, error] {
 			return
 		}
 		s.used = true
-		s.c.run(s, yield)
+		s.yield = yield
+		s.c.run(s)
 	}
 }
 
-func (c *StreamChain[In, Chunk]) run(s *Stream[In, Chunk], yield func(Chunk, error) bool) {
-	var r request
-	c.begin(s.ctx, &r)
-	defer func() { s.res.Summary = r.sum }()
-	defer c.endOnPanic(&r)
+func (c *StreamChain[In, Chunk]) run(s *Stream[In, Chunk]) {
+	r := &s.r
+	c.begin(s.ctx, r)
+	defer c.endOnPanic(r)
 	in := s.in
 	var last classify.Verdict
 	var incomplete *IncompleteError
-	keep := c.cont != nil
-	var partial strings.Builder
+	if c.cont != nil {
+		s.partial = new(strings.Builder)
+	}
 	for i := range c.stages {
 		st := &c.stages[i]
-		model := c.modelFor(i, in)
-		op, h, end := runStage(c.engine, c, &r, st, model, in)
+		_, h, end := runStage(c.engine, s, r, st, c.modelFor(i, in), in)
 		if end.err == nil {
-			p := pump[In, Chunk]{c: c, r: &r, s: s, st: st, model: model, n: end.n, h: h, op: op, yield: yield, in: in}
-			if keep {
-				p.partial = &partial
-			}
-			ie, done := p.run(in)
+			ie, done := s.settle(h, end.n, in)
 			if done {
 				return
 			}
 			incomplete = ie
 			if c.cont != nil && i+1 < len(c.stages) {
-				if next, ok := c.cont(s.in, partial.String()); ok {
+				if next, ok := c.cont(s.in, s.partial.String()); ok {
 					in = next
-					s.res.Continued = true
+					s.continued = true
 					continue
 				}
 			}
@@ -304,37 +325,37 @@ func (c *StreamChain[In, Chunk]) run(s *Stream[In, Chunk], yield func(Chunk, err
 		}
 		switch end.route {
 		case classify.RouteFailClosed:
-			c.failStream(&r, yield, end.verdict, true)
+			c.failStream(r, s.yield, end.verdict, true)
 			return
 		case classify.RouteLocal:
-			c.localStream(&r, s, yield, last)
+			c.localStream(r, s, last)
 			return
 		}
 	}
 	if incomplete != nil {
 		var zero Chunk
-		yield(zero, incomplete)
-		c.end(&r, incomplete, incomplete.V, s.res.Chunks)
+		s.yield(zero, incomplete)
+		c.end(r, incomplete, incomplete.V, s.chunks)
 		return
 	}
-	c.localStream(&r, s, yield, last)
+	c.localStream(r, s, last)
 }
 
-func (c *StreamChain[In, Chunk]) localStream(r *request, s *Stream[In, Chunk], yield func(Chunk, error) bool, last classify.Verdict) {
+func (c *StreamChain[In, Chunk]) localStream(r *request, s *Stream[In, Chunk], last classify.Verdict) {
 	defer r.finish()
 	cause, canceled := c.localCause(r, last)
 	if canceled {
-		c.failStream(r, yield, cause, true)
+		c.failStream(r, s.yield, cause, true)
 		return
 	}
 	if ch, src, hit, ok := lookup(r.localContext(), c.cache, c.def, s.in); ok {
 		c.localAnswered(r, src, hit)
-		s.res.Complete, s.res.Chunks = true, 1
-		yield(ch, nil)
+		s.complete, s.chunks = true, 1
+		s.yield(ch, nil)
 		c.end(r, nil, classify.Verdict{}, 1)
 		return
 	}
-	c.failStream(r, yield, cause, false)
+	c.failStream(r, s.yield, cause, false)
 }
 
 func (c *StreamChain[In, Chunk]) failStream(r *request, yield func(Chunk, error) bool, cause classify.Verdict, closed bool) {
@@ -352,298 +373,320 @@ const (
 	cutConsumer
 )
 
-// opened is a stream that reached its commit point: the chunks read so far
-// (those before the first with content, and that one) and the rest to pull.
-type opened[Chunk any] struct {
-	ctx     *budget.Context
-	cut     atomic.Int32
-	src     source[Chunk]
+// reading is one attempt's stream as its chunks are pushed: before its
+// commit point (its first chunk with content) the chunks without content
+// are held back; from it on each chunk goes to the consumer as it comes.
+//
+// Each attempt has its own: its timers may still fire as the next begins.
+type reading[Chunk any] struct {
+	st    *stage
+	model string
+	n     int
+	ctx   budget.Context
+	cut   atomic.Int32
+	rec   *Record
+	start time.Duration // c.now() when the attempt began
+	// first ends the wait for the first chunk with content; idle, the wait
+	// for each later one (it runs only while waiting on the upstream, so a
+	// slow consumer is never mistaken for a stalled stream).
+	first, idle *time.Timer
+	idleFor     time.Duration
+	// pending holds the chunks before the commit point, in buf while
+	// they fit.
 	pending []Chunk
-	start   time.Duration // c.now() when the attempt began
-	// rec is the call's record, when the request listens; the stream's
-	// end closes it.
-	rec *Record
-	// abandoned is set once stopping the source found the tier stuck.
-	abandoned, stopped bool
+	buf     [2]Chunk
+	// finished is set when a chunk before the commit point had a finish
+	// reason.
+	finished bool
+	// committed is set at the commit point; rotations and toCommit are
+	// then what it recorded and when (attemptEnd's fields of the same
+	// names), last when the latest chunk arrived.
+	committed bool
+	rotations int
+	toCommit  time.Duration
+	last      time.Duration
+	// over is set once the stream must not be read further: stopped by
+	// the consumer (stopped), or ended by err.
+	over, stopped, abandoned bool
+	err                      error
+	// What the consumer received.
+	chunks, bytes int
+	finish        string
+	text          strings.Builder
+	keepText      bool
 }
 
-// stop cancels the stream and stops reading it, once: the tier's sequence
-// returns (and reports its usage) before the attempt's end is recorded.
-func (op *opened[Chunk]) stop() bool {
-	if !op.stopped {
-		op.stopped = true
-		op.ctx.Cancel()
-		op.abandoned = op.src.stop()
+func (a *reading[Chunk]) cutFirstChunk() {
+	if a.cut.CompareAndSwap(cutNone, cutFirstChunk) {
+		a.ctx.Cancel()
 	}
-	return op.abandoned
 }
 
-// attempt starts a stream and reads it up to its first chunk with content,
-// within the first-chunk window per. Chunks before it are kept, to be
-// shown once the stream commits; a stream that fails before it fails like
-// a unary call.
-func (c *StreamChain[In, Chunk]) attempt(st *stage, b budget.Budget, base context.Context, per, remaining time.Duration, in In, tok breaker.Token) (*opened[Chunk], attemptEnd) {
-	var deadline time.Time
-	if d, ok := b.Deadline(); ok {
-		deadline = d
-	}
-	op := &opened[Chunk]{ctx: budget.NewContext(base, deadline), start: c.now()}
-	op.rec, _ = base.(*Record)
-	var timer *time.Timer
-	if per != budget.Unlimited && (st.try.Cap > 0 || per < remaining) {
-		timer = time.AfterFunc(per, func() {
-			if op.cut.CompareAndSwap(cutNone, cutFirstChunk) {
-				op.ctx.Cancel()
-			}
-		})
-	}
-	op.src = read(c.engine, st, op.ctx, c.tiers[st.index].Stream(op.ctx, in), tok)
-	tier := c.tiers[st.index]
-	finished := false // a chunk before the first with content had a finish reason
-	for {
-		ch, err, ok := op.src.next()
-		if ok && err == nil {
-			op.pending = append(op.pending, ch)
-			info := tier.Inspect(ch)
-			if !info.NonTextContent && strings.TrimSpace(info.Text) == "" {
-				finished = finished || info.FinishReason != ""
-				continue
-			}
-			if timer == nil || timer.Stop() {
-				return op, attemptEnd{}
-			}
-			// The timer fired as the chunk arrived: the stream's context is
-			// cancelled and it cannot go on. Nothing was shown yet, so this
-			// is a first-chunk timeout, not an incomplete stream.
-			err = ErrFirstChunkTimeout
-		}
-		if timer != nil {
-			timer.Stop()
-		}
-		op.ctx.Cancel()
-		abandoned := op.src.stop()
-		end := attemptEnd{err: err, timedOut: op.cut.Load() == cutFirstChunk, abandoned: abandoned}
-		switch {
-		case end.timedOut:
-			end.err = classify.Wrap(ErrFirstChunkTimeout, classify.Verdict{Class: classify.Transient, Reason: "no first chunk in time"})
-		case err == nil && finished:
-			end.err = classify.Wrap(ErrEmptyStream, classify.Verdict{Class: classify.InvalidOutput, Reason: "empty stream"})
-		case err == nil:
-			// Closed without content and without a finish reason: cut.
-			end.err = classify.Wrap(ErrEmptyStream, classify.Verdict{Class: classify.Transient, Reason: "stream ended without a finish reason"})
-		}
-		return nil, end
+func (a *reading[Chunk]) cutIdle() {
+	if a.cut.CompareAndSwap(cutNone, cutIdle) {
+		a.ctx.Cancel()
 	}
 }
 
 // committed is true: a stream's first chunk is its commit point, and its
 // end comes later.
-func (c *StreamChain[In, Chunk]) committed() bool { return true }
+func (s *Stream[In, Chunk]) committed() bool { return true }
 
-// pump streams a committed attempt to the consumer and settles its stage.
-type pump[In, Chunk any] struct {
-	c       *StreamChain[In, Chunk]
-	r       *request
-	s       *Stream[In, Chunk]
-	st      *stage
-	model   string
-	n       int
-	h       held
-	op      *opened[Chunk]
-	yield   func(Chunk, error) bool
-	partial *strings.Builder
-	in      In
-	// outcome is how the stream counts for its breaker when it ends.
-	outcome breaker.Outcome
+func (s *Stream[In, Chunk]) estimate(st *stage, in In) int64 { return s.c.estimate(st, in) }
+
+func (s *Stream[In, Chunk]) reprompt(st *stage, in In, err error) In { return s.c.reprompt(st, in, err) }
+
+// attempt starts a stream and reads it, within the first-chunk window
+// per until its first chunk with content. A stream that fails before it
+// fails like a unary call; one that reached it is read to its end, or
+// until the consumer stops, and settled by settle.
+func (s *Stream[In, Chunk]) attempt(st *stage, n int, model string, b budget.Budget, base context.Context, per, remaining time.Duration, in In, tok breaker.Token) (struct{}, attemptEnd) {
+	c := s.c
+	var deadline time.Time
+	if d, ok := b.Deadline(); ok {
+		deadline = d
+	}
+	a := &s.firstRead
+	if s.at != nil {
+		a = new(reading[Chunk])
+	}
+	s.at = a
+	a.st, a.model, a.n, a.start, a.idleFor = st, model, n, c.now(), c.idle[st.index]
+	a.keepText = s.partial != nil || c.validators[st.index] != nil || c.cache != nil
+	a.ctx.Init(base, deadline)
+	a.rec, _ = base.(*Record)
+	a.pending = a.buf[:0]
+	defer a.ctx.Cancel()
+	if per != budget.Unlimited && (st.try.Cap > 0 || per < remaining) {
+		a.first = time.AfterFunc(per, a.cutFirstChunk)
+		defer a.first.Stop()
+	}
+	seq := c.tiers[st.index].Stream(&a.ctx, in)
+	if c.abandonAfter > 0 {
+		rd := readDetached(c.engine, st, &a.ctx, seq, tok)
+		for {
+			ch, err, ok := nextOf(rd)
+			if !ok || !s.push(ch, err) {
+				break
+			}
+		}
+		a.abandoned = rd.Stop()
+	} else {
+		seq(s.push)
+	}
+	if a.idle != nil {
+		a.idle.Stop()
+	}
+	if a.committed {
+		return struct{}{}, attemptEnd{rotations: a.rotations, toCommit: a.toCommit}
+	}
+	a.ctx.Cancel()
+	end := attemptEnd{err: a.err, timedOut: a.cut.Load() == cutFirstChunk, abandoned: a.abandoned}
+	switch {
+	case end.timedOut:
+		end.err = classify.Wrap(ErrFirstChunkTimeout, classify.Verdict{Class: classify.Transient, Reason: "no first chunk in time"})
+	case a.err == nil && a.finished:
+		end.err = classify.Wrap(ErrEmptyStream, classify.Verdict{Class: classify.InvalidOutput, Reason: "empty stream"})
+	case a.err == nil:
+		// Closed without content and without a finish reason: cut.
+		end.err = classify.Wrap(ErrEmptyStream, classify.Verdict{Class: classify.Transient, Reason: "stream ended without a finish reason"})
+	}
+	return struct{}{}, end
 }
 
-// run streams the rest of the answer. done is set when the request is over
-// (complete, rejected by validation, or stopped by the consumer); otherwise
-// the stream broke and ie says how.
-func (p *pump[In, Chunk]) run(in In) (ie *IncompleteError, done bool) {
-	c, r, st, op := p.c, p.r, p.st, p.op
-	res := &p.s.res
-	p.outcome = breaker.Ignored
-	defer func() {
-		// Cancel first, so the tier sees its context end as its sequence is
-		// stopped. An abandoned reader keeps the slot and the token.
-		if op.stop() {
-			r.slotHandedOff, r.tokenHandedOff = p.h.slot, p.h.tok.IsProbe()
-			p.outcome = breaker.Failure
-		}
-		c.exit(r, st, &p.h, p.outcome)
-	}()
-	c.answeredBy(r, st, st.index > 0 || res.Continued)
-	if res.Chunks == 0 {
-		res.TimeToFirstChunk = c.now() - r.start
+// push takes the stream's next pair; false stops the tier's sequence.
+func (s *Stream[In, Chunk]) push(ch Chunk, err error) bool {
+	a := s.at
+	if a.over {
+		// A sequence that goes on after it was told to stop.
+		return false
 	}
-	// last is when the latest chunk arrived, for NextChunk events.
-	var last time.Duration
-	if r.obs != nil {
-		last = c.now()
-		r.obs.FirstChunkReceived(r.ctx, FirstChunk{Stage: st.info, Model: p.model, Attempt: p.n, Member: r.member, Latency: last - op.start})
+	if a.idle != nil {
+		a.idle.Stop()
 	}
-	// d is what the stream said about its response, for observers; the
-	// usage comes from the tier's Report.
-	var d Reply
-	var rl relayed
-	if p.relay(&rl, last) {
-		// The consumer stopped: cancel upstream, decide nothing.
-		op.cut.CompareAndSwap(cutNone, cutConsumer)
-		v := classify.Verdict{Class: classify.Canceled, Reason: "consumer stopped"}
-		p.ended(rl.chunks, v, nil, false, &d)
-		c.end(r, nil, v, res.Chunks)
-		return nil, true
+	if err != nil {
+		a.err, a.over = err, true
+		return false
 	}
-	op.pending = nil
-	res.FinishReason = rl.finish
-	d.Response.FinishReason = rl.finish
-	return p.settle(in, &rl, &d)
-}
-
-// relayed is what a stream delivered to its consumer.
-type relayed struct {
-	chunks, bytes int
-	finish        string
-	text          strings.Builder
-	// err is the error that ended the stream; nil for a clean end.
-	err error
-}
-
-// relay hands the stream's chunks to the consumer — those held back
-// before the commit point first — until the stream ends or the consumer
-// stops (stopped), keeping in rl what it delivered.
-func (p *pump[In, Chunk]) relay(rl *relayed, last time.Duration) (stopped bool) {
-	c, r, st, op := p.c, p.r, p.st, p.op
-	res := &p.s.res
-	tier := c.tiers[st.index]
-	keepText := p.partial != nil || c.validators[st.index] != nil || c.cache != nil
-	idleFor := c.idle[st.index]
-	var idle *time.Timer
-	if idleFor > 0 {
-		// It runs only while waiting on the upstream, so a slow consumer is
-		// never mistaken for a stalled stream.
-		idle = time.AfterFunc(idleFor, func() {
-			if op.cut.CompareAndSwap(cutNone, cutIdle) {
-				op.ctx.Cancel()
-			}
-		})
-		idle.Stop()
-		defer idle.Stop()
-	}
-	for i := 0; ; i++ {
-		var ch Chunk
-		if i < len(op.pending) {
-			ch = op.pending[i]
-		} else {
-			if idle != nil {
-				idle.Reset(idleFor)
-			}
-			var ok bool
-			ch, rl.err, ok = op.src.next()
-			if idle != nil {
-				idle.Stop()
-			}
-			if !ok || rl.err != nil {
-				return false
-			}
-			if r.obs != nil {
-				now := c.now()
-				r.obs.ChunkReceived(r.ctx, NextChunk{Stage: st.info, Model: p.model, Attempt: p.n, Latency: now - last})
-				last = now
-			}
-		}
-		info := tier.Inspect(ch)
-		rl.chunks++
-		res.Chunks++
-		res.Bytes += len(info.Text)
-		rl.bytes += len(info.Text)
-		if info.FinishReason != "" {
-			rl.finish = info.FinishReason
-		}
-		if keepText {
-			rl.text.WriteString(info.Text)
-			if p.partial != nil {
-				p.partial.WriteString(info.Text)
-			}
-		}
-		if !p.yield(ch, nil) {
+	tier := s.c.tiers[a.st.index]
+	info := tier.Inspect(ch)
+	if !a.committed {
+		if !info.NonTextContent && strings.TrimSpace(info.Text) == "" {
+			a.pending = append(a.pending, ch)
+			a.finished = a.finished || info.FinishReason != ""
 			return true
 		}
+		if a.first != nil && !a.first.Stop() {
+			// The timer fired as the chunk arrived: the stream's context
+			// is cancelled and it cannot go on. Nothing was shown yet, so
+			// this is a first-chunk timeout, not an incomplete stream.
+			a.err, a.over = ErrFirstChunkTimeout, true
+			return false
+		}
+		s.commit()
+		for _, p := range a.pending {
+			if !s.deliver(p, tier.Inspect(p)) {
+				return false
+			}
+		}
+		a.pending = nil
+	} else if r := &s.r; r.obs != nil {
+		now := s.c.now()
+		r.obs.ChunkReceived(r.ctx, NextChunk{Stage: a.st.info, Model: a.model, Attempt: a.n + a.rotations, Latency: now - a.last})
+		a.last = now
+	}
+	if !s.deliver(ch, info) {
+		return false
+	}
+	if a.idleFor > 0 {
+		if a.idle == nil {
+			a.idle = time.AfterFunc(a.idleFor, a.cutIdle)
+		} else {
+			a.idle.Reset(a.idleFor)
+		}
+	}
+	return true
+}
+
+// commit marks the stream's commit point: the member calls a pool made
+// before this one go on the trail, the probe of a cooled-down tier ends,
+// the tier is the request's answer, and observers hear of the first chunk.
+func (s *Stream[In, Chunk]) commit() {
+	a, r, c := s.at, &s.r, s.c
+	a.committed = true
+	a.toCommit = c.now() - a.start
+	a.rotations = c.rotations(r, a.st, a.model, a.n, a.rec.takeRotated())
+	a.st.parking.EndProbe(r.probe)
+	r.probe = 0
+	c.answeredBy(r, a.st, a.st.index > 0 || s.continued)
+	if s.chunks == 0 {
+		s.toFirstChunk = c.now() - r.start
+	}
+	if r.obs != nil {
+		a.last = c.now()
+		r.obs.FirstChunkReceived(r.ctx, FirstChunk{Stage: a.st.info, Model: a.model, Attempt: a.n + a.rotations,
+			Member: a.rec.CurrentMember(), Latency: a.last - a.start})
 	}
 }
 
-// settle ends a stream that ran to its end: complete (validated, written
-// back), or incomplete with why.
-func (p *pump[In, Chunk]) settle(in In, rl *relayed, d *Reply) (ie *IncompleteError, done bool) {
-	c, r, st, op := p.c, p.r, p.st, p.op
-	res := &p.s.res
+// deliver hands a chunk to the consumer and counts it; false when the
+// consumer stopped, which cancels the upstream.
+func (s *Stream[In, Chunk]) deliver(ch Chunk, info ChunkInfo) bool {
+	a := s.at
+	a.chunks++
+	s.chunks++
+	s.bytes += len(info.Text)
+	a.bytes += len(info.Text)
+	if info.FinishReason != "" {
+		a.finish = info.FinishReason
+	}
+	if a.keepText {
+		a.text.WriteString(info.Text)
+		if s.partial != nil {
+			s.partial.WriteString(info.Text)
+		}
+	}
+	if s.yield(ch, nil) {
+		return true
+	}
+	a.over, a.stopped = true, true
+	a.cut.CompareAndSwap(cutNone, cutConsumer)
+	a.ctx.Cancel()
+	return false
+}
+
+// settle ends a committed stream with the guards h of its stage still
+// held, n its attempt's number: complete (validated, written back), cut
+// short by the consumer, or incomplete with why. done is set when the
+// request is over; otherwise ie says how the stream broke.
+func (s *Stream[In, Chunk]) settle(h held, n int, in In) (ie *IncompleteError, done bool) {
+	c, r, a := s.c, &s.r, s.at
+	st := a.st
+	outcome := breaker.Ignored
+	defer func() {
+		if a.abandoned {
+			// The reader gave up on a tier that ignored its context: the
+			// stuck call keeps the slot and the token.
+			r.slotHandedOff, r.tokenHandedOff = h.slot, h.tok.IsProbe()
+			outcome = breaker.Failure
+		}
+		c.exit(r, st, &h, outcome)
+	}()
+	if a.stopped {
+		// The consumer stopped: the upstream is cancelled, nothing decided.
+		v := classify.Verdict{Class: classify.Canceled, Reason: "consumer stopped"}
+		s.ended(n, v, nil, false, "")
+		c.end(r, nil, v, s.chunks)
+		return nil, true
+	}
+	s.finish = a.finish
 	var cause error
 	var v classify.Verdict
 	switch {
-	case rl.finish != "" && rl.err == nil:
+	case a.finish != "" && a.err == nil:
 		// The answer ended with its finish reason and the stream closed
 		// cleanly after it. A finish reason alone does not end an answer:
 		// Vertex AI puts STOP on every chunk, and an error event after it
 		// means the answer was cut.
 		if validator := c.validators[st.index]; validator != nil {
-			if verr := validator.Validate(rl.text.String()); verr != nil {
+			if verr := validator.Validate(a.text.String()); verr != nil {
 				verr = asInvalidOutput(verr)
 				v = classify.Classify(verr)
-				p.ended(rl.chunks, v, verr, false, d)
+				s.ended(n, v, verr, false, a.finish)
 				var zero Chunk
-				p.yield(zero, verr)
-				c.end(r, verr, v, res.Chunks)
+				s.yield(zero, verr)
+				c.end(r, verr, v, s.chunks)
 				return nil, true
 			}
 		}
-		res.Complete = true
-		p.outcome = breaker.Success
-		p.ended(rl.chunks, classify.Verdict{}, nil, false, d)
+		s.complete = true
+		outcome = breaker.Success
+		s.ended(n, classify.Verdict{}, nil, false, a.finish)
 		if c.cache != nil {
-			c.cache.Put(r.ctx, in, rl.text.String())
+			c.cache.Put(r.ctx, in, a.text.String())
 		}
-		c.end(r, nil, classify.Verdict{}, res.Chunks)
+		c.end(r, nil, classify.Verdict{}, s.chunks)
 		return nil, true
-	case op.cut.Load() == cutIdle && r.ctx.Err() == nil:
+	case a.cut.Load() == cutIdle && r.ctx.Err() == nil:
 		cause = ErrIdleTimeout
 		v = classify.Verdict{Class: classify.Transient, Reason: "stream idle too long"}
-	case rl.err == nil:
+	case a.err == nil:
 		cause = ErrNoFinishReason
 		v = classify.Verdict{Class: classify.Transient, Reason: "stream ended without a finish reason"}
 	default:
-		cause = rl.err
+		cause = a.err
 		// Past the commit point the deadline cutting a long answer is not
 		// the tier hanging: classified, not counted as a timeout.
-		v, _, _ = c.classifyFailure(r, st, st.try, failed{err: rl.err})
+		v, _, _ = c.classifyFailure(r, st, st.try, failed{err: a.err})
 	}
-	a := c.table.Action(v.Class)
-	if a.BreakerFailure {
-		p.outcome = breaker.Failure
+	if c.table.Action(v.Class).BreakerFailure {
+		outcome = breaker.Failure
 	}
-	c.park(st, p.model, v, a.Park)
-	ie = &IncompleteError{Tier: st.name, Chunks: rl.chunks, Bytes: rl.bytes, FinishReason: rl.finish, Cause: cause, V: v}
-	p.ended(rl.chunks, v, ie, true, d)
+	c.park(st, a.model, v, c.table.Action(v.Class).Park)
+	ie = &IncompleteError{Tier: st.name, Chunks: a.chunks, Bytes: a.bytes, FinishReason: a.finish, Cause: cause, V: v}
+	s.ended(n, v, ie, true, a.finish)
 	return ie, false
 }
 
-// ended reports a committed stream's end.
-func (p *pump[In, Chunk]) ended(chunks int, v classify.Verdict, err error, incomplete bool, d *Reply) {
-	r := p.r
-	latency := p.c.now() - p.op.start
-	// The tier reports its usage as its sequence returns: stop it first.
-	p.op.stop()
-	reported, _ := p.op.rec.close()
-	finish := d.Response.FinishReason
-	*d = reported
+// ended records a committed stream's end: on the trail, and to observers
+// with what its tier reported (finish, when set, is the finish reason the
+// chunks said last).
+func (s *Stream[In, Chunk]) ended(n int, v classify.Verdict, err error, incomplete bool, finish string) {
+	c, r, a := s.c, &s.r, s.at
+	latency := c.now() - a.start
+	// The tier's sequence has returned: what it reported is all there is.
+	d, _ := a.rec.close()
 	if finish != "" {
 		d.Response.FinishReason = finish
 	}
-	r.sum.record(Attempt{Tier: p.st.name, TierIndex: p.st.index, Model: p.model, N: p.n, Verdict: v, Latency: latency, Err: err})
+	member := a.rec.CurrentMember()
+	r.sum.record(Attempt{Tier: a.st.name, TierIndex: a.st.index, Model: a.model, N: n, Member: member, Verdict: v, Latency: latency, Err: err})
 	if r.obs != nil {
-		ev := p.c.event(r, p.st, p.model, p.n)
-		ev.Verdict, ev.Latency, ev.Err, ev.Chunks, ev.Incomplete = v, latency, err, chunks, incomplete
-		ev.Reply = *d
+		r.member = member
+		ev := c.event(r, a.st, a.model, n)
+		r.member = ""
+		ev.Verdict, ev.Latency, ev.Err, ev.Chunks, ev.Incomplete = v, latency, err, a.chunks, incomplete
+		ev.Reply = d
 		r.obs.AttemptEnded(r.ctx, ev)
 	}
 }
