@@ -290,6 +290,8 @@ func (e *engine) beginAs(ctx context.Context, r *request, shared bool) {
 	r.budget = budget.New(ctx, e.total)
 	r.sum.TierIndex = -1
 	r.sum.deadline, r.sum.hasDeadline = r.budget.Deadline()
+	// Every tier once, and a retry or two.
+	r.sum.spillRoom = int32(len(e.stages) + inlineTrail)
 	r.timing = e.measure
 	o := e.observer.load()
 	if o != nil {

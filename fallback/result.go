@@ -133,9 +133,12 @@ type Summary struct {
 
 	deadline    time.Time
 	hasDeadline bool
-	n           int
-	inline      [inlineTrail]Attempt
-	spill       []Attempt
+	// n counts the attempts; a trail that outgrows inline moves to spill,
+	// made with room for spillRoom, so that falling through every tier of
+	// a chain allocates once.
+	n, spillRoom int32
+	inline       [inlineTrail]Attempt
+	spill        []Attempt
 }
 
 // Attempts returns the trail of attempts and skips, in order.
@@ -166,7 +169,7 @@ func (s *Summary) record(a Attempt) {
 		return
 	}
 	if s.spill == nil {
-		s.spill = make([]Attempt, s.n, 2*inlineTrail)
+		s.spill = make([]Attempt, s.n, max(s.spillRoom, 2*inlineTrail))
 		copy(s.spill, s.inline[:s.n])
 	}
 	s.spill = append(s.spill, a)

@@ -272,10 +272,10 @@ func (s *Stream[In, Chunk]) Result() StreamResult {
 // cancels the upstream request and releases the tier's bulkhead slot and
 // probe. Chunks may be ranged over once.
 //
-// The tier's chunks are pushed to the loop's body as its sequence yields
-// them, on the same goroutine (with AbandonAfter, from the goroutine that
-// reads the tier): no chunk is buffered but those before the first with
-// content.
+// The loop's body runs as the tier's sequence yields each chunk, on the
+// caller's goroutine: no chunk is read ahead, and none is held back but
+// those before the first with content. (With AbandonAfter the tier runs
+// on a goroutine of its own, which hands its chunks over one at a time.)
 func (s *Stream[In, Chunk]) Chunks() iter.Seq2[Chunk, error] {
 	return func(yield func(Chunk, error) bool) {
 		if s.used {

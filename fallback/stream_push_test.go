@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"iter"
+	"strconv"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tierguard/tierguard/breaker"
 	"github.com/tierguard/tierguard/classify"
 	"github.com/tierguard/tierguard/fallback"
 	"github.com/tierguard/tierguard/internal/testbed/reported"
@@ -127,4 +129,59 @@ func TestStreamProbeEndsAtTheCommitPoint(t *testing.T) {
 		assert.Equal(t, "pro", during.Tier)
 		assert.Equal(t, int64(3), pro.calls.Load())
 	})
+}
+
+// TestStreamFirstChunkAllocations: a guarded stream read to its first
+// chunk allocates three things more than ranging over the tier itself:
+// the Stream, its Chunks sequence (none when the range statement calls
+// Chunks itself, where the compiler inlines it), and the function that
+// takes the tier's chunks — nothing per chunk, and no coroutine.
+func TestStreamFirstChunkAllocations(t *testing.T) {
+	tier := fallback.StreamTierFunc("pro", func(context.Context, string) iter.Seq2[chunk, error] {
+		return func(yield func(chunk, error) bool) {
+			for _, c := range [...]chunk{{text: "o"}, {text: "k"}, {text: ".", finish: "STOP"}} {
+				if !yield(c, nil) {
+					return
+				}
+			}
+		}
+	}, inspect)
+	c := newStreamChain(t, fallback.StreamConfig[string, chunk]{Stages: []fallback.StreamStage[string, chunk]{{
+		Tier: tier, Breaker: newBreaker(t, breaker.Config{Name: "pro"}), Bulkhead: newBulkhead(t, "pro", 8),
+	}}})
+	read := func(seq func() iter.Seq2[chunk, error], want int) float64 {
+		return testing.AllocsPerRun(200, func() {
+			n := 0
+			for _, err := range seq() {
+				if err != nil || n+1 == want {
+					break
+				}
+				n++
+			}
+		})
+	}
+	chained := func() iter.Seq2[chunk, error] { return c.Stream(context.Background(), "q").Chunks() }
+	direct := func() iter.Seq2[chunk, error] { return tier.Stream(context.Background(), "q") }
+	first := read(chained, 1)
+	assert.LessOrEqual(t, first-read(direct, 1), 3.0)
+	assert.Equal(t, first, read(chained, 3), "later chunks allocate nothing")
+}
+
+// TestFallingThroughEveryTierAllocatesOnce: answering on the last of
+// eight tiers, each before it skipped (its breaker open), allocates the
+// trail once.
+func TestFallingThroughEveryTierAllocatesOnce(t *testing.T) {
+	stages := make([]fallback.Stage[string, string], 8)
+	for i := range stages {
+		name := "t" + strconv.Itoa(i)
+		stages[i] = fallback.Stage[string, string]{Tier: newFake(name, ok("x")), Breaker: newBreaker(t, breaker.Config{Name: name})}
+		if i < len(stages)-1 {
+			stages[i].Breaker.ForceOpen()
+		}
+	}
+	c := newChain(t, fallback.Config[string, string]{Stages: stages})
+	res, err := c.Do(context.Background(), "q")
+	require.NoError(t, err)
+	require.Len(t, res.Attempts(), 8)
+	assert.Equal(t, 1.0, testing.AllocsPerRun(200, func() { _, _ = c.Do(context.Background(), "q") }))
 }
