@@ -238,13 +238,13 @@ type Stream[In, Chunk any] struct {
 	finish              string
 	complete, continued bool
 	toFirstChunk        time.Duration
-	yield   func(Chunk, error) bool
-	at      *reading[Chunk]
+	yield               func(Chunk, error) bool
+	at                  *reading[Chunk]
 	// firstRead is the first attempt's reading, held here to save an
 	// allocation; later attempts make their own, since a timer of an
 	// earlier one may still fire.
 	firstRead reading[Chunk]
-	partial *strings.Builder
+	partial   *strings.Builder
 }
 
 // Stream prepares a streaming request; nothing is sent until Chunks is
@@ -434,7 +434,9 @@ func (s *Stream[In, Chunk]) committed() bool { return true }
 
 func (s *Stream[In, Chunk]) estimate(st *stage, in In) int64 { return s.c.estimate(st, in) }
 
-func (s *Stream[In, Chunk]) reprompt(st *stage, in In, err error) In { return s.c.reprompt(st, in, err) }
+func (s *Stream[In, Chunk]) reprompt(st *stage, in In, err error) In {
+	return s.c.reprompt(st, in, err)
+}
 
 // attempt starts a stream and reads it, within the first-chunk window
 // per until its first chunk with content. A stream that fails before it
