@@ -15,6 +15,7 @@ import (
 	"github.com/tierguard/tierguard/internal/budget"
 	"github.com/tierguard/tierguard/internal/detach"
 	"github.com/tierguard/tierguard/internal/park"
+	"github.com/tierguard/tierguard/internal/subscribers"
 	"github.com/tierguard/tierguard/retry"
 )
 
@@ -36,7 +37,7 @@ type engine struct {
 	measure      bool
 	stream       bool
 	epoch        time.Time
-	observer     observerSlot
+	observer     subscribers.Joined[Observer]
 	// info describes the chain for its events; each stage's info points
 	// into its Stages.
 	info ChainInfo
@@ -120,8 +121,9 @@ func newEngine(kind string, sh shared, specs []stageSpec) (*engine, error) {
 			Address: st.address, Port: st.port, Stream: e.stream, Breaker: st.breaker, Bulkhead: st.bulkhead, MemberBreakers: specs[i].members}
 		st.info = &e.info.Stages[i]
 	}
+	e.observer.Join = func(os []Observer) Observer { return Observers(os...) }
 	if sh.observer != nil {
-		e.observer.add(sh.observer)
+		e.observer.Add(sh.observer)
 	}
 	return e, nil
 }
@@ -176,7 +178,7 @@ func (b base[In]) reprompt(st *stage, in In, err error) In {
 // Observe adds an observer to the chain; it sees the requests that start
 // after the call. Safe to call while the chain serves requests. The
 // returned function removes it.
-func (b base[In]) Observe(o Observer) (remove func()) { return b.observer.add(o) }
+func (b base[In]) Observe(o Observer) (remove func()) { return b.observer.Add(o) }
 
 // Operation returns the chain's operation name.
 func (b base[In]) Operation() string { return b.op }
@@ -293,7 +295,7 @@ func (e *engine) beginAs(ctx context.Context, r *request, shared bool) {
 	// Every tier once, and a retry or two.
 	r.sum.spillRoom = int32(len(e.stages) + inlineTrail)
 	r.timing = e.measure
-	o := e.observer.load()
+	o, _ := e.observer.Load()
 	if o != nil {
 		r.obs, r.timing = o, true
 	}

@@ -2,8 +2,6 @@ package fallback
 
 import (
 	"context"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/tierguard/tierguard/breaker"
@@ -375,54 +373,3 @@ func (os observers) LateReplyReceived(ctx context.Context, e LateReply) {
 }
 
 func (observers) nop() {}
-
-// observerSlot holds a chain's observers; the request path reads it with one
-// atomic load.
-type observerSlot struct {
-	p    atomic.Pointer[observerBox]
-	mu   sync.Mutex
-	list []*observerEntry
-}
-
-type observerBox struct{ o Observer }
-
-type observerEntry struct{ o Observer }
-
-func (s *observerSlot) load() Observer {
-	if b := s.p.Load(); b != nil {
-		return b.o
-	}
-	return nil
-}
-
-// add appends o and returns the function that removes it.
-func (s *observerSlot) add(o Observer) (remove func()) {
-	e := &observerEntry{o: o}
-	s.mu.Lock()
-	s.list = append(s.list, e)
-	s.publishLocked()
-	s.mu.Unlock()
-	return func() {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		for i, x := range s.list {
-			if x == e {
-				s.list = append(s.list[:i:i], s.list[i+1:]...)
-				s.publishLocked()
-				return
-			}
-		}
-	}
-}
-
-func (s *observerSlot) publishLocked() {
-	if len(s.list) == 0 {
-		s.p.Store(nil)
-		return
-	}
-	os := make([]Observer, len(s.list))
-	for i, e := range s.list {
-		os[i] = e.o
-	}
-	s.p.Store(&observerBox{o: Observers(os...)})
-}

@@ -1,10 +1,12 @@
 package subscribers_test
 
 import (
+	"strings"
 	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
 	"github.com/tierguard/tierguard/internal/subscribers"
@@ -64,4 +66,43 @@ func TestLoadAllocatesNothing(t *testing.T) {
 	var l subscribers.List[func()]
 	l.Add(func() {})
 	assert.Zero(t, testing.AllocsPerRun(100, func() { _ = l.Load() }))
+}
+
+func TestJoinedPublishesOneValueOfTheSubscribers(t *testing.T) {
+	j := subscribers.Joined[string]{Join: func(fns []string) string { return strings.Join(fns, "+") }}
+	_, ok := j.Load()
+	assert.False(t, ok)
+	removeA := j.Add("a")
+	removeB := j.Add("b")
+	got, ok := j.Load()
+	require.True(t, ok)
+	assert.Equal(t, "a+b", got)
+	removeA()
+	removeA()
+	got, _ = j.Load()
+	assert.Equal(t, "b", got)
+	removeB()
+	_, ok = j.Load()
+	assert.False(t, ok)
+}
+
+func TestJoinedConcurrentChangesEndAtTheLastState(t *testing.T) {
+	j := subscribers.Joined[int]{Join: func(fns []int) int { return len(fns) }}
+	var wg sync.WaitGroup
+	for range 64 {
+		wg.Go(func() {
+			rm := j.Add(1)
+			if _, ok := j.Load(); !ok {
+				t.Error("a subscriber was added, and none is published")
+			}
+			rm()
+		})
+	}
+	wg.Wait()
+	_, ok := j.Load()
+	assert.False(t, ok)
+	keep := j.Add(1)
+	defer keep()
+	n, _ := j.Load()
+	assert.Equal(t, 1, n)
 }
