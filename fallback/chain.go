@@ -172,7 +172,7 @@ const (
 // unhedged. A panic or Goexit in either call ends the attempt, to be
 // raised again on the caller's goroutine.
 func (c *Chain[In, Out]) hedged(st *stage, b budget.Budget, base context.Context, per, remaining time.Duration, in In, tok breaker.Token) (Out, attemptEnd) {
-	st.hedges.attempted()
+	st.hedges.Attempted()
 	var deadline time.Time
 	if per != budget.Unlimited {
 		if d, ok := b.Deadline(); ok {
@@ -186,7 +186,7 @@ func (c *Chain[In, Out]) hedged(st *stage, b budget.Budget, base context.Context
 	r.first, _ = base.(*Record)
 	r.lostOutcome.Store(uint32(breaker.Ignored))
 	go r.runFirst()
-	delay, hedging := st.latency.delay()
+	delay, hedging := st.latency.Delay()
 	var timer <-chan time.Time
 	var t *time.Timer
 	if hedging {

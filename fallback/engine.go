@@ -14,6 +14,7 @@ import (
 	"github.com/tierguard/tierguard/deadline"
 	"github.com/tierguard/tierguard/internal/budget"
 	"github.com/tierguard/tierguard/internal/detach"
+	"github.com/tierguard/tierguard/internal/hedge"
 	"github.com/tierguard/tierguard/internal/park"
 	"github.com/tierguard/tierguard/internal/subscribers"
 	"github.com/tierguard/tierguard/retry"
@@ -66,8 +67,8 @@ type stage struct {
 	// hedge is Stage.Hedge; hedges and latency are its budget and its
 	// delay's quantile.
 	hedge   Hedge
-	hedges  hedgeBudget
-	latency quantile
+	hedges  hedge.Budget
+	latency hedge.Quantile
 	// plain is set once a success of the tier named no member: its calls
 	// need no record when nothing else listens (see request.listens).
 	plain atomic.Bool
@@ -106,8 +107,8 @@ func newEngine(kind string, sh shared, specs []stageSpec) (*engine, error) {
 			invalidRetries: s.invalidRetries, hedge: s.hedge,
 		}
 		if s.hedge.enabled() {
-			st.hedges.init(cmpOr(s.hedge.MaxExtra, defaultHedgeExtra))
-			st.latency.init(s.hedge.Quantile, s.hedge.Delay)
+			st.hedges.Init(cmpOr(s.hedge.MaxExtra, defaultHedgeExtra))
+			st.latency.Init(s.hedge.Quantile, s.hedge.Delay)
 		}
 		if st.classifier == nil {
 			st.classifier = classifier

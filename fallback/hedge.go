@@ -2,7 +2,6 @@ package fallback
 
 import (
 	"context"
-	"sync/atomic"
 	"time"
 
 	"github.com/tierguard/tierguard/breaker"
@@ -13,97 +12,6 @@ import (
 // defaultHedgeExtra is Hedge.MaxExtra's default: at most a tenth more
 // calls.
 const defaultHedgeExtra = 0.1
-
-// hedgeBank is how many hedges a tier's budget may save up.
-const hedgeBank = 20
-
-// hedgeBudget bounds hedges to a share of a tier's attempts: every attempt
-// earns the share, a hedge spends one, and at most hedgeBank hedges are
-// banked (for a few slow calls close together), so that over any run
-// hedges stay within the share of attempts plus the bank. It starts full:
-// the first slow calls of a run — a burst of concurrent requests before
-// any has earned its share — are hedged too.
-type hedgeBudget struct {
-	milli atomic.Int64
-	earn  int64
-}
-
-func (b *hedgeBudget) init(share float64) {
-	b.earn = int64(share * 1000)
-	b.milli.Store(hedgeBank * 1000)
-}
-
-// attempted credits one attempt.
-func (b *hedgeBudget) attempted() {
-	for {
-		t := b.milli.Load()
-		if t >= hedgeBank*1000 || b.milli.CompareAndSwap(t, min(t+b.earn, hedgeBank*1000)) {
-			return
-		}
-	}
-}
-
-// take spends one hedge, if the budget has at least least of them.
-func (b *hedgeBudget) take(least int64) bool {
-	for {
-		t := b.milli.Load()
-		if t < least*1000 {
-			return false
-		}
-		if b.milli.CompareAndSwap(t, t-1000) {
-			return true
-		}
-	}
-}
-
-// refund gives back a hedge that could not start after all.
-func (b *hedgeBudget) refund() { b.milli.Add(1000) }
-
-// quantile tracks a quantile of a tier's latency, lock-free: up by a step
-// when an observation is above it, down by a smaller one when below, the
-// steps in the ratio that makes it settle where the share q of
-// observations falls below.
-type quantile struct {
-	q     float64
-	floor time.Duration
-	ns    atomic.Int64
-}
-
-func (e *quantile) init(q float64, floor time.Duration) { e.q, e.floor = q, floor }
-
-func (e *quantile) observe(d time.Duration) {
-	if e.q == 0 || d <= 0 {
-		return
-	}
-	x := int64(d)
-	for {
-		cur := e.ns.Load()
-		next := x
-		if cur != 0 {
-			down := max(cur/64, 1)
-			if x > cur {
-				next = cur + max(int64(float64(down)*e.q/(1-e.q)), 1)
-				next = min(next, x)
-			} else {
-				next = max(cur-down, x)
-			}
-		}
-		if next == cur || e.ns.CompareAndSwap(cur, next) {
-			return
-		}
-	}
-}
-
-// delay is how long a first attempt runs alone: the quantile once known
-// (at least the floor), the floor until then; with neither, no hedge.
-func (e *quantile) delay() (time.Duration, bool) {
-	if e.q > 0 {
-		if v := time.Duration(e.ns.Load()); v > 0 {
-			return max(v, e.floor), true
-		}
-	}
-	return e.floor, e.floor > 0
-}
 
 // hedgeEnd describes a hedge that started.
 type hedgeEnd struct {
@@ -184,7 +92,7 @@ func (e *engine) prepareHedge(b budget.Budget, st *stage, base context.Context, 
 	if late {
 		least = 1
 	}
-	if !st.hedges.take(least) {
+	if !st.hedges.Take(least) {
 		return nil
 	}
 	if member := first.CurrentMember(); member != "" {
@@ -195,7 +103,7 @@ func (e *engine) prepareHedge(b budget.Budget, st *stage, base context.Context, 
 	}
 	hc := e.nextTierHedge(b, st, base, nextModel)
 	if hc == nil {
-		st.hedges.refund()
+		st.hedges.Refund()
 	}
 	return hc
 }

@@ -255,7 +255,7 @@ func (s *stageRun[In, Out, A]) answered(r *request, res Out, ae *attemptEnd, min
 	if st.hedge.enabled() {
 		// When the hedge won, the first call took at least this long:
 		// enough to move the quantile up.
-		st.latency.observe(latency)
+		st.latency.Observe(latency)
 	}
 	if mine != nil && member == "" && !won && !mine.asks() {
 		// A success that named no member, and no decorator read its
