@@ -418,3 +418,40 @@ func TestServerRetryDelayIsHonouredAcrossRequests(t *testing.T) {
 		})
 	})
 }
+
+// A pool's rotation is told as it happens: the failed member call's
+// AttemptEnded, then an AttemptStarted for the next member's call, before
+// that call is made — each member call an attempt of its own in the
+// events as in the trail.
+func TestPoolRotationStartsAnAttempt(t *testing.T) {
+	var calls atomic.Int32
+	var seenBefore []string
+	rec := &reported.Recorder{}
+	member := fallback.Tier("pro", func(context.Context, string) (string, error) {
+		seenBefore = append(seenBefore, strings.Join(rec.Names(), ","))
+		if calls.Add(1) == 1 {
+			return "", classify.Wrap(fmt.Errorf("429"), classify.Verdict{Class: classify.RateLimited, HTTPStatus: 429})
+		}
+		return "ok", nil
+	})
+	thePool, err := pool.New(pool.Config[string, string]{Name: "pro", Members: []pool.Member[string, string]{
+		{Key: "key-one", Tier: member}, {Key: "key-two", Tier: member},
+	}})
+	require.NoError(t, err)
+	c := newChain(t, fallback.Config[string, string]{Stages: []fallback.Stage[string, string]{{Tier: thePool}}, Observer: rec})
+	res, err := c.Do(context.Background(), "q")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"request_started", "attempt_started", "attempt_ended", "attempt_started", "attempt_ended", "request_ended"}, rec.Names())
+	assert.Equal(t, []string{"request_started,attempt_started", "request_started,attempt_started,attempt_ended,attempt_started"}, seenBefore)
+	starts := reported.Of[fallback.AttemptStart](rec)
+	ends := reported.Of[fallback.AttemptEnd](rec)
+	assert.Equal(t, []int{1, 2}, []int{starts[0].Attempt, starts[1].Attempt})
+	assert.Equal(t, []int{1, 2}, []int{ends[0].Attempt, ends[1].Attempt})
+	assert.True(t, ends[0].Retry)
+	assert.NotEqual(t, ends[0].Member, ends[1].Member)
+	trail := res.Attempts()
+	require.Len(t, trail, 2)
+	assert.Equal(t, ends[0].Member, trail[0].Member)
+	assert.Equal(t, ends[1].Member, trail[1].Member)
+	assert.Equal(t, 2, res.UpstreamCalls)
+}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tierguard/tierguard/classify"
+	"github.com/tierguard/tierguard/internal/budget"
 )
 
 // Reply is what one upstream response says about itself: what it cost and
@@ -63,22 +64,22 @@ type callKey struct{}
 type Record struct {
 	context.Context
 	e *engine
-	// reqCtx and obs are the request's, for a late reply's event.
+	// reqCtx, obs and budget are the request's, for the events of a late
+	// reply and of a member's call that failed.
 	reqCtx context.Context
 	obs    Observer
+	budget budget.Budget
 	st     *stage
 	model  string
 	n      int
-	hedge  bool
 
 	// tokens is the stage's estimate for the call, for the limiters of a
-	// pool's members; avoid is, for a hedge, the member the first call
-	// holds.
+	// pool's members; avoid is, for a hedge (hedge set), the member the
+	// first call holds.
 	tokens int64
 	avoid  string
 
 	mu      sync.Mutex
-	closed  bool
 	replies int
 	reply   Reply
 	// What a tier that spreads its calls over members (a pool) reported:
@@ -87,14 +88,16 @@ type Record struct {
 	// that failed before it, memberFailure when the attempt's failure is
 	// its member's alone (an exhausted quota: the member is parked, not
 	// the tier).
-	counted       bool
-	calls         int
-	at            string
-	rotated       []rotation
-	memberFailure bool
+	calls   int
+	at      string
+	rotated []rotation
 	// waited is how long the call waited for a rate limit's turn before
 	// its upstream call (Waited).
 	waited time.Duration
+
+	// The flags, together in one word: closed once the chain stopped
+	// waiting for the call.
+	hedge, closed, counted, memberFailure bool
 	// asked is set when a decorator read the record (its estimate, its
 	// rules, its tokens): the stage then keeps making records.
 	asked atomic.Bool
@@ -107,6 +110,8 @@ type rotation struct {
 	err     error
 	verdict classify.Verdict
 	latency time.Duration
+	// told is set once observers heard of it, as it happened.
+	told bool
 }
 
 // Value finds the record for Report; every other key goes to the parent.
@@ -161,15 +166,58 @@ func (c *Record) Member(id string) {
 
 // Rotated reports that the current member's call failed with err (of
 // verdict v, after latency) and that the attempt moves on to another
-// member: the failed call is an upstream call of its own on the trail,
-// outside the stage's retry policy and breaker.
-func (c *Record) Rotated(err error, v classify.Verdict, latency time.Duration) {
+// member, and returns the context, built on ctx, to make that member's
+// call with. The failed call is an upstream call of its own, outside the
+// stage's retry policy and breaker: on the trail, and to observers as it
+// happens — its AttemptEnded, then the next call's AttemptStarted, whose
+// context (its span) the returned one carries. Values the observer set
+// there take precedence over ctx's own.
+func (c *Record) Rotated(ctx context.Context, err error, v classify.Verdict, latency time.Duration) context.Context {
 	if c == nil {
-		return
+		return ctx
 	}
 	c.mu.Lock()
-	c.rotated = append(c.rotated, rotation{member: c.at, err: err, verdict: v, latency: latency})
-	c.mu.Unlock()
+	defer c.mu.Unlock()
+	rot := rotation{member: c.at, err: err, verdict: v, latency: latency}
+	// Observers hear of it at once unless the call is a hedge's, which
+	// runs beside the first call (the chain reports its calls once the
+	// race is over), or no longer the chain's (closed). Holding the lock,
+	// so that the chain's own events wait for these.
+	rot.told = c.obs != nil && !c.hedge && !c.closed
+	c.rotated = append(c.rotated, rot)
+	if !rot.told {
+		return ctx
+	}
+	n := c.n + len(c.rotated) - 1
+	ev := AttemptEnd{Stage: c.st.info, Model: c.model, Attempt: n, Member: rot.member, Breaker: breakerState(c.st),
+		Remaining: c.budget.Remaining(), Verdict: v, Latency: latency, Err: err, Retry: true, Route: c.e.table.Action(v.Class).Route}
+	c.obs.AttemptEnded(c.reqCtx, ev)
+	next := c.obs.AttemptStarted(c.reqCtx, AttemptStart{Stage: c.st.info, Model: c.model, Attempt: n + 1,
+		Breaker: breakerState(c.st), Remaining: c.budget.Remaining()})
+	if next == c.reqCtx {
+		return ctx
+	}
+	return &nextCall{Context: ctx, observed: next, rec: c}
+}
+
+// nextCall is the context of a member's call after a rotation: ctx's
+// deadline and cancellation, the observer's values for the new call (its
+// span) over ctx's, and the record.
+type nextCall struct {
+	context.Context
+	observed context.Context
+	rec      *Record
+}
+
+// Value finds the record, then the observer's values, then ctx's.
+func (n *nextCall) Value(key any) any {
+	if key == (callKey{}) {
+		return n.rec
+	}
+	if v := n.observed.Value(key); v != nil {
+		return v
+	}
+	return n.Context.Value(key)
 }
 
 // MemberFailed says that the attempt's failure is its member's alone (an
@@ -279,7 +327,7 @@ func (r *request) listens(st *stage) bool { return r.obs != nil || !st.plain.Loa
 // newCall returns the record of attempt n's call on st, built on base;
 // tokens is the stage's estimate for it.
 func (e *engine) newCall(r *request, st *stage, base context.Context, model string, n int, tokens int64) *Record {
-	return &Record{Context: base, e: e, reqCtx: r.ctx, obs: r.obs, st: st, model: model, n: n, tokens: tokens}
+	return &Record{Context: base, e: e, reqCtx: r.ctx, obs: r.obs, budget: r.budget, st: st, model: model, n: n, tokens: tokens}
 }
 
 // hedgeOf returns the record of the hedge of c's attempt, on st with
@@ -353,7 +401,7 @@ func (c *Record) Waited(d time.Duration) {
 func (c *Record) asks() bool { return c != nil && c.asked.Load() }
 
 func (c *Record) hedgeOf(base context.Context, st *stage, model, avoid string) *Record {
-	return &Record{Context: base, e: c.e, reqCtx: c.reqCtx, obs: c.obs, st: st, model: model, n: c.n, hedge: true, avoid: avoid, tokens: c.tokens}
+	return &Record{Context: base, e: c.e, reqCtx: c.reqCtx, obs: c.obs, budget: c.budget, st: st, model: model, n: c.n, hedge: true, avoid: avoid, tokens: c.tokens}
 }
 
 // late reports a reply that came after the chain stopped waiting for its

@@ -235,6 +235,11 @@ func (s *stageRun[In, Out, A]) next(r *request) (out Out, done bool) {
 // breaker. It returns how many it recorded.
 func (e *engine) rotations(r *request, st *stage, model string, n int, rotated []rotation) int {
 	for i, rot := range rotated {
+		if rot.told {
+			// Observers heard of it as it happened (Record.Rotated).
+			r.sum.record(Attempt{Tier: st.name, TierIndex: st.index, Model: model, N: n + i, Verdict: rot.verdict, Latency: rot.latency, Err: rot.err, Member: rot.member})
+			continue
+		}
 		r.member = rot.member
 		d := decision{retry: true, outcome: breaker.Ignored, route: e.table.Action(rot.verdict.Class).Route}
 		e.attemptFailed(r, st, model, n+i, rot.latency, rot.verdict, d, rot.err, &Reply{})

@@ -56,7 +56,7 @@ func TestStreamReportsItsMembersAndRotations(t *testing.T) {
 		return func(yield func(chunk, error) bool) {
 			rec := fallback.RecordOf(ctx)
 			rec.Member("#a")
-			rec.Rotated(errors.New("429"), classify.Verdict{Class: classify.RateLimited, Reason: "member over its quota"}, time.Millisecond)
+			ctx = rec.Rotated(ctx, errors.New("429"), classify.Verdict{Class: classify.RateLimited, Reason: "member over its quota"}, time.Millisecond)
 			rec.Member("#b")
 			for _, c := range []chunk{{text: "o"}, {text: "k", finish: "STOP"}} {
 				if !yield(c, nil) {

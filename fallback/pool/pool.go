@@ -240,7 +240,7 @@ func (p *Pool[In, Out]) Call(ctx context.Context, in In) (Out, error) {
 			}
 			return out, err
 		}
-		rec.Rotated(err, v, latency)
+		ctx = rec.Rotated(ctx, err, v, latency)
 		last = err
 	}
 }
