@@ -74,16 +74,16 @@ func (c *Chain[In, Out]) Do(ctx context.Context, in In) (Result[Out], error) {
 	var last classify.Verdict
 	for i := range c.stages {
 		st := &c.stages[i]
-		model := c.modelFor(i, in)
-		out, h, end := runStage(c.engine, c, &r, st, model, in)
-		if end.err == nil {
+		s := stageRun[In, Out, *Chain[In, Out]]{e: c.engine, a: c, st: st, model: c.modelFor(i, in), in: in}
+		out := s.run(&r)
+		if end := &s.end; end.err == nil {
 			win, o := st, breaker.Success
 			if end.winner != nil {
 				// The next tier's hedge answered; this tier's call lost the
 				// race, and counts only for a failure it had already met.
 				win, o = end.winner, end.loser
 			}
-			c.exit(&r, st, &h, o)
+			c.exit(&r, st, &s.h, o)
 			c.answeredBy(&r, win, win.index > 0)
 			if c.cache != nil {
 				c.cache.Put(r.ctx, in, out)
@@ -91,12 +91,12 @@ func (c *Chain[In, Out]) Do(ctx context.Context, in In) (Result[Out], error) {
 			c.end(&r, nil, classify.Verdict{}, 0)
 			return Result[Out]{Value: out, Summary: r.sum}, nil
 		}
-		last = end.verdict
-		switch end.route {
+		last = s.end.verdict
+		switch s.end.route {
 		case classify.RouteFailClosed:
-			return c.fail(&r, end.verdict, true)
+			return c.fail(&r, s.end.verdict, true)
 		case classify.RouteLocal:
-			return c.local(&r, in, end.verdict)
+			return c.local(&r, in, s.end.verdict)
 		}
 	}
 	return c.local(&r, in, last)

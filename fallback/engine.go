@@ -413,8 +413,7 @@ func (e *engine) preflight(st *stage, model string) (why Skip, probe int64) {
 // bulkhead slot, then the breaker's token. On failure it holds nothing and
 // returns why the tier is skipped — NotSkipped when the context ended while
 // queued for a slot — with the error.
-func (e *engine) enter(r *request, st *stage) (held, budget.Try, Skip, error) {
-	var h held
+func (e *engine) enter(r *request, st *stage, h *held) (budget.Try, Skip, error) {
 	// The time is checked before any guard is taken: a request that cannot
 	// make a useful attempt must not hold a slot or a probe someone else
 	// could use.
@@ -424,7 +423,7 @@ func (e *engine) enter(r *request, st *stage) (held, budget.Try, Skip, error) {
 		try.Reserve = e.reserveFor(st.index, h.remaining)
 	}
 	if _, ok := r.budget.Window(h.remaining, try); !ok {
-		return h, try, SkipBudget, exhausted(h.remaining, nil)
+		return try, SkipBudget, exhausted(h.remaining, nil)
 	}
 	h.fresh = true
 	if st.bulkhead != nil {
@@ -437,9 +436,9 @@ func (e *engine) enter(r *request, st *stage) (held, budget.Try, Skip, error) {
 		}
 		if err != nil {
 			if !errors.Is(err, bulkhead.ErrFull) {
-				return h, try, NotSkipped, err
+				return try, NotSkipped, err
 			}
-			return h, try, SkipFull, err
+			return try, SkipFull, err
 		}
 		h.slot = true
 	}
@@ -451,11 +450,11 @@ func (e *engine) enter(r *request, st *stage) (held, budget.Try, Skip, error) {
 				st.bulkhead.Release()
 				h.slot = false
 			}
-			return h, try, SkipOpen, err
+			return try, SkipOpen, err
 		}
 		h.tok = tok
 	}
-	return h, try, NotSkipped, nil
+	return try, NotSkipped, nil
 }
 
 // acquireWaiting queues for a bulkhead slot no longer than an attempt can

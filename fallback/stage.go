@@ -13,7 +13,7 @@ import (
 
 // attempter runs one attempt of a stage: for the unary chain a call and
 // its validation, for the streaming chain the start of a stream up to its
-// first chunk with content. Everything around the attempt is runStage's.
+// first chunk with content. Everything around the attempt is stageRun.run's.
 type attempter[In, Out any] interface {
 	// attempt runs attempt n (with model) of window per (remaining was
 	// left when the window was computed) on a context built on base,
@@ -71,18 +71,21 @@ type stageEnd struct {
 	loser  breaker.Outcome
 }
 
-// runStage runs one tier behind its guards — preflight, breaker peek,
-// budget, bulkhead, breaker — then its attempts, each behind its rate
-// limiters, deciding after each failure whether to retry. On success it
-// returns the result with the guards still held, for the caller to
-// release (at once, or when a stream ends); on failure it has released
-// them, parked the tier or its model if the class says so, and returns
-// where the request goes next.
-func runStage[In, Out any, A attempter[In, Out]](e *engine, a A, r *request, st *stage, model string, in In) (out Out, h held, end stageEnd) {
+// run runs one tier behind its guards — preflight, breaker peek, budget,
+// bulkhead, breaker — then its attempts, each behind its rate limiters,
+// deciding after each failure whether to retry. The caller makes s with
+// its engine, attempter, stage, model and input, and keeps it: on success
+// run returns the result with the guards still held in s.h, for the
+// caller to release (at once, or when a stream ends); on failure it has
+// released them, parked the tier or its model if the class says so, and
+// s.end says where the request goes next. (Kept by the caller, s is not
+// copied back: a stage's end and guards are a few hundred bytes.)
+func (s *stageRun[In, Out, A]) run(r *request) (out Out) {
+	e, st, model := s.e, s.st, s.model
 	skip, probe := e.preflight(st, model)
 	if skip != NotSkipped {
-		end.err = &SkipError{Tier: st.name, Model: model, Skip: skip}
-		return out, h, e.skipped(r, st, model, skip, end.err)
+		s.end = e.skipped(r, st, model, skip, &SkipError{Tier: st.name, Model: model, Skip: skip})
+		return out
 	}
 	if probe != 0 {
 		// A stream's commit point ends the probe early (engine.commit).
@@ -94,28 +97,31 @@ func runStage[In, Out any, A attempter[In, Out]](e *engine, a A, r *request, st 
 		// read, no slot. Allow on an open breaker only returns its error.
 		tok, err := st.breaker.Allow()
 		if err != nil {
-			return out, h, e.skipped(r, st, model, SkipOpen, err)
+			s.end = e.skipped(r, st, model, SkipOpen, err)
+			return out
 		}
 		// It moved to half-open meanwhile: give the probe back, and let
 		// the entry below take one in its turn.
 		tok.Done(breaker.Ignored)
 	}
-	h, try, why, err := e.enter(r, st)
+	try, why, err := e.enter(r, st, &s.h)
 	if err != nil {
 		if why != NotSkipped {
-			return out, h, e.skipped(r, st, model, why, err)
+			s.end = e.skipped(r, st, model, why, err)
+			return out
 		}
 		// The caller gave up, or the time to start an attempt ran out,
 		// while queued for a slot.
 		v, _ := e.localCause(r, classify.Verdict{Class: classify.DeadlineExhausted, Reason: "no time left to start an attempt"})
-		return out, h, stageEnd{verdict: v, route: e.table.Action(v.Class).Route, err: err}
+		s.end = stageEnd{verdict: v, route: e.table.Action(v.Class).Route, err: err}
+		return out
 	}
-	s := stageRun[In, Out, A]{e: e, a: a, st: st, model: model, in: in, h: h, try: try, n: 1}
+	s.try, s.n = try, 1
 	defer s.unwind(r)
-	s.cost = a.estimate(st, in)
+	s.cost = s.a.estimate(st, s.in)
 	for ; ; s.n++ {
 		if out, done := s.next(r); done {
-			return out, s.h, s.end
+			return out
 		}
 	}
 }

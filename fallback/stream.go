@@ -301,9 +301,11 @@ func (c *StreamChain[In, Chunk]) run(s *Stream[In, Chunk]) {
 	}
 	for i := range c.stages {
 		st := &c.stages[i]
-		_, h, end := runStage(c.engine, s, r, st, c.modelFor(i, in), in)
+		run := stageRun[In, struct{}, *Stream[In, Chunk]]{e: c.engine, a: s, st: st, model: c.modelFor(i, in), in: in}
+		run.run(r)
+		end := &run.end
 		if end.err == nil {
-			ie, done := s.settle(h, end.n, in)
+			ie, done := s.settle(&run.h, end.n, in)
 			if done {
 				return
 			}
@@ -601,7 +603,7 @@ func (s *Stream[In, Chunk]) deliver(ch Chunk, info ChunkInfo) bool {
 // held, n its attempt's number: complete (validated, written back), cut
 // short by the consumer, or incomplete with why. done is set when the
 // request is over; otherwise ie says how the stream broke.
-func (s *Stream[In, Chunk]) settle(h held, n int, in In) (ie *IncompleteError, done bool) {
+func (s *Stream[In, Chunk]) settle(h *held, n int, in In) (ie *IncompleteError, done bool) {
 	c, r, a := s.c, &s.r, s.at
 	st := a.st
 	outcome := breaker.Ignored
@@ -612,7 +614,7 @@ func (s *Stream[In, Chunk]) settle(h held, n int, in In) (ie *IncompleteError, d
 			r.slotHandedOff, r.tokenHandedOff = h.slot, h.tok.IsProbe()
 			outcome = breaker.Failure
 		}
-		c.exit(r, st, &h, outcome)
+		c.exit(r, st, h, outcome)
 	}()
 	if a.stopped {
 		// The consumer stopped: the upstream is cancelled, nothing decided.
