@@ -5,6 +5,7 @@ import (
 	"errors"
 	"iter"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -184,4 +185,35 @@ func TestFallingThroughEveryTierAllocatesOnce(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, res.Attempts(), 8)
 	assert.Equal(t, 1.0, testing.AllocsPerRun(200, func() { _, _ = c.Do(context.Background(), "q") }))
+}
+
+// A consumer that panics inside its loop — which now runs inside the
+// tier's sequence — unwinds through the tier (whose deferred clean-up
+// runs), frees the stage's slot and probe, ends the request for
+// observers, and the panic reaches the consumer's caller.
+func TestStreamConsumerPanicUnwindsThroughTheTier(t *testing.T) {
+	bh := newBulkhead(t, "pro", 1)
+	var cleaned atomic.Bool
+	tier := fallback.StreamTierFunc("pro", func(context.Context, string) iter.Seq2[chunk, error] {
+		return func(yield func(chunk, error) bool) {
+			defer cleaned.Store(true)
+			for _, c := range []chunk{{text: "a"}, {text: "b", finish: "STOP"}} {
+				if !yield(c, nil) {
+					return
+				}
+			}
+		}
+	}, inspect)
+	rec := &reported.Recorder{}
+	c := newStreamChain(t, fallback.StreamConfig[string, chunk]{Stages: []fallback.StreamStage[string, chunk]{{Tier: tier, Bulkhead: bh}}, Observer: rec})
+	assert.PanicsWithValue(t, "consumer exploded", func() {
+		for range c.Stream(context.Background(), "q").Chunks() {
+			panic("consumer exploded")
+		}
+	})
+	assert.True(t, cleaned.Load())
+	assert.Zero(t, bh.Stats().InFlight)
+	ends := reported.Of[fallback.RequestEnd](rec)
+	require.Len(t, ends, 1)
+	assert.False(t, ends[0].Answered)
 }
