@@ -257,6 +257,10 @@ type request struct {
 	// slotHandedOff and tokenHandedOff are set when an abandoned call took
 	// over the stage's bulkhead slot and breaker token.
 	slotHandedOff, tokenHandedOff bool
+	// left is the time the budget left when it was made (hasLeft until
+	// the first tier took it): its clock reading, not made again.
+	left    time.Duration
+	hasLeft bool
 	// probe is set while the request is the probe at the end of the
 	// current tier's cool-down (see engine.preflight).
 	probe int64
@@ -290,7 +294,7 @@ func (e *engine) begin(ctx context.Context, r *request) {
 func (e *engine) beginAs(ctx context.Context, r *request, shared bool) {
 	r.shared = shared
 	r.ctx = ctx
-	r.budget = budget.New(ctx, e.total)
+	r.budget, r.left, r.hasLeft = budget.NewLeft(ctx, e.total)
 	r.sum.TierIndex = -1
 	r.sum.deadline, r.sum.hasDeadline = r.budget.Deadline()
 	// Every tier once, and a retry or two.
@@ -418,7 +422,14 @@ func (e *engine) enter(r *request, st *stage, h *held) (budget.Try, Skip, error)
 	// make a useful attempt must not hold a slot or a probe someone else
 	// could use.
 	try := st.try
-	h.remaining = r.budget.Remaining()
+	if r.hasLeft {
+		// The first tier entered at once: the clock read to make the
+		// budget is still the time. (A little late, it errs short: a
+		// per-try cap then ends a hair early, never past the deadline.)
+		h.remaining, r.hasLeft = r.left, false
+	} else {
+		h.remaining = r.budget.Remaining()
+	}
 	if r.budget.Limited() {
 		try.Reserve = e.reserveFor(st.index, h.remaining)
 	}

@@ -29,17 +29,28 @@ type Budget struct {
 // Deadlines carry Go's monotonic reading, so wall-clock jumps do not move
 // the budget.
 func New(ctx context.Context, total time.Duration) Budget {
+	b, _, _ := NewLeft(ctx, total)
+	return b
+}
+
+// NewLeft is New, and the time left as of the clock reading New made —
+// ok is false when it made none (no total) — so that a request's first
+// look at its budget needs no second reading. The figure ages as the
+// request runs: it may stand for Remaining only in the moments after New.
+func NewLeft(ctx context.Context, total time.Duration) (b Budget, left time.Duration, ok bool) {
 	ctxDeadline, hasCtx := ctx.Deadline()
 	if total > 0 {
-		own := time.Now().Add(total)
+		now := time.Now()
+		own := now.Add(total)
 		if !hasCtx || own.Before(ctxDeadline) {
-			return Budget{deadline: own, limited: true}
+			return Budget{deadline: own, limited: true}, total, true
 		}
+		return Budget{deadline: ctxDeadline, limited: true, ctxBound: true}, ctxDeadline.Sub(now), true
 	}
 	if hasCtx {
-		return Budget{deadline: ctxDeadline, limited: true, ctxBound: true}
+		return Budget{deadline: ctxDeadline, limited: true, ctxBound: true}, 0, false
 	}
-	return Budget{}
+	return Budget{}, Unlimited, true
 }
 
 // Deadline returns the budget's deadline, and false when it has none.
