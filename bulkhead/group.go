@@ -39,7 +39,9 @@ func NewGroup(cfg Config, maxKeys int) (*Group, error) {
 	// The overflow bulkhead checked cfg: every member shares it, holding
 	// only its own name.
 	shared := &cfg
-	mk := func(key string) (*Bulkhead, error) { return newShared(shared, keyed.Name(cfg.Name, key, cfg.KeysInNames)), nil }
+	mk := func(key string) (*Bulkhead, error) {
+		return newShared(shared, keyed.Name(cfg.Name, key, cfg.KeysInNames)), nil
+	}
 	return &Group{g: keyed.New(mk, maxKeys, overflow, overflowKey)}, nil
 }
 
