@@ -294,7 +294,7 @@ func (b *Bulkhead) tryTake() bool {
 	if s&inFlightMask <= b.max {
 		return true
 	}
-	b.undo(grant)
+	b.undo()
 	// The slot this add held for an instant may have been the one a
 	// Release found taken when it looked for a slot to hand to the queue:
 	// hand it over instead.
@@ -306,26 +306,31 @@ func (b *Bulkhead) tryTake() bool {
 
 // take takes a slot if one is free, counting it as accepted when count is
 // set (a slot handed to a waiter is counted when the waiter takes it).
-// The caller holds extra.mu: no other take can meet this one's undo.
+// Only the queue's paths take this way, under extra.mu: a compare-and-swap
+// never counts a slot it does not get, so the only slots state counts
+// beyond Max are the fast path's, each with its count (see Stats).
 func (b *Bulkhead) take(count bool) bool {
 	add := uint64(1)
 	if count {
 		add = grant
 	}
-	s := b.state.Add(add)
-	if count && s>>32 == 0 {
-		b.ext().wraps.Add(1)
+	for {
+		s := b.state.Load()
+		if s&inFlightMask >= b.max {
+			return false
+		}
+		if b.state.CompareAndSwap(s, s+add) {
+			if count && (s+add)>>32 == 0 {
+				b.ext().wraps.Add(1)
+			}
+			return true
+		}
 	}
-	if s&inFlightMask <= b.max {
-		return true
-	}
-	b.undo(add)
-	return false
 }
 
-// undo takes back an add of take or tryTake that found no free slot.
-func (b *Bulkhead) undo(add uint64) {
-	if s := b.state.Add(-add); add == grant && s>>32 == inFlightMask {
+// undo takes back an add of tryTake that found no free slot.
+func (b *Bulkhead) undo() {
+	if s := b.state.Add(^uint64(grant - 1)); s>>32 == inFlightMask {
 		b.ext().wraps.Add(^uint64(0))
 	}
 }
@@ -552,8 +557,8 @@ type Stats struct {
 func (b *Bulkhead) Stats() Stats {
 	s := b.state.Load()
 	inFlight, accepted := s&inFlightMask, s>>32
-	// Slots beyond Max are refused acquisitions about to undo their add,
-	// each of which also counted itself accepted.
+	// Slots beyond Max are refused fast-path acquisitions about to undo
+	// their add, each of which also counted itself accepted.
 	if inFlight > b.max {
 		accepted -= inFlight - b.max
 		inFlight = b.max
