@@ -330,7 +330,15 @@ func (b *Bulkhead) take(count bool) bool {
 
 // undo takes back an add of tryTake that found no free slot.
 func (b *Bulkhead) undo() {
-	if s := b.state.Add(^uint64(grant - 1)); s>>32 == inFlightMask {
+	s := b.state.Add(^uint64(grant - 1))
+	if s&inFlightMask == inFlightMask {
+		// A Release without Acquire returned the slot this add held, and
+		// went unnoticed: give the slot back, so that the count stays
+		// right.
+		b.state.Add(1)
+		return
+	}
+	if s>>32 == inFlightMask {
 		b.ext().wraps.Add(^uint64(0))
 	}
 }
@@ -483,7 +491,9 @@ func (b *Bulkhead) publishObserversLocked(x *extra) {
 
 // Release returns a slot taken by Acquire or TryAcquire, handing it to the
 // longest waiter if any. Releasing more slots than were taken panics: it
-// would silently raise the bulkhead's limit.
+// would silently raise the bulkhead's limit. (One that meets a refused
+// acquisition's slot of an instant takes that slot instead and does not
+// panic; the refused acquisition then restores the count.)
 func (b *Bulkhead) Release() {
 	b.release()
 	if b.observers.Load() != nil {

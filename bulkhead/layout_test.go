@@ -34,3 +34,26 @@ func TestAcceptedCountsPastItsWord(t *testing.T) {
 		t.Errorf("Stats = %+v, want Accepted %d and nothing in flight", s, uint64(1<<32-1+3))
 	}
 }
+
+// TestUndoAfterAReleaseWithoutAcquire: a Release without Acquire that
+// takes the slot a refused acquisition counted for an instant leaves the
+// count right once the acquisition undoes its add.
+func TestUndoAfterAReleaseWithoutAcquire(t *testing.T) {
+	b, err := New(Config{Name: "b", Max: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !b.TryAcquire() {
+		t.Fatal("refused a free slot")
+	}
+	b.state.Add(grant) // a refused acquisition's add, not yet undone
+	b.Release()
+	b.Release() // one too many: it takes the refused acquisition's slot
+	b.undo()
+	if s := b.Stats(); s.InFlight != 0 || s.Accepted != 1 {
+		t.Errorf("Stats = %+v, want nothing in flight and one accepted", s)
+	}
+	if !b.TryAcquire() || b.TryAcquire() {
+		t.Error("the bulkhead no longer holds one slot")
+	}
+}
