@@ -13,6 +13,7 @@ import (
 	"weak"
 
 	"github.com/tierguard/tierguard/classify"
+	"github.com/tierguard/tierguard/internal/keyed"
 )
 
 // State is a breaker's state. The numeric values are those of the state
@@ -163,9 +164,10 @@ type Breaker struct {
 	cfg *shared
 	// key is a Group member's key, when keyed is set.
 	key string
-	// name is what errors, transitions and metrics call the breaker:
-	// cfg.Name, but for a Group member whose key is hidden.
-	name string
+	// name is what errors, transitions and metrics call a Group member
+	// (see Name), made the first time they do: most members of a large
+	// group stay idle and unnamed.
+	name atomic.Pointer[string]
 
 	// probes are the half-open probe slots, shared by every half-open
 	// period; made at the first half-open period (see slots), so that an
@@ -193,7 +195,7 @@ func New(cfg Config) (*Breaker, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newShared(&shared{Config: cfg, epoch: time.Now()}, "", false, cfg.Name)
+	return newShared(&shared{Config: cfg, epoch: time.Now()}, "", false)
 }
 
 // shared is what the members of a Group have in common: the normalized
@@ -205,9 +207,9 @@ type shared struct {
 
 // newShared returns a breaker of the normalized config cfg, which it may
 // share with others; a Group member (keyed) is cfg.Name+"/"+key to its
-// Store, and calls itself name in errors, transitions and metrics.
-func newShared(cfg *shared, key string, keyed bool, name string) (*Breaker, error) {
-	b := &Breaker{cfg: cfg, key: key, keyed: keyed, name: name}
+// Store (see Name for what it calls itself).
+func newShared(cfg *shared, key string, keyed bool) (*Breaker, error) {
+	b := &Breaker{cfg: cfg, key: key, keyed: keyed}
 	b.cur.Store(b.closedPhase(0, false))
 	if cfg.Store != nil {
 		m, err := cfg.Store.Join(b.storeName(), local{weak.Make(b)})
@@ -226,7 +228,18 @@ func newShared(cfg *shared, key string, keyed bool, name string) (*Breaker, erro
 // Name returns the name the breaker goes by in errors, transitions, logs
 // and metrics: Config.Name, except for a Group member whose key is hidden
 // (see NewGroup).
-func (b *Breaker) Name() string { return b.name }
+func (b *Breaker) Name() string {
+	if !b.keyed {
+		return b.cfg.Name
+	}
+	if n := b.name.Load(); n != nil {
+		return *n
+	}
+	n := keyed.Name(b.cfg.Name, b.key, b.cfg.KeysInNames)
+	// Racing callers make equal names: whichever is kept will do.
+	b.name.CompareAndSwap(nil, &n)
+	return *b.name.Load()
+}
 
 // State returns the current state.
 func (b *Breaker) State() State { return b.cur.Load().state }
@@ -519,7 +532,7 @@ func (b *Breaker) switchLocked(to State, reason string, forced bool, openUntil t
 		ph = b.closedPhase(gen, forced)
 	case HalfOpen:
 		ph = &phase{state: HalfOpen, gen: gen, start: b.now(), rejectedBefore: b.rejected()}
-		ph.rejection = &OpenError{Name: b.name, HalfOpen: true}
+		ph.rejection = &OpenError{Name: b.Name(), HalfOpen: true}
 		// Probes of earlier periods may still hold slots: their waits
 		// run on.
 		defer b.armLocked(ph)
@@ -539,10 +552,10 @@ func (b *Breaker) switchLocked(to State, reason string, forced bool, openUntil t
 				b.transition(ph, HalfOpen, "cooldown elapsed", false)
 			})
 		}
-		ph.rejection = &OpenError{Name: b.name, Until: ph.until}
+		ph.rejection = &OpenError{Name: b.Name(), Until: ph.until}
 	}
 	b.cur.Store(ph)
-	return Transition{Name: b.name, From: old.state, To: to, Reason: reason, At: now, Generation: gen, OpenUntil: ph.until, Forced: forced}
+	return Transition{Name: b.Name(), From: old.state, To: to, Reason: reason, At: now, Generation: gen, OpenUntil: ph.until, Forced: forced}
 }
 
 // cooldown returns the cooldown for the current trip: Cooldown, doubled for

@@ -41,7 +41,7 @@ func NewGroup(cfg Config, maxKeys int) (*Group, error) {
 	norm, _ := cfg.normalize()
 	sh := &shared{Config: norm, epoch: time.Now()}
 	mk := func(key string) (*Breaker, error) {
-		return newShared(sh, key, true, keyed.Name(cfg.Name, key, cfg.KeysInNames))
+		return newShared(sh, key, true)
 	}
 	return &Group{g: keyed.New(mk, maxKeys, overflow, overflowKey)}, nil
 }

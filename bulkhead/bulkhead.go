@@ -110,27 +110,49 @@ const (
 	inFlightMask   = 1<<32 - 1
 	acceptedOne    = 1 << 32
 	maxBulkheadMax = 1<<31 - 1
+	// grant is what an acquisition adds to state: a slot and a count.
+	grant = acceptedOne + 1
 )
 
 // Bulkhead bounds the number of calls in flight. It is safe for concurrent
-// use. The fail-fast path is one compare-and-swap to take a slot and one
-// add to return it, and allocates nothing.
+// use. The fail-fast path is one atomic add to take a slot and one to
+// return it, and allocates nothing.
 //
-// Taking a slot and counting it is one read-modify-write of one word
-// (state), and every field the fast path reads sits on the same cache
-// line: the line has to come to the core for that write anyway, so the
-// reads cost nothing more, and a slot taken and returned moves one line
-// between cores. Nothing pads the struct: a Group holds many, mostly idle.
+// Taking a slot and counting it is one fetch-and-add of one word (state):
+// unlike a compare-and-swap loop, it never retries when another core got
+// there first, so a slot taken and returned moves the line twice however
+// many cores contend. An acquisition that finds the bulkhead full undoes
+// its add with a second one; meanwhile state counts one slot too many,
+// which can refuse an acquisition racing for a slot freed at that very
+// instant (as if it had come a moment earlier) but never grants one past
+// Max, and whoever undoes hands a freed slot to the queue as Release does.
+//
+// A Group holds one bulkhead per key, mostly idle: the struct is one
+// cache line, the fields the fast path reads included, and everything a
+// bulkhead needs only once it refuses, queues or is observed lives in
+// extra, made on first use.
 type Bulkhead struct {
 	// state holds the slots in flight (inFlightMask) and, above them, the
-	// acquisitions granted without queueing, wrapping into wraps.
+	// acquisitions granted without queueing, wrapping into extra.wraps.
 	state atomic.Uint64
+	// max is Config.Max, where the fast path compares it.
+	max uint64
 	// waiting counts queued acquisitions; the fast path defers to them so a
 	// newcomer cannot take a slot ahead of the queue.
 	waiting atomic.Int64
 	// observers are added by Observe; copy-on-write, nil when none.
 	observers atomic.Pointer[[]func(Event)]
-	cfg       Config
+	// cfg is the configuration, shared by the members of a Group; name is
+	// this bulkhead's own Config.Name.
+	cfg  *Config
+	name string
+	// extra is nil until the bulkhead first refuses, queues or is
+	// observed.
+	extra atomic.Pointer[extra]
+}
+
+// extra is the part of a Bulkhead its fail-fast grants never touch.
+type extra struct {
 	// full is the error of a refusal, built once so that refusing
 	// allocates nothing.
 	full FullError
@@ -138,10 +160,13 @@ type Bulkhead struct {
 	// queued is the queue's length, for Stats: waiting also counts, for an
 	// instant, a newcomer about to be turned away by a full queue.
 	queued atomic.Int64
-	// rejected counts refusals; wraps, how often state's count of
-	// acquisitions wrapped; acceptedQueued, the acquisitions granted after
-	// a wait in the queue.
-	rejected, wraps, acceptedQueued atomic.Uint64
+	// rejected counts refusals; acceptedQueued, the acquisitions granted
+	// after a wait in the queue.
+	rejected, acceptedQueued atomic.Uint64
+	// wraps counts how often state's count of acquisitions wrapped: each
+	// add that carried out of it counts one, each undo that borrowed
+	// takes one back.
+	wraps atomic.Uint64
 
 	obsMu   sync.Mutex
 	obsList []*observerEntry
@@ -156,6 +181,14 @@ type waiter struct {
 
 // New returns a bulkhead, or an error naming every invalid field.
 func New(cfg Config) (*Bulkhead, error) {
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
+	return newShared(&cfg, cfg.Name), nil
+}
+
+// check reports every invalid field of cfg.
+func (cfg *Config) check() error {
 	var errs []error
 	// Each message starts with the field it is about, as in breaker.Config.
 	invalid := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
@@ -171,16 +204,42 @@ func New(cfg Config) (*Bulkhead, error) {
 		invalid("Queue %d without a MaxWait", cfg.Queue)
 	}
 	if err := errors.Join(errs...); err != nil {
-		return nil, fmt.Errorf("bulkhead %q: invalid config: %w", cfg.Name, err)
+		return fmt.Errorf("bulkhead %q: invalid config: %w", cfg.Name, err)
 	}
-	return &Bulkhead{cfg: cfg, full: FullError{Name: cfg.Name, Max: cfg.Max}}, nil
+	return nil
+}
+
+// newShared returns a bulkhead named name of the checked config cfg,
+// which it may share with others.
+func newShared(cfg *Config, name string) *Bulkhead {
+	return &Bulkhead{max: uint64(cfg.Max), cfg: cfg, name: name}
+}
+
+// ext returns b's extra part, making it on first use.
+func (b *Bulkhead) ext() *extra {
+	if x := b.extra.Load(); x != nil {
+		return x
+	}
+	return b.makeExt()
+}
+
+func (b *Bulkhead) makeExt() *extra {
+	x := &extra{full: FullError{Name: b.name, Max: int(b.max)}}
+	if b.extra.CompareAndSwap(nil, x) {
+		return x
+	}
+	return b.extra.Load()
 }
 
 // Config returns the bulkhead's configuration.
-func (b *Bulkhead) Config() Config { return b.cfg }
+func (b *Bulkhead) Config() Config {
+	c := *b.cfg
+	c.Name = b.name
+	return c
+}
 
 // Name returns the bulkhead's name.
-func (b *Bulkhead) Name() string { return b.cfg.Name }
+func (b *Bulkhead) Name() string { return b.name }
 
 // TryAcquire takes a slot if one is free and nobody is queued for one. A
 // refusal counts in Stats.Rejected, as a granted slot counts in Accepted.
@@ -203,7 +262,7 @@ func (b *Bulkhead) permitted() {
 
 // refused counts and reports a refused acquisition.
 func (b *Bulkhead) refused() {
-	b.rejected.Add(1)
+	b.ext().rejected.Add(1)
 	if b.observers.Load() != nil {
 		b.tell(Event{Kind: Rejected})
 	}
@@ -212,39 +271,75 @@ func (b *Bulkhead) refused() {
 // tell hands e to every observer.
 func (b *Bulkhead) tell(e Event) {
 	if os := b.observers.Load(); os != nil {
-		e.Bulkhead = b.cfg.Name
+		e.Bulkhead = b.name
 		for _, o := range *os {
 			o(e)
 		}
 	}
 }
 
+// tryTake is the fast path's take: a slot and its count in one add,
+// unless somebody is queued or no slot is free. Those two loads read the
+// line the add is about to write, and a full bulkhead refuses on them
+// alone: under overload, refusals read a shared line instead of each
+// writing it twice.
 func (b *Bulkhead) tryTake() bool {
-	if b.waiting.Load() != 0 {
+	if b.waiting.Load() != 0 || b.state.Load()&inFlightMask >= b.max {
 		return false
 	}
-	return b.take(true)
+	s := b.state.Add(grant)
+	if s>>32 == 0 {
+		b.ext().wraps.Add(1)
+	}
+	if s&inFlightMask <= b.max {
+		return true
+	}
+	b.undo()
+	// The slot this add held for an instant may have been the one a
+	// Release found taken when it looked for a slot to hand to the queue:
+	// hand it over instead.
+	if b.waiting.Load() != 0 {
+		b.handOff()
+	}
+	return false
 }
 
 // take takes a slot if one is free, counting it as accepted when count is
 // set (a slot handed to a waiter is counted when the waiter takes it).
+// Only the queue's paths take this way, under extra.mu: a compare-and-swap
+// never counts a slot it does not get, so the only slots state counts
+// beyond Max are the fast path's, each with its count (see Stats).
 func (b *Bulkhead) take(count bool) bool {
 	add := uint64(1)
 	if count {
-		add += acceptedOne
+		add = grant
 	}
-	max := uint64(b.cfg.Max)
 	for {
 		s := b.state.Load()
-		if s&inFlightMask >= max {
+		if s&inFlightMask >= b.max {
 			return false
 		}
 		if b.state.CompareAndSwap(s, s+add) {
-			if count && s>>32 == inFlightMask {
-				b.wraps.Add(1)
+			if count && (s+add)>>32 == 0 {
+				b.ext().wraps.Add(1)
 			}
 			return true
 		}
+	}
+}
+
+// undo takes back an add of tryTake that found no free slot.
+func (b *Bulkhead) undo() {
+	s := b.state.Add(^uint64(grant - 1))
+	if s&inFlightMask == inFlightMask {
+		// A Release without Acquire returned the slot this add held, and
+		// went unnoticed: give the slot back, so that the count stays
+		// right.
+		b.state.Add(1)
+		return
+	}
+	if s>>32 == inFlightMask {
+		b.ext().wraps.Add(^uint64(0))
 	}
 }
 
@@ -259,37 +354,38 @@ func (b *Bulkhead) Acquire(ctx context.Context) error {
 	}
 	if b.cfg.MaxWait == 0 {
 		b.refused()
-		return &b.full
+		return &b.ext().full
 	}
 	return b.wait(ctx)
 }
 
 func (b *Bulkhead) wait(ctx context.Context) error {
+	x := b.ext()
 	if err := ctx.Err(); err != nil {
 		b.refused()
 		return err
 	}
-	b.mu.Lock()
-	// Announce the waiter before trying again: a Release that decrements
-	// concurrently then either sees it (and hands over the slot) or its
-	// decrement is seen by take below.
+	x.mu.Lock()
+	// Announce the waiter before trying again: a Release (or an undone
+	// take) that decrements concurrently then either sees it (and hands
+	// over the slot) or its decrement is seen by take below.
 	b.waiting.Add(1)
 	if b.take(true) {
 		b.waiting.Add(-1)
-		b.mu.Unlock()
+		x.mu.Unlock()
 		b.permitted()
 		return nil
 	}
-	if len(b.queue) >= b.cfg.Queue {
+	if len(x.queue) >= b.cfg.Queue {
 		b.waiting.Add(-1)
-		b.mu.Unlock()
+		x.mu.Unlock()
 		b.refused()
-		return &b.full
+		return &x.full
 	}
 	w := &waiter{ready: make(chan struct{}, 1)}
-	b.queue = append(b.queue, w)
-	b.queued.Store(int64(len(b.queue)))
-	b.mu.Unlock()
+	x.queue = append(x.queue, w)
+	x.queued.Store(int64(len(x.queue)))
+	x.mu.Unlock()
 
 	start := time.Now()
 	timer := time.NewTimer(b.cfg.MaxWait)
@@ -305,9 +401,9 @@ func (b *Bulkhead) wait(ctx context.Context) error {
 		ctxErr = ctx.Err()
 	}
 
-	b.mu.Lock()
-	queued := b.dequeue(w)
-	b.mu.Unlock()
+	x.mu.Lock()
+	queued := b.dequeue(x, w)
+	x.mu.Unlock()
 	if !queued {
 		// Granted while timing out: the slot is ours.
 		<-w.ready
@@ -322,18 +418,18 @@ func (b *Bulkhead) wait(ctx context.Context) error {
 	if ctxErr != nil {
 		return ctxErr
 	}
-	return &b.full
+	return &x.full
 }
 
 // dequeue removes w from the queue; it reports false if w had already been
-// granted a slot. b.mu must be held.
-func (b *Bulkhead) dequeue(w *waiter) bool {
-	for i, q := range b.queue {
+// granted a slot. x.mu must be held.
+func (b *Bulkhead) dequeue(x *extra, w *waiter) bool {
+	for i, q := range x.queue {
 		if q == w {
-			copy(b.queue[i:], b.queue[i+1:])
-			b.queue[len(b.queue)-1] = nil
-			b.queue = b.queue[:len(b.queue)-1]
-			b.queued.Store(int64(len(b.queue)))
+			copy(x.queue[i:], x.queue[i+1:])
+			x.queue[len(x.queue)-1] = nil
+			x.queue = x.queue[:len(x.queue)-1]
+			x.queued.Store(int64(len(x.queue)))
 			b.waiting.Add(-1)
 			return true
 		}
@@ -346,9 +442,9 @@ func (b *Bulkhead) queuedEnd(wait time.Duration, acquired bool) {
 	e := Event{Kind: Rejected, Queued: true, Wait: wait}
 	if acquired {
 		e.Kind = Permitted
-		b.acceptedQueued.Add(1)
+		b.ext().acceptedQueued.Add(1)
 	} else {
-		b.rejected.Add(1)
+		b.ext().rejected.Add(1)
 	}
 	b.tell(e)
 }
@@ -360,18 +456,19 @@ func (b *Bulkhead) queuedEnd(wait time.Duration, acquired bool) {
 // block. A bulkhead without observers pays one atomic load per
 // acquisition and release for the feature.
 func (b *Bulkhead) Observe(fn func(Event)) (remove func()) {
+	x := b.ext()
 	entry := &observerEntry{fn}
-	b.obsMu.Lock()
-	defer b.obsMu.Unlock()
-	b.obsList = append(b.obsList, entry)
-	b.publishObserversLocked()
+	x.obsMu.Lock()
+	defer x.obsMu.Unlock()
+	x.obsList = append(x.obsList, entry)
+	b.publishObserversLocked(x)
 	return func() {
-		b.obsMu.Lock()
-		defer b.obsMu.Unlock()
-		for i, e := range b.obsList {
+		x.obsMu.Lock()
+		defer x.obsMu.Unlock()
+		for i, e := range x.obsList {
 			if e == entry {
-				b.obsList = append(b.obsList[:i:i], b.obsList[i+1:]...)
-				b.publishObserversLocked()
+				x.obsList = append(x.obsList[:i:i], x.obsList[i+1:]...)
+				b.publishObserversLocked(x)
 				return
 			}
 		}
@@ -380,13 +477,13 @@ func (b *Bulkhead) Observe(fn func(Event)) (remove func()) {
 
 type observerEntry struct{ fn func(Event) }
 
-func (b *Bulkhead) publishObserversLocked() {
-	if len(b.obsList) == 0 {
+func (b *Bulkhead) publishObserversLocked(x *extra) {
+	if len(x.obsList) == 0 {
 		b.observers.Store(nil)
 		return
 	}
-	os := make([]func(Event), len(b.obsList))
-	for i, e := range b.obsList {
+	os := make([]func(Event), len(x.obsList))
+	for i, e := range x.obsList {
 		os[i] = e.fn
 	}
 	b.observers.Store(&os)
@@ -394,7 +491,9 @@ func (b *Bulkhead) publishObserversLocked() {
 
 // Release returns a slot taken by Acquire or TryAcquire, handing it to the
 // longest waiter if any. Releasing more slots than were taken panics: it
-// would silently raise the bulkhead's limit.
+// would silently raise the bulkhead's limit. (One that meets a refused
+// acquisition's slot of an instant takes that slot instead and does not
+// panic; the refused acquisition then restores the count.)
 func (b *Bulkhead) Release() {
 	b.release()
 	if b.observers.Load() != nil {
@@ -416,22 +515,23 @@ func (b *Bulkhead) release() {
 // overRelease undoes a Release without Acquire and panics.
 func (b *Bulkhead) overRelease() {
 	b.state.Add(1)
-	panic("tierguard: bulkhead " + strconv.Quote(b.cfg.Name) + ": Release without Acquire")
+	panic("tierguard: bulkhead " + strconv.Quote(b.name) + ": Release without Acquire")
 }
 
 // handOff gives freed slots to the longest waiters.
 func (b *Bulkhead) handOff() {
-	b.mu.Lock()
-	for len(b.queue) > 0 && b.take(false) {
-		w := b.queue[0]
-		copy(b.queue, b.queue[1:])
-		b.queue[len(b.queue)-1] = nil
-		b.queue = b.queue[:len(b.queue)-1]
-		b.queued.Store(int64(len(b.queue)))
+	x := b.ext()
+	x.mu.Lock()
+	for len(x.queue) > 0 && b.take(false) {
+		w := x.queue[0]
+		copy(x.queue, x.queue[1:])
+		x.queue[len(x.queue)-1] = nil
+		x.queue = x.queue[:len(x.queue)-1]
+		x.queued.Store(int64(len(x.queue)))
 		b.waiting.Add(-1)
 		w.ready <- struct{}{}
 	}
-	b.mu.Unlock()
+	x.mu.Unlock()
 }
 
 // Do runs fn holding a slot of b, and releases it when fn returns or
@@ -460,14 +560,24 @@ type Stats struct {
 	Max int
 }
 
-// Stats returns the bulkhead's current figures.
+// Stats returns the bulkhead's current figures. They are exact once
+// the calls they count have returned; taken while acquisitions race for
+// the last slot, Accepted may for an instant count one that is being
+// refused.
 func (b *Bulkhead) Stats() Stats {
 	s := b.state.Load()
-	return Stats{
-		Accepted: b.wraps.Load()<<32 + s>>32 + b.acceptedQueued.Load(),
-		Rejected: b.rejected.Load(),
-		InFlight: int(s & inFlightMask),
-		Waiting:  int(b.queued.Load()),
-		Max:      b.cfg.Max,
+	inFlight, accepted := s&inFlightMask, s>>32
+	// Slots beyond Max are refused fast-path acquisitions about to undo
+	// their add, each of which also counted itself accepted.
+	if inFlight > b.max {
+		accepted -= inFlight - b.max
+		inFlight = b.max
 	}
+	st := Stats{Accepted: accepted, InFlight: int(inFlight), Max: int(b.max)}
+	if x := b.extra.Load(); x != nil {
+		st.Accepted += x.wraps.Load()<<32 + x.acceptedQueued.Load()
+		st.Rejected = x.rejected.Load()
+		st.Waiting = int(x.queued.Load())
+	}
+	return st
 }

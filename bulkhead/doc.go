@@ -8,9 +8,8 @@
 // never past the context's deadline — with a bounded queue beyond which it
 // rejects at once.
 //
-// Acquire and Release are an atomic operation each on the fast path, with no
-// lock and no allocation, on counters kept a cache line away from
-// everything else. Do holds a slot around a function and releases it with
+// Acquire and Release are an atomic add each on the fast path, with no
+// lock, no retry and no allocation, on one word of one cache line. Do holds a slot around a function and releases it with
 // defer, so a panic leaks no slot. Stats gives accepted, rejected,
 // in-flight and waiting figures; Observe sees every call as an Event
 // (permitted, rejected, finished), with the queue wait of those that

@@ -30,12 +30,18 @@ func NewGroup(cfg Config, maxKeys int) (*Group, error) {
 	if maxKeys <= 0 {
 		return nil, fmt.Errorf("bulkhead group %q: maxKeys must be positive, got %d", cfg.Name, maxKeys)
 	}
-	member := func(name string) Config { c := cfg; c.Name = name; return c }
-	overflow, err := New(member(cfg.Name + "/" + overflowKey))
+	oc := cfg
+	oc.Name = cfg.Name + "/" + overflowKey
+	overflow, err := New(oc)
 	if err != nil {
 		return nil, err
 	}
-	mk := func(key string) (*Bulkhead, error) { return New(member(keyed.Name(cfg.Name, key, cfg.KeysInNames))) }
+	// The overflow bulkhead checked cfg: every member shares it, holding
+	// only its own name.
+	shared := &cfg
+	mk := func(key string) (*Bulkhead, error) {
+		return newShared(shared, keyed.Name(cfg.Name, key, cfg.KeysInNames)), nil
+	}
 	return &Group{g: keyed.New(mk, maxKeys, overflow, overflowKey)}, nil
 }
 

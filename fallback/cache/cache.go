@@ -30,7 +30,11 @@ type Cache[In, Out any] struct {
 	ttl      time.Duration
 	// epoch is the origin of the monotonic instants entries expire at:
 	// reading it costs a monotonic clock read, not a wall clock's.
-	epoch     time.Time
+	epoch time.Time
+	// clock spares most exact hits that read.
+	clock *coarseClock
+	// exact finds the exact layer's entries without the lock.
+	exact     *exactIndex[Out]
 	maxBytes  int64
 	perTmpl   int
 	maxTmpl   int
@@ -163,12 +167,13 @@ func New[In, Out any](cfg Config[In, Out]) (*Cache[In, Out], error) {
 		return nil, err
 	}
 	c := &Cache[In, Out]{
-		cfg: cfg, norm: cfg.Normalize, ttl: orDuration(cfg.TTL, defaultTTL), epoch: time.Now(),
+		cfg: cfg, norm: cfg.Normalize, ttl: orDuration(cfg.TTL, defaultTTL), epoch: time.Now(), exact: newExactIndex[Out](),
 		maxBytes: orInt(cfg.MaxBytes, defaultMaxBytes), perTmpl: orInt(cfg.Template.MaxPerTemplate, defaultPerTemplate),
 		maxTmpl: orInt(cfg.Template.MaxPrompt, defaultMaxPrompt),
 		codec:   cfg.Codec,
 		spaces:  map[Scope]*space[Out]{}, byID: map[uint64]*entry[Out]{},
 	}
+	c.clock = newCoarseClock(c.epoch)
 	if c.norm == nil {
 		c.norm, c.fastNorm = NormalizeText, true
 	}
@@ -220,6 +225,7 @@ func (c *Cache[In, Out]) Close() error {
 	if !c.closed.CompareAndSwap(false, true) {
 		return nil
 	}
+	c.clock.stop()
 	if c.unwatch != nil {
 		c.unwatch()
 	}
@@ -237,8 +243,8 @@ func (c *Cache[In, Out]) scopeOf(ctx context.Context, in In) Scope {
 	var s Scope
 	if c.cfg.Scope != nil {
 		s = c.cfg.Scope(ctx, in)
-	} else {
-		r := fallback.RequestFrom(ctx)
+	} else if r, ok := ctx.Value(fallback.RequestKey{}).(*fallback.Request); ok && r != nil {
+		// fallback.RequestFrom, without copying the request.
 		s = Scope{Tenant: r.Tenant, Scenario: r.Scenario}
 	}
 	if c.cfg.ShareAcrossTenants {
@@ -258,6 +264,16 @@ func (c *Cache[In, Out]) scopeOf(ctx context.Context, in In) Scope {
 // ends only an exact match answers.
 func (c *Cache[In, Out]) Get(ctx context.Context, in In) (Out, string, bool) {
 	prompt, sc := c.cfg.Prompt(in), c.scopeOf(ctx, in)
+	if e := c.exactHit(sc, prompt); e != nil {
+		c.stats.exact.Add(1)
+		return e.out, HitExact, true
+	}
+	return c.lookup(ctx, sc, prompt)
+}
+
+// lookup is Get past the exact layer's hit path, kept apart so that a hit
+// does not set up the frame of the layers after it.
+func (c *Cache[In, Out]) lookup(ctx context.Context, sc Scope, prompt string) (Out, string, bool) {
 	now := c.now()
 	out, ok, tmpls, vecs := c.lookupExact(sc, prompt, now)
 	if ok {
@@ -297,6 +313,26 @@ func (c *Cache[In, Out]) Get(ctx context.Context, in In) (Out, string, bool) {
 	c.stats.misses.Add(1)
 	var zero Out
 	return zero, "", false
+}
+
+// exactHit is the exact layer's hit path: no lock, no allocation and,
+// unless the entry is about to expire, no clock read. It looks the prompt
+// up as it is, which finds it only if the prompt is in normal form: an
+// entry's key is a normalised prompt, and NormalizeText leaves such a
+// prompt unchanged. A prompt it does not find, or a custom normaliser's,
+// goes the way of every lookup (lookupExact).
+func (c *Cache[In, Out]) exactHit(sc Scope, prompt string) *entry[Out] {
+	if !c.fastNorm {
+		return nil
+	}
+	e := c.exact.find(sc, prompt)
+	if e == nil || !c.clock.fresh(e.expires) {
+		return nil
+	}
+	if !e.ref.Load() {
+		e.ref.Store(true)
+	}
+	return e
 }
 
 // lookupExact finds prompt's entry, without allocating when the default
@@ -571,6 +607,7 @@ func (c *Cache[In, Out]) insertLocked(e *entry[Out], now int64) {
 		}
 	}
 	sp.exact[e.key] = e
+	c.exact.add(e)
 	if e.hasTmpl {
 		list := sp.tmpl[e.tmpl.key]
 		if len(list) >= c.perTmpl {
@@ -667,6 +704,7 @@ func (c *Cache[In, Out]) removeLocked(e *entry[Out]) {
 	}
 	if sp.exact[e.key] == e {
 		delete(sp.exact, e.key)
+		c.exact.remove(e)
 	}
 	if e.hasTmpl {
 		list := sp.tmpl[e.tmpl.key]

@@ -38,7 +38,7 @@ func NewGroup(cfg Config, maxKeys int) (*Group, error) {
 	mk := func(key string) (*Limiter, error) {
 		// The store knows the member by its full name, the display name
 		// may hide the key.
-		return newLimiter(sh, key, true, keyed.Name(cfg.Name, key, cfg.KeysInNames))
+		return newLimiter(sh, key, true)
 	}
 	return &Group{g: keyed.New(mk, maxKeys, overflow, overflowKey)}, nil
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tierguard/tierguard/classify"
+	"github.com/tierguard/tierguard/internal/keyed"
 	"github.com/tierguard/tierguard/internal/subscribers"
 )
 
@@ -154,17 +155,21 @@ type Limiter struct {
 	// shape is the normalized config and the clock's origin, shared by
 	// every member of a Group: a member is shape.Name+"/"+key to its
 	// Store (see Config).
-	shape    *shape
-	key      string
-	keyed    bool
-	name     string
+	shape *shape
+	key   string
+	keyed bool
+	// name is what errors and observers call a Group member (see Name),
+	// made the first time they do: most members of a large group stay
+	// idle and unnamed.
+	name     atomic.Pointer[string]
 	req, tok *bucket
 	member   Member
 	// hold is when the wait an upstream 429 asked for ends (nanoseconds
 	// since epoch).
 	hold atomic.Int64
 
-	observers subscribers.List[func(Event)]
+	// observers is made by the first Observe: an idle member holds none.
+	observers atomic.Pointer[subscribers.List[func(Event)]]
 
 	admitted, delayed, refused, cancelled atomic.Uint64
 	throttles                             atomic.Uint64
@@ -183,7 +188,7 @@ func New(cfg Config) (*Limiter, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newLimiter(sh, "", false, cfg.Name)
+	return newLimiter(sh, "", false)
 }
 
 // newShape checks cfg and fills in its defaults.
@@ -244,8 +249,8 @@ func newShape(cfg Config) (*shape, error) {
 // newLimiter returns a limiter of shape sh, which it may share; a Group
 // member (keyed) is sh's Name+"/"+key to its Store, and calls itself name
 // in errors and events.
-func newLimiter(sh *shape, key string, keyed bool, name string) (*Limiter, error) {
-	l := &Limiter{shape: sh, key: key, keyed: keyed, name: name}
+func newLimiter(sh *shape, key string, keyed bool) (*Limiter, error) {
+	l := &Limiter{shape: sh, key: key, keyed: keyed}
 	cfg := l.Config()
 	if cfg.Requests > 0 {
 		l.req = &bucket{}
@@ -259,10 +264,10 @@ func newLimiter(sh *shape, key string, keyed bool, name string) (*Limiter, error
 	if cfg.Store != nil {
 		m, err := cfg.Store.Join(cfg.Name, Quota{Requests: cfg.Requests, Tokens: cfg.Tokens, Per: per, Burst: cfg.Burst, TokenBurst: cfg.TokenBurst})
 		if err != nil {
-			return nil, fmt.Errorf("rate limiter %q: joining the store: %w", name, err)
+			return nil, fmt.Errorf("rate limiter %q: joining the store: %w", l.Name(), err)
 		}
 		if m == nil {
-			return nil, fmt.Errorf("rate limiter %q: Store.Join returned no Member and no error", name)
+			return nil, fmt.Errorf("rate limiter %q: Store.Join returned no Member and no error", l.Name())
 		}
 		l.member = m
 	}
@@ -271,7 +276,18 @@ func newLimiter(sh *shape, key string, keyed bool, name string) (*Limiter, error
 
 // Name returns the limiter's name (for a Group member with hidden keys, the
 // hashed name).
-func (l *Limiter) Name() string { return l.name }
+func (l *Limiter) Name() string {
+	if !l.keyed {
+		return l.shape.cfg.Name
+	}
+	if n := l.name.Load(); n != nil {
+		return *n
+	}
+	n := keyed.Name(l.shape.cfg.Name, l.key, l.shape.cfg.KeysInNames)
+	// Racing callers make equal names: whichever is kept will do.
+	l.name.CompareAndSwap(nil, &n)
+	return *l.name.Load()
+}
 
 // Config returns the limiter's configuration with defaults filled in.
 func (l *Limiter) Config() Config {
@@ -470,7 +486,7 @@ func (l *Limiter) reserve(now, tokens, limit int64, take bool) Reservation {
 
 func (l *Limiter) refusal() {
 	l.refused.Add(1)
-	if l.observers.Load() != nil {
+	if l.observed() {
 		l.tell(Event{Kind: Refused})
 	}
 }
@@ -498,14 +514,14 @@ func (l *Limiter) Wait(ctx context.Context, tokens int64) error {
 		}
 		r := l.TakeWithin(tokens, maxWait)
 		if !r.ok {
-			return &LimitedError{Name: l.name}
+			return &LimitedError{Name: l.Name()}
 		}
 		if r.delay == 0 && !r.retry {
 			return nil
 		}
 		if limited && time.Until(d) < r.delay {
 			r.Cancel()
-			return &LimitedError{Name: l.name, RetryIn: r.delay}
+			return &LimitedError{Name: l.Name(), RetryIn: r.delay}
 		}
 		t := time.NewTimer(r.delay)
 		select {
@@ -579,7 +595,7 @@ func (l *Limiter) Throttle(d time.Duration) {
 	if l.member != nil && d > 0 {
 		l.member.Hold(d)
 	}
-	if l.observers.Load() != nil {
+	if l.observed() {
 		l.tell(Event{Kind: Throttled, Wait: max(d, 0), Slowdown: slow})
 	}
 }
@@ -618,7 +634,7 @@ func (l *Limiter) Passed() {
 			}
 		}
 	}
-	if recovered && l.observers.Load() != nil {
+	if recovered && l.observed() {
 		l.tell(Event{Kind: Recovered, Slowdown: 1})
 	}
 }
@@ -708,12 +724,28 @@ type Event struct {
 // and returns the function that stops it. fn runs on the caller's
 // goroutine: keep it short and never block.
 func (l *Limiter) Observe(fn func(Event)) (remove func()) {
-	return l.observers.Add(fn)
+	o := l.observers.Load()
+	if o == nil {
+		l.observers.CompareAndSwap(nil, new(subscribers.List[func(Event)]))
+		o = l.observers.Load()
+	}
+	return o.Add(fn)
+}
+
+// observed reports whether anyone observes l: a load, or two once
+// Observe was called.
+func (l *Limiter) observed() bool {
+	o := l.observers.Load()
+	return o != nil && o.Load() != nil
 }
 
 func (l *Limiter) tell(e Event) {
-	if fns := l.observers.Load(); fns != nil {
-		e.Limiter = l.name
+	o := l.observers.Load()
+	if o == nil {
+		return
+	}
+	if fns := o.Load(); fns != nil {
+		e.Limiter = l.Name()
 		for _, fn := range fns {
 			fn(e)
 		}

@@ -63,3 +63,60 @@ func TestName(t *testing.T) {
 	assert.Equal(t, "822b33ad87c1", keyed.Hash("acme"))
 	assert.NotEqual(t, keyed.Hash("acme"), keyed.Hash("acme2"))
 }
+
+// TestGroupGrowsUnderReaders: readers of existing keys keep finding the
+// same values while other keys are created and the table grows under
+// them many times over, and every key gets exactly one value.
+func TestGroupGrowsUnderReaders(t *testing.T) {
+	const keys = 5000
+	var made sync.Map
+	g := keyed.New(func(key string) (*string, error) {
+		v := new(string)
+		*v = key
+		if _, dup := made.LoadOrStore(key, v); dup {
+			t.Errorf("%s made twice", key)
+		}
+		return v, nil
+	}, keys, nil, "_overflow")
+	first := g.Get("k0")
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if v := g.Get("k0"); v != first {
+					t.Errorf("k0 changed value")
+					return
+				}
+			}
+		})
+	}
+	var writers sync.WaitGroup
+	for w := range 4 {
+		writers.Go(func() {
+			for i := w; i < keys; i += 4 {
+				k := fmt.Sprint("k", i)
+				if v := g.Get(k); v == nil || *v != k {
+					t.Errorf("Get(%s) = %v", k, v)
+				}
+			}
+		})
+	}
+	writers.Wait()
+	close(stop)
+	wg.Wait()
+	n := 0
+	g.Each(func(k string, v *string) {
+		if k != "_overflow" {
+			n++
+			assert.Equal(t, k, *v)
+		}
+	})
+	assert.Equal(t, keys, n)
+	assert.Nil(t, g.Get("one too many"), "the overflow value")
+}
