@@ -156,8 +156,9 @@ type Ledger struct {
 	overflow *account
 	mu       sync.Mutex // creating accounts
 
-	records subscribers.List[func(*Record)]
-	events  subscribers.List[func(Event)]
+	records    subscribers.List[func(*Record)]
+	events     subscribers.List[func(Event)]
+	embeddings subscribers.List[func(*Embedding)]
 
 	untracked atomic.Int64
 	// tripped maps a model to the class of its last failed attempt, for
