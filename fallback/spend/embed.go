@@ -82,10 +82,10 @@ func (l *Ledger) RecordEmbedding(ctx context.Context, u cache.EmbeddingUsage) {
 		req Request
 	)
 	if t := TicketFrom(ctx); t != nil && t.l == l {
-		a, req = t.acct, t.req
+		a, req = t.acct, t.Request()
 	} else {
 		if t != nil {
-			req = t.req
+			req = t.Request()
 		} else {
 			fr := fallback.RequestFrom(ctx)
 			req = Request{ID: fr.ID, Tenant: fr.Tenant, Scenario: fr.Scenario}

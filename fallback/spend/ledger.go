@@ -316,7 +316,12 @@ func (l *Ledger) newAccount(tenant string, a Allowance) *account {
 	if l.prices != nil {
 		n += len(l.prices.entries)
 	}
-	return &account{tenant: tenant, allow: a, models: make([]modelTotals, n)}
+	acct := &account{tenant: tenant, allow: a, models: make([]modelTotals, n), thresholds: l.levels}
+	for m := range numMeters {
+		acct.limit[m] = a.Limit(m)
+		acct.rearm(m)
+	}
+	return acct
 }
 
 // maxTripped bounds the models whose last failure is remembered.
@@ -469,7 +474,7 @@ func (l *Ledger) refuseUnpriced(a *account, cal *calendar, est Estimate) *LimitE
 // check decides on a request's admission; a.mu is held.
 func (l *Ledger) check(a *account, cal *calendar, p Priority, est Estimate) *LimitError {
 	for m := range numMeters {
-		limit := a.allow.Limit(m)
+		limit := a.limit[m]
 		if limit <= 0 {
 			continue
 		}

@@ -63,7 +63,13 @@ type priceSlot struct {
 
 // ticket returns the request's Ticket when it is this ledger's.
 func (b *binding) ticket(ctx context.Context) *Ticket {
-	if t, _ := ctx.Value(ticketKey{}).(*Ticket); t != nil && t.l == b.l {
+	// The chain passes its events the context its caller gave it, most
+	// often the Ticket itself: found without a Value call.
+	t, ok := ctx.(*Ticket)
+	if !ok {
+		t, _ = ctx.Value(ticketKey{}).(*Ticket)
+	}
+	if t != nil && t.l == b.l {
 		return t
 	}
 	return nil
