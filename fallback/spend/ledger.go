@@ -407,6 +407,14 @@ func (l *Ledger) AdmitInto(t *Ticket, ctx context.Context, req Request, est Esti
 		return err
 	}
 	cal := l.clock.calendar()
+	if est == (Estimate{}) && !a.allow.limited() {
+		// Nothing to check, nothing to reserve: the account's lock is
+		// left alone (its periods roll, and its unpriced usage is looked
+		// at, at the request's end; the latter matters only under a cost
+		// limit).
+		t.init(ctx, l, a, req, est, cal)
+		return nil
+	}
 	var lerr *LimitError
 	a.mu.Lock()
 	a.roll(cal)

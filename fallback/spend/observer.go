@@ -80,8 +80,8 @@ func (b *binding) ticket(ctx context.Context) *Ticket {
 // that, so a caller who stops waiting for a shared execution it started
 // still gets the execution's costs on its record.
 func run(t *Ticket) bool {
-	s := t.state.Load()
-	return s == ticketRunning || s == ticketOpen && t.state.CompareAndSwap(ticketOpen, ticketRunning)
+	s := t.loadState()
+	return s == ticketRunning || s == ticketOpen && t.casState(ticketOpen, ticketRunning)
 }
 
 // RequestStarted takes the request's Ticket for the chain.

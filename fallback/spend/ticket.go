@@ -37,8 +37,12 @@ type Ticket struct {
 
 	// state is ticketOpen until the chain's first event, ticketRunning
 	// while the chain reports to it (only the chain's goroutine touches
-	// the fields below then), ticketDone once finished.
-	state atomic.Uint32
+	// the fields below then), ticketDone once finished. It is read and
+	// changed atomically (load, loadState, casState, storeState), but for
+	// the write of init: a ticket being made ready for a request is shared
+	// with nobody yet, like every other field init writes, and a plain
+	// store spares the request a locked instruction.
+	state uint32
 	// sum is the request's figures. It holds no pointer, so that making a
 	// ticket ready for a request clears it in one plain store; the Record
 	// is built from it (record) only for those who ask.
@@ -104,7 +108,7 @@ func (t *Ticket) init(ctx context.Context, l *Ledger, a *account, req Request, e
 	if t.spill != nil {
 		t.spill = t.spill[:0]
 	}
-	t.state.Store(ticketOpen)
+	t.state = ticketOpen
 }
 
 // End closes a request that no attached chain ran: its estimate is
@@ -114,18 +118,24 @@ func (t *Ticket) init(ctx context.Context, l *Ledger, a *account, req Request, e
 func (t *Ticket) End() {
 	// A plain load first: a ticket its chain closed, the common case, is
 	// left without a locked instruction.
-	if t.state.Load() == ticketOpen && t.state.CompareAndSwap(ticketOpen, ticketDone) {
+	if t.loadState() == ticketOpen && t.casState(ticketOpen, ticketDone) {
 		t.finish()
 	}
 }
 
 // Closed reports whether the request was closed.
-func (t *Ticket) Closed() bool { return t.state.Load() == ticketDone }
+func (t *Ticket) Closed() bool { return t.loadState() == ticketDone }
+
+func (t *Ticket) loadState() uint32   { return atomic.LoadUint32(&t.state) }
+func (t *Ticket) storeState(s uint32) { atomic.StoreUint32(&t.state, s) }
+func (t *Ticket) casState(old, new uint32) bool {
+	return atomic.CompareAndSwapUint32(&t.state, old, new)
+}
 
 // Record returns the request's record, complete once Closed; before that
 // it is the zero Record. Its Attempts are a copy.
 func (t *Ticket) Record() Record {
-	if t.state.Load() != ticketDone {
+	if t.loadState() != ticketDone {
 		return Record{}
 	}
 	r := t.record()
@@ -176,7 +186,11 @@ func (t *Ticket) attempt(b *binding, e *fallback.AttemptEnd) {
 	r := &t.sum
 	answer := r.n
 	ac := t.next()
-	*ac = AttemptCost{Tier: e.Stage.Tier, TierIndex: tier, Model: e.Model, CostGroup: b.group(tier), N: e.Attempt, Class: e.Verdict.Class, Retried: e.Retry, price: idx}
+	// Field by field: a composite literal would be built aside and
+	// copied in.
+	ac.Tier, ac.TierIndex, ac.Model, ac.CostGroup, ac.N = e.Stage.Tier, tier, e.Model, b.group(tier), e.Attempt
+	ac.Class, ac.Retried, ac.price = e.Verdict.Class, e.Retry, idx
+	ac.Usage, ac.Billed, ac.Priced, ac.Cost = fallback.Usage{}, false, false, 0
 	ok := e.Err == nil && e.Verdict.Class == classify.OK
 	if !ok && ac.Class == classify.OK {
 		ac.Class = classify.Unknown
@@ -307,7 +321,7 @@ func (t *Ticket) finish() {
 	} else {
 		t.commit(a, fallbackAnswer)
 		a.mu.Unlock()
-		t.state.Store(ticketDone)
+		t.storeState(ticketDone)
 	}
 	if fns := l.records.Load(); len(fns) > 0 {
 		rec := t.record()
@@ -327,7 +341,7 @@ func (t *Ticket) commitCrossing(a *account, cal *calendar, fallbackAnswer bool) 
 	a.levels(t.l, cal, &cross)
 	t.commit(a, fallbackAnswer)
 	a.mu.Unlock()
-	t.state.Store(ticketDone)
+	t.storeState(ticketDone)
 	t.l.emit(&cross)
 }
 
