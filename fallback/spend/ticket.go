@@ -108,6 +108,9 @@ func (t *Ticket) init(ctx context.Context, l *Ledger, a *account, req Request, e
 	if t.spill != nil {
 		t.spill = t.spill[:0]
 	}
+	if t.tier != "" {
+		t.tier = ""
+	}
 	t.state = ticketOpen
 }
 
@@ -270,8 +273,6 @@ func (t *Ticket) ended(e *fallback.RequestEnd) {
 	r.tierIndex = -1
 	if e.Stage != nil {
 		t.tier, r.tierIndex = e.Stage.Tier, e.Stage.TierIndex
-	} else if t.tier != "" {
-		t.tier = ""
 	}
 	t.finish()
 }
