@@ -390,13 +390,6 @@ func (t *Ticket) late(b *binding, st *fallback.StageInfo, model string, u fallba
 	l.emit(&cross)
 }
 
-func (t *Ticket) periodOf(m Meter) int64 {
-	if m.Period() == Monthly {
-		return t.month
-	}
-	return t.day
-}
-
 // commit adds the request to its account's totals; a.mu is held.
 func (t *Ticket) commit(a *account, fallbackAnswer bool) {
 	r, s := &t.sum, &a.totals
