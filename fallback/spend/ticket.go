@@ -89,10 +89,12 @@ type tally struct {
 // so that the cache, otelx, chaos rules and routes see the tenant the
 // ledger bills; every other key goes to the parent context.
 func (t *Ticket) Value(key any) any {
-	switch key {
-	case ticketKey{}:
+	// A type switch: both keys are empty structs, so their type says it
+	// all, and comparing types alone is cheaper than comparing interfaces.
+	switch key.(type) {
+	case ticketKey:
 		return t
-	case fallback.RequestKey{}:
+	case fallback.RequestKey:
 		return &t.freq
 	}
 	return t.Context.Value(key)
