@@ -394,7 +394,10 @@ func (l *Ledger) Admit(ctx context.Context, req Request, est Estimate) (*Ticket,
 // that keeps its per-request state in a pool allocates nothing per
 // request. Reuse a Ticket only after its End, and only when nothing can
 // still hold it as a context: not for chains with an idempotency key
-// (Config.Key) or AbandonAfter, whose executions may outlive the request.
+// (Config.Key) or AbandonAfter, whose executions may outlive the request,
+// nor with a cache whose semantic layer embeds written answers (the cache
+// embeds them later, on its own goroutine, with the request's context,
+// and RecordEmbedding reads the Ticket's tenant then).
 func (l *Ledger) AdmitInto(t *Ticket, ctx context.Context, req Request, est Estimate) error {
 	est.Tokens, est.Cost = max(est.Tokens, 0), max(est.Cost, 0)
 	a := l.account(req.Tenant)
