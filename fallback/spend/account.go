@@ -1,6 +1,7 @@
 package spend
 
 import (
+	"math"
 	"sync"
 
 	"github.com/tierguard/tierguard/fallback"
@@ -11,6 +12,10 @@ import (
 type account struct {
 	tenant string
 	allow  Allowance
+	// limit is allow's limit per meter, 0 for none; thresholds the
+	// ledger's (Ledger.levels).
+	limit      [numMeters]int64
+	thresholds []float64
 
 	mu sync.Mutex
 	// day and month are the ids of the periods the meters count.
@@ -26,6 +31,11 @@ type account struct {
 	// meter; full is set once the limit's event was.
 	reached [numMeters]uint8
 	full    [numMeters]bool
+	// next is, per meter, a use below which no threshold is left to
+	// report (math.MaxInt64 when none is left in the period): the end of a
+	// request compares its meters with it, and looks at the thresholds
+	// only past it (levels).
+	next [numMeters]int64
 	// dirty is set when mine changed since the last exchange.
 	dirty bool
 	// unpricedSeen is totals.Unpriced when it was last looked at; blind
@@ -64,7 +74,42 @@ func (a *account) reset(ms ...Meter) {
 	for _, m := range ms {
 		a.mine[m], a.fleet[m], a.synced[m], a.reserved[m], a.reached[m] = 0, 0, 0, 0, 0
 		a.blind[m], a.full[m] = false, false
+		a.rearm(m)
 	}
+}
+
+// softMargin is how far below a soft threshold next is set: more than
+// the rounding of an int64 use to a float64 (at most 512 below 2^63), so
+// that next never passes a use the float comparison of levels counts as
+// reached.
+const softMargin = 1024
+
+// rearm sets next[m] from the thresholds left to report in the period;
+// a.mu is held (or a is not shared yet).
+func (a *account) rearm(m Meter) {
+	limit, n := a.limit[m], int64(math.MaxInt64)
+	levels := a.thresholds
+	switch {
+	case limit <= 0:
+	case int(a.reached[m]) < len(levels)-1:
+		if x := levels[a.reached[m]] * float64(limit); x < 0x1p63 {
+			n = max(int64(x)-softMargin, 0)
+		} else {
+			n = math.MaxInt64 - softMargin
+		}
+	case !a.full[m]:
+		n = limit
+	}
+	a.next[m] = n
+}
+
+// due reports whether the end of a request must look at the thresholds
+// (levels): a meter reached next, or unpriced usage awaits a look; a.mu
+// is held.
+func (a *account) due() bool {
+	return a.used(DailyTokens) >= a.next[DailyTokens] || a.used(DailyCost) >= a.next[DailyCost] ||
+		a.used(MonthlyTokens) >= a.next[MonthlyTokens] || a.used(MonthlyCost) >= a.next[MonthlyCost] ||
+		a.totals.Unpriced != a.unpricedSeen
 }
 
 // periodOf returns the id of the period a's meter m counts.
@@ -167,11 +212,11 @@ func (a *account) levels(l *Ledger, cal *calendar, out *crossings) {
 	}
 	soft := uint8(len(l.levels) - 1)
 	for m := range numMeters {
-		limit := a.allow.Limit(m)
-		if limit <= 0 || (a.reached[m] >= soft && a.full[m]) {
-			continue
-		}
+		limit := a.limit[m]
 		used := a.used(m)
+		if limit <= 0 || used < a.next[m] {
+			continue // nothing reached: next is below every threshold left
+		}
 		for a.reached[m] < soft && float64(used) >= l.levels[a.reached[m]]*float64(limit) {
 			out.add(crossing{a: a, cal: cal, kind: ThresholdReached, meter: m, threshold: l.levels[a.reached[m]], used: used, limit: limit})
 			a.reached[m]++
@@ -180,6 +225,7 @@ func (a *account) levels(l *Ledger, cal *calendar, out *crossings) {
 			a.full[m] = true
 			out.add(crossing{a: a, cal: cal, kind: ThresholdReached, meter: m, threshold: 1, used: used, limit: limit})
 		}
+		a.rearm(m)
 	}
 }
 
@@ -190,6 +236,7 @@ func (a *account) reachLimit(cal *calendar, m Meter) (crossing, bool) {
 		return crossing{}, false
 	}
 	a.full[m] = true
+	a.rearm(m)
 	return crossing{a: a, cal: cal, kind: ThresholdReached, meter: m, threshold: 1, used: a.used(m), limit: a.allow.Limit(m)}, true
 }
 

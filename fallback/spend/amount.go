@@ -173,6 +173,16 @@ func (a *acc) add(tokens int64, rate Amount) {
 // saturated at the largest Amount.
 func (a acc) perMillion() Amount {
 	const m = 1_000_000
+	if a.hi == 0 {
+		// The sum fits 64 bits, as every call's does but the largest: a
+		// division by a constant, which compiles to a multiplication, not
+		// the 128-bit division.
+		q, r := a.lo/m, a.lo%m
+		if r >= m/2 {
+			q++
+		}
+		return Amount(min(q, math.MaxInt64))
+	}
 	if a.hi >= m {
 		return math.MaxInt64
 	}

@@ -46,6 +46,12 @@
 // ObserveRecords delivers each request's Record (its attempts, priced) to
 // your own sink.
 //
+// The ledger is also a cache.UsageRecorder (RecordEmbedding): as the
+// cache's SemanticConfig.Usage, it bills each embedding call of the
+// semantic layer to the request's tenant, priced at the embedding model's
+// input rate, against the tenant's limits (Totals.Embeddings,
+// ObserveEmbeddings).
+//
 // # Limits
 //
 // An Allowance caps a tenant's tokens and cost per day and per month

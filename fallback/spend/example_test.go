@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
+	"time"
 
 	"github.com/tierguard/tierguard/classify"
 	"github.com/tierguard/tierguard/fallback"
+	"github.com/tierguard/tierguard/fallback/cache"
 	"github.com/tierguard/tierguard/fallback/spend"
 	"github.com/tierguard/tierguard/retry"
 )
@@ -111,4 +114,46 @@ func ExamplePrices_Estimate() {
 	// Output:
 	// models/Gemini-2.5-Flash: unpriced false, admitted true, 0.00155 USD reserved
 	// gemini-2.5-flash-001: unpriced true, admitted false (spend: the estimate covers a model without a price; refused under the daily cost limit)
+}
+
+// The ledger as the cache's usage recorder: the semantic layer's
+// embedding calls — a written answer's, on the cache's goroutine, and a
+// lookup's — are billed to the request's tenant, at the embedding model's
+// input price, and count against its limits.
+func ExampleLedger_RecordEmbedding() {
+	prices, _ := spend.ParsePrices([]byte(`{"currency": "USD", "prices": [
+		{"model": "text-embedding-3-small", "input": 0.02, "output": 0}]}`))
+	ledger, _ := spend.New(spend.Config{Prices: prices, Tenants: map[string]spend.Allowance{"acme": {DailyTokens: 1_000_000}}})
+	defer ledger.Close()
+
+	// An embedder that reports its usage, as those of fallback/oaicompat
+	// and fallback/gemini do: here every text means the same thing.
+	embedder := cache.EmbedderFunc(func(_ context.Context, text string) (cache.Embedding, error) {
+		return cache.Embedding{Vector: []float32{1, 0}, Model: "text-embedding-3-small",
+			Usage: fallback.Usage{InputTokens: int64(len(strings.Fields(text)))}, HasUsage: true}, nil
+	})
+	answers, _ := cache.New(cache.Config[string, string]{
+		Prompt:   func(q string) string { return q },
+		Semantic: cache.SemanticConfig{Embedder: embedder, Usage: ledger},
+	})
+	defer answers.Close()
+
+	req := spend.Request{Tenant: "acme", Scenario: "support"}
+	tk := ledger.Begin(context.Background(), req)
+	answers.Put(tk, "where is my order", "It ships tomorrow.")
+	tk.End()
+	for answers.Stats().Embedded == 0 { // the written answer is embedded in the background
+		time.Sleep(time.Millisecond)
+	}
+	tk = ledger.Begin(context.Background(), req)
+	answer, hit, _ := answers.Get(tk, "when will my order arrive")
+	tk.End()
+
+	em := ledger.Totals("acme").Embeddings
+	fmt.Printf("%s answer: %s\n", hit, answer)
+	fmt.Printf("%d embedding calls, %d tokens, %s USD; daily tokens used: %d\n",
+		em.Calls, em.Usage.InputTokens, em.Cost, ledger.Use("acme")[spend.DailyTokens].Used)
+	// Output:
+	// semantic answer: It ships tomorrow.
+	// 2 embedding calls, 9 tokens, 0.00000018 USD; daily tokens used: 9
 }

@@ -156,8 +156,9 @@ type Ledger struct {
 	overflow *account
 	mu       sync.Mutex // creating accounts
 
-	records subscribers.List[func(*Record)]
-	events  subscribers.List[func(Event)]
+	records    subscribers.List[func(*Record)]
+	events     subscribers.List[func(Event)]
+	embeddings subscribers.List[func(*Embedding)]
 
 	untracked atomic.Int64
 	// tripped maps a model to the class of its last failed attempt, for
@@ -315,7 +316,12 @@ func (l *Ledger) newAccount(tenant string, a Allowance) *account {
 	if l.prices != nil {
 		n += len(l.prices.entries)
 	}
-	return &account{tenant: tenant, allow: a, models: make([]modelTotals, n)}
+	acct := &account{tenant: tenant, allow: a, models: make([]modelTotals, n), thresholds: l.levels}
+	for m := range numMeters {
+		acct.limit[m] = a.Limit(m)
+		acct.rearm(m)
+	}
+	return acct
 }
 
 // maxTripped bounds the models whose last failure is remembered.
@@ -388,7 +394,10 @@ func (l *Ledger) Admit(ctx context.Context, req Request, est Estimate) (*Ticket,
 // that keeps its per-request state in a pool allocates nothing per
 // request. Reuse a Ticket only after its End, and only when nothing can
 // still hold it as a context: not for chains with an idempotency key
-// (Config.Key) or AbandonAfter, whose executions may outlive the request.
+// (Config.Key) or AbandonAfter, whose executions may outlive the request,
+// nor with a cache whose semantic layer embeds written answers (the cache
+// embeds them later, on its own goroutine, with the request's context,
+// and RecordEmbedding reads the Ticket's tenant then).
 func (l *Ledger) AdmitInto(t *Ticket, ctx context.Context, req Request, est Estimate) error {
 	est.Tokens, est.Cost = max(est.Tokens, 0), max(est.Cost, 0)
 	a := l.account(req.Tenant)
@@ -401,6 +410,14 @@ func (l *Ledger) AdmitInto(t *Ticket, ctx context.Context, req Request, est Esti
 		return err
 	}
 	cal := l.clock.calendar()
+	if est == (Estimate{}) && !a.allow.limited() {
+		// Nothing to check, nothing to reserve: the account's lock is
+		// left alone (its periods roll, and its unpriced usage is looked
+		// at, at the request's end; the latter matters only under a cost
+		// limit).
+		t.init(ctx, l, a, req, est, cal)
+		return nil
+	}
 	var lerr *LimitError
 	a.mu.Lock()
 	a.roll(cal)
@@ -468,7 +485,7 @@ func (l *Ledger) refuseUnpriced(a *account, cal *calendar, est Estimate) *LimitE
 // check decides on a request's admission; a.mu is held.
 func (l *Ledger) check(a *account, cal *calendar, p Priority, est Estimate) *LimitError {
 	for m := range numMeters {
-		limit := a.allow.Limit(m)
+		limit := a.limit[m]
 		if limit <= 0 {
 			continue
 		}

@@ -63,7 +63,13 @@ type priceSlot struct {
 
 // ticket returns the request's Ticket when it is this ledger's.
 func (b *binding) ticket(ctx context.Context) *Ticket {
-	if t, _ := ctx.Value(ticketKey{}).(*Ticket); t != nil && t.l == b.l {
+	// The chain passes its events the context its caller gave it, most
+	// often the Ticket itself: found without a Value call.
+	t, ok := ctx.(*Ticket)
+	if !ok {
+		t, _ = ctx.Value(ticketKey{}).(*Ticket)
+	}
+	if t != nil && t.l == b.l {
 		return t
 	}
 	return nil
@@ -74,8 +80,8 @@ func (b *binding) ticket(ctx context.Context) *Ticket {
 // that, so a caller who stops waiting for a shared execution it started
 // still gets the execution's costs on its record.
 func run(t *Ticket) bool {
-	s := t.state.Load()
-	return s == ticketRunning || s == ticketOpen && t.state.CompareAndSwap(ticketOpen, ticketRunning)
+	s := t.loadState()
+	return s == ticketRunning || s == ticketOpen && t.casState(ticketOpen, ticketRunning)
 }
 
 // RequestStarted takes the request's Ticket for the chain.

@@ -58,7 +58,7 @@ func TicketFrom(ctx context.Context) *Ticket {
 // the tenant without another context value.
 func RequestFrom(ctx context.Context) (Request, bool) {
 	if t := TicketFrom(ctx); t != nil {
-		return t.req, true
+		return t.Request(), true
 	}
 	return Request{}, false
 }

@@ -2,11 +2,14 @@ package spend_test
 
 import (
 	"context"
+	"math"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tierguard/tierguard/fallback"
+	"github.com/tierguard/tierguard/fallback/cache"
 	"github.com/tierguard/tierguard/fallback/spend"
 )
 
@@ -128,4 +131,36 @@ func TestEveryThresholdOfEveryMeterIsReported(t *testing.T) {
 	_, err := do(t, l, c, spend.Request{Tenant: "acme"}, spend.Estimate{})
 	require.NoError(t, err)
 	assert.Equal(t, []float64{0.7, 0.9, 1, 0.7, 0.9, 1, 0.7, 0.9, 1, 0.7, 0.9, 1}, ev.thresholds())
+}
+
+// A soft threshold fires at the first use whose float value reaches the
+// threshold's share of the limit, at every scale: the ledger compares
+// uses as integers against the next level due, and that level must never
+// pass a use the float comparison counts as reached.
+func TestSoftThresholdAtItsExactUse(t *testing.T) {
+	for _, limit := range []int64{1000, 1 << 40, 1 << 62, math.MaxInt64} {
+		x := 0.7 * float64(limit)
+		at := int64(x)
+		for _, d := range []int64{-1100, -1024, -600, -513, -512, -300, -257, -256, -255, -2, -1, 0, 1, 2} {
+			used := at + d
+			if used <= 0 || used >= limit {
+				continue
+			}
+			l := newLedger(t, spend.Config{Tenants: map[string]spend.Allowance{"acme": {DailyTokens: limit}}})
+			var fired []float64
+			remove := l.Observe(func(e spend.Event) {
+				if e.Kind == spend.ThresholdReached && e.Meter == spend.DailyTokens {
+					fired = append(fired, e.Threshold)
+				}
+			})
+			l.RecordEmbedding(fallback.WithRequest(context.Background(), fallback.Request{Tenant: "acme"}),
+				cache.EmbeddingUsage{Model: "m", Usage: fallback.Usage{InputTokens: used}, HasUsage: true})
+			remove()
+			if float64(used) >= x {
+				assert.Contains(t, fired, 0.7, "limit %d, use %d", limit, used)
+			} else {
+				assert.Empty(t, fired, "limit %d, use %d", limit, used)
+			}
+		}
+	}
 }

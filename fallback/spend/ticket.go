@@ -25,23 +25,58 @@ type Ticket struct {
 	context.Context
 	l    *Ledger
 	acct *account
-	req  Request
-	// freq is req as the rest of tierguard reads it.
-	freq fallback.Request
-	est  Estimate
+	// freq is the request's identity as the rest of tierguard reads it;
+	// feature and priority complete it (Request). The identity is kept
+	// once, not once per reader: a ticket is reset for every request.
+	freq     fallback.Request
+	feature  string
+	priority Priority
+	est      Estimate
 	// day and month are the periods the estimate was booked in.
 	day, month int64
 
 	// state is ticketOpen until the chain's first event, ticketRunning
 	// while the chain reports to it (only the chain's goroutine touches
-	// the fields below then), ticketDone once finished.
-	state atomic.Uint32
-	rec   Record
-	// n counts the attempts; the first inlineAttempts are in inline, and
-	// all of them in spill once there are more.
-	n      int
+	// the fields below then), ticketDone once finished. It is read and
+	// changed atomically (load, loadState, casState, storeState), but for
+	// the write of init: a ticket being made ready for a request is shared
+	// with nobody yet, like every other field init writes, and a plain
+	// store spares the request a locked instruction.
+	state uint32
+	// noCopy keeps go vet's copylocks check on tickets, which the atomic
+	// state type gave before: a ticket is found by its address.
+	_ noCopy
+	// sum is the request's figures. It holds no pointer, so that making a
+	// ticket ready for a request clears it in one plain store; the Record
+	// is built from it (record) only for those who ask.
+	sum tally
+	// tier is the name of the tier that answered, set at the end.
+	tier string
+	// The first inlineAttempts attempts are in inline, and all of them in
+	// spill once there are more.
 	inline [inlineAttempts]AttemptCost
 	spill  []AttemptCost
+}
+
+// noCopy makes go vet report copies of the struct holding it.
+type noCopy struct{}
+
+func (*noCopy) Lock()   {}
+func (*noCopy) Unlock() {}
+
+// tally is a request's figures as the ticket collects them: the Record's,
+// without its identity, estimate, tier name and attempts.
+type tally struct {
+	ended, answered, valid, degraded bool
+	source                           fallback.Source
+	tierIndex                        int
+	calls                            int
+	usage                            fallback.Usage
+	cost, failed, retry              Amount
+	fallbackCost, fallbackExtra      Amount
+	cause                            classify.Class
+	// n counts the attempts.
+	n int
 	// primary is the price of the first tier's model, for the extra cost
 	// of a fallback; -1 when unknown or unpriced. answer is the attempt
 	// that answered, -1 for none.
@@ -54,17 +89,21 @@ type Ticket struct {
 // so that the cache, otelx, chaos rules and routes see the tenant the
 // ledger bills; every other key goes to the parent context.
 func (t *Ticket) Value(key any) any {
-	switch key {
-	case ticketKey{}:
+	// A type switch: both keys are empty structs, so their type says it
+	// all, and comparing types alone is cheaper than comparing interfaces.
+	switch key.(type) {
+	case ticketKey:
 		return t
-	case fallback.RequestKey{}:
+	case fallback.RequestKey:
 		return &t.freq
 	}
 	return t.Context.Value(key)
 }
 
 // Request returns the request's identity.
-func (t *Ticket) Request() Request { return t.req }
+func (t *Ticket) Request() Request {
+	return Request{ID: t.freq.ID, Tenant: t.freq.Tenant, Scenario: t.freq.Scenario, Feature: t.feature, Priority: t.priority}
+}
 
 const (
 	ticketOpen uint32 = iota
@@ -73,11 +112,17 @@ const (
 )
 
 func (t *Ticket) init(ctx context.Context, l *Ledger, a *account, req Request, est Estimate, cal *calendar) {
-	t.Context, t.l, t.acct, t.req, t.est, t.day, t.month = ctx, l, a, req, est, cal.day, cal.month
+	t.Context, t.l, t.acct, t.est, t.day, t.month = ctx, l, a, est, cal.day, cal.month
 	t.freq = fallback.Request{ID: req.ID, Tenant: req.Tenant, Scenario: req.Scenario}
-	t.rec = Record{Request: req, Estimate: est, TierIndex: -1}
-	t.n, t.spill, t.primary, t.answer, t.causeSet = 0, t.spill[:0], -1, -1, false
-	t.state.Store(ticketOpen)
+	t.feature, t.priority = req.Feature, req.Priority
+	t.sum = tally{tierIndex: -1, primary: -1, answer: -1}
+	if t.spill != nil {
+		t.spill = t.spill[:0]
+	}
+	if t.tier != "" {
+		t.tier = ""
+	}
+	t.state = ticketOpen
 }
 
 // End closes a request that no attached chain ran: its estimate is
@@ -85,84 +130,111 @@ func (t *Ticket) init(ctx context.Context, l *Ledger, a *account, req Request, e
 // does nothing; while a chain runs the request (a shared execution the
 // caller stopped waiting for), the chain's end closes it.
 func (t *Ticket) End() {
-	if t.state.CompareAndSwap(ticketOpen, ticketDone) {
+	// A plain load first: a ticket its chain closed, the common case, is
+	// left without a locked instruction.
+	if t.loadState() == ticketOpen && t.casState(ticketOpen, ticketDone) {
 		t.finish()
 	}
 }
 
 // Closed reports whether the request was closed.
-func (t *Ticket) Closed() bool { return t.state.Load() == ticketDone }
+func (t *Ticket) Closed() bool { return t.loadState() == ticketDone }
+
+func (t *Ticket) loadState() uint32   { return atomic.LoadUint32(&t.state) }
+func (t *Ticket) storeState(s uint32) { atomic.StoreUint32(&t.state, s) }
+func (t *Ticket) casState(old, new uint32) bool {
+	return atomic.CompareAndSwapUint32(&t.state, old, new)
+}
 
 // Record returns the request's record, complete once Closed; before that
 // it is the zero Record. Its Attempts are a copy.
 func (t *Ticket) Record() Record {
-	if t.state.Load() != ticketDone {
+	if t.loadState() != ticketDone {
 		return Record{}
 	}
-	r := t.rec
-	r.attempts = append([]AttemptCost(nil), t.attempts()...)
+	r := t.record()
+	r.attempts = append([]AttemptCost(nil), r.attempts...)
 	return r
+}
+
+// record is the request's Record, its attempts the ticket's own.
+func (t *Ticket) record() Record {
+	s := &t.sum
+	return Record{
+		Request: t.Request(), Estimate: t.est,
+		Ended: s.ended, Answered: s.answered, Valid: s.valid, Degraded: s.degraded,
+		Source: s.source, Tier: t.tier, TierIndex: s.tierIndex,
+		Calls: s.calls, Usage: s.usage, Cost: s.cost,
+		FailedCost: s.failed, RetryCost: s.retry, FallbackCost: s.fallbackCost, FallbackExtra: s.fallbackExtra,
+		Cause:    s.cause,
+		attempts: t.attempts(),
+	}
 }
 
 func (t *Ticket) attempts() []AttemptCost {
 	if len(t.spill) > 0 {
 		return t.spill
 	}
-	return t.inline[:t.n]
+	return t.inline[:t.sum.n]
 }
 
-func (t *Ticket) record(a AttemptCost) {
-	if len(t.spill) == 0 && t.n < inlineAttempts {
-		t.inline[t.n] = a
-		t.n++
-		return
+// next returns the slot of the next attempt, to be filled in place: an
+// AttemptCost is some 150 bytes, not worth building twice.
+func (t *Ticket) next() *AttemptCost {
+	n := t.sum.n
+	t.sum.n++
+	if len(t.spill) == 0 && n < inlineAttempts {
+		return &t.inline[n]
 	}
 	if len(t.spill) == 0 {
-		t.spill = append(t.spill, t.inline[:t.n]...)
+		t.spill = append(t.spill, t.inline[:n]...)
 	}
-	t.spill = append(t.spill, a)
-	t.n++
+	t.spill = append(t.spill, AttemptCost{})
+	return &t.spill[len(t.spill)-1]
 }
 
 // attempt records an upstream attempt.
 func (t *Ticket) attempt(b *binding, e *fallback.AttemptEnd) {
 	tier := e.Stage.TierIndex
 	idx := b.price(tier, e.Model)
-	ac := AttemptCost{Tier: e.Stage.Tier, TierIndex: tier, Model: e.Model, CostGroup: b.group(tier), N: e.Attempt, Class: e.Verdict.Class, Retried: e.Retry, price: idx}
+	r := &t.sum
+	answer := r.n
+	ac := t.next()
+	// Field by field: a composite literal would be built aside and
+	// copied in.
+	ac.Tier, ac.TierIndex, ac.Model, ac.CostGroup, ac.N = e.Stage.Tier, tier, e.Model, b.group(tier), e.Attempt
+	ac.Class, ac.Retried, ac.price = e.Verdict.Class, e.Retry, idx
+	ac.Usage, ac.Billed, ac.Priced, ac.Cost = fallback.Usage{}, false, false, 0
 	ok := e.Err == nil && e.Verdict.Class == classify.OK
 	if !ok && ac.Class == classify.OK {
 		ac.Class = classify.Unknown
 	}
+	r.calls++
 	if e.Reply.HasUsage {
 		ac.Usage, ac.Billed = e.Reply.Usage, true
 		if idx >= 0 {
 			ac.Cost, ac.Priced = t.l.prices.entries[idx].cost(e.Reply.Usage), true
 		}
-	}
-	r := &t.rec
-	r.Calls++
-	if ac.Billed {
-		addUsage(&r.Usage, ac.Usage)
-		r.Cost = addSat(r.Cost, ac.Cost)
+		addUsage(&r.usage, ac.Usage)
+		r.cost = addSat(r.cost, ac.Cost)
 	}
 	if tier == 0 && idx >= 0 {
-		t.primary = idx
+		r.primary = idx
 	}
 	if ok {
-		t.answer = t.n
-	} else {
-		r.FailedCost = addSat(r.FailedCost, ac.Cost)
-		if e.Retry {
-			r.RetryCost = addSat(r.RetryCost, ac.Cost)
-		} else if tier == 0 {
-			// The first tier was given up: what made the request fall back.
-			r.Cause, t.causeSet = ac.Class, true
-		}
-		if b.l.tripped != nil && ac.Class != classify.Canceled {
-			b.l.lastFailure(e.Model).Store(int32(ac.Class))
-		}
+		r.answer = answer
+		return
 	}
-	t.record(ac)
+	r.failed = addSat(r.failed, ac.Cost)
+	if e.Retry {
+		r.retry = addSat(r.retry, ac.Cost)
+	} else if tier == 0 {
+		// The first tier was given up: what made the request fall back.
+		r.cause, r.causeSet = ac.Class, true
+	}
+	if b.l.tripped != nil && ac.Class != classify.Canceled {
+		b.l.lastFailure(e.Model).Store(int32(ac.Class))
+	}
 }
 
 // skipped records a tier passed over.
@@ -171,9 +243,9 @@ func (t *Ticket) skipped(b *binding, e *fallback.TierSkip) {
 		return
 	}
 	if idx := b.price(0, e.Model); idx >= 0 {
-		t.primary = idx
+		t.sum.primary = idx
 	}
-	t.rec.Cause, t.causeSet = skipCause(b.l, e), true
+	t.sum.cause, t.sum.causeSet = skipCause(b.l, e), true
 }
 
 // skipCause is the class a skip of the first tier stands for: the parked
@@ -207,11 +279,11 @@ func skipCause(l *Ledger, e *fallback.TierSkip) classify.Class {
 
 // ended records the chain's end and closes the ticket.
 func (t *Ticket) ended(e *fallback.RequestEnd) {
-	r := &t.rec
-	r.Ended, r.Answered, r.Source, r.Degraded = true, e.Answered, e.Source, e.Degraded
-	r.Tier, r.TierIndex = "", -1
+	r := &t.sum
+	r.ended, r.answered, r.source, r.degraded = true, e.Answered, e.Source, e.Degraded
+	r.tierIndex = -1
 	if e.Stage != nil {
-		r.Tier, r.TierIndex = e.Stage.Tier, e.Stage.TierIndex
+		t.tier, r.tierIndex = e.Stage.Tier, e.Stage.TierIndex
 	}
 	t.finish()
 }
@@ -221,52 +293,68 @@ func (t *Ticket) ended(e *fallback.RequestEnd) {
 // its Record for subscribers. The caller owns the ticket: it won the
 // state it is in.
 func (t *Ticket) finish() {
-	l, a, r := t.l, t.acct, &t.rec
-	r.Valid = r.Answered && r.Source == fallback.SourceTier
-	fallbackAnswer := r.Answered && (r.Source != fallback.SourceTier || r.TierIndex > 0)
-	if fallbackAnswer && !t.causeSet {
-		r.Cause = classify.Unknown
+	l, a, r := t.l, t.acct, &t.sum
+	r.valid = r.answered && r.source == fallback.SourceTier
+	fallbackAnswer := r.answered && (r.source != fallback.SourceTier || r.tierIndex > 0)
+	if fallbackAnswer && !r.causeSet {
+		r.cause = classify.Unknown
 	}
-	if fallbackAnswer && r.Source == fallback.SourceTier && t.answer >= 0 {
-		ans := t.attempts()[t.answer]
-		r.FallbackCost = ans.Cost
-		if t.primary >= 0 && ans.Priced {
-			r.FallbackExtra = ans.Cost - l.prices.entries[t.primary].cost(ans.Usage)
+	if fallbackAnswer && r.source == fallback.SourceTier && r.answer >= 0 {
+		ans := &t.attempts()[r.answer]
+		r.fallbackCost = ans.Cost
+		if r.primary >= 0 && ans.Priced {
+			r.fallbackExtra = ans.Cost - l.prices.entries[r.primary].cost(ans.Usage)
 		}
 	}
-	tokens, cost := tokensOf(r.Usage), int64(r.Cost)
+	tokens, cost := tokensOf(r.usage), int64(r.cost)
 
 	cal := l.clock.calendar()
-	var cross crossings
 	a.mu.Lock()
 	a.roll(cal)
-	for m := range numMeters {
-		used := tokens
-		if m.Cost() {
-			used = cost
-		}
-		if a.periodOf(m) == t.periodOf(m) {
-			a.reserved[m] -= t.est.of(m)
-		}
-		a.mine[m] += used
+	sameDay, sameMonth := a.day == t.day, a.month == t.month
+	if sameDay {
+		a.reserved[DailyTokens] -= t.est.Tokens
+		a.reserved[DailyCost] -= int64(t.est.Cost)
 	}
+	if sameMonth {
+		a.reserved[MonthlyTokens] -= t.est.Tokens
+		a.reserved[MonthlyCost] -= int64(t.est.Cost)
+	}
+	a.mine[DailyTokens] += tokens
+	a.mine[MonthlyTokens] += tokens
+	a.mine[DailyCost] += cost
+	a.mine[MonthlyCost] += cost
 	if tokens != 0 || cost != 0 {
 		a.dirty = true
 	}
-	if a.allow.limited() {
-		a.levels(l, cal, &cross)
+	if a.allow.limited() && a.due() {
+		// Rare: a threshold reached, or unpriced usage to look at.
+		t.commitCrossing(a, cal, fallbackAnswer)
+	} else {
+		t.commit(a, fallbackAnswer)
+		a.mu.Unlock()
+		t.storeState(ticketDone)
 	}
-	t.commit(a, fallbackAnswer)
-	a.mu.Unlock()
-	t.state.Store(ticketDone)
-	l.emit(&cross)
 	if fns := l.records.Load(); len(fns) > 0 {
-		rec := *r
-		rec.attempts = t.attempts()
+		rec := t.record()
 		for _, fn := range fns {
 			fn(&rec)
 		}
 	}
+}
+
+// commitCrossing is the end of finish for a request after which a's
+// meters must be looked at: it records the thresholds reached, commits
+// the request, unlocks a.mu (which the caller holds), closes the ticket
+// and emits the events. It is apart so that the common end of a request,
+// which reaches no threshold, does not clear the room for them.
+func (t *Ticket) commitCrossing(a *account, cal *calendar, fallbackAnswer bool) {
+	var cross crossings
+	a.levels(t.l, cal, &cross)
+	t.commit(a, fallbackAnswer)
+	a.mu.Unlock()
+	t.storeState(ticketDone)
+	t.l.emit(&cross)
 }
 
 // late records usage that reached the ledger outside the request's own
@@ -313,38 +401,31 @@ func (t *Ticket) late(b *binding, st *fallback.StageInfo, model string, u fallba
 	l.emit(&cross)
 }
 
-func (t *Ticket) periodOf(m Meter) int64 {
-	if m.Period() == Monthly {
-		return t.month
-	}
-	return t.day
-}
-
 // commit adds the request to its account's totals; a.mu is held.
 func (t *Ticket) commit(a *account, fallbackAnswer bool) {
-	r, s := &t.rec, &a.totals
+	r, s := &t.sum, &a.totals
 	s.Requests++
 	switch {
-	case !r.Answered:
+	case !r.answered:
 		s.Failed++
-	case r.Source == fallback.SourceTier:
+	case r.source == fallback.SourceTier:
 		s.Answered++
 		s.Valid++
-		if r.TierIndex == 0 {
+		if r.tierIndex == 0 {
 			s.PrimaryAnswered++
 		}
 	default:
 		s.Answered++
 		s.Local++
 	}
-	if r.Answered && r.Degraded {
+	if r.answered && r.degraded {
 		s.Degraded++
 	}
-	s.Calls += int64(r.Calls)
-	addUsage(&s.Usage, r.Usage)
-	s.Cost = addSat(s.Cost, r.Cost)
-	s.FailedCost = addSat(s.FailedCost, r.FailedCost)
-	s.RetryCost = addSat(s.RetryCost, r.RetryCost)
+	s.Calls += int64(r.calls)
+	addUsage(&s.Usage, r.usage)
+	s.Cost = addSat(s.Cost, r.cost)
+	s.FailedCost = addSat(s.FailedCost, r.failed)
+	s.RetryCost = addSat(s.RetryCost, r.retry)
 	unpriced := len(a.models) - 1
 	as := t.attempts()
 	for i := range as {
@@ -373,12 +454,12 @@ func (t *Ticket) commit(a *account, fallbackAnswer bool) {
 	}
 	if fallbackAnswer {
 		s.Fallbacks++
-		s.FallbackCost = addSat(s.FallbackCost, r.FallbackCost)
-		s.FallbackExtra = addSat(s.FallbackExtra, r.FallbackExtra)
-		c := &s.ByClass[classIdx(r.Cause)]
+		s.FallbackCost = addSat(s.FallbackCost, r.fallbackCost)
+		s.FallbackExtra = addSat(s.FallbackExtra, r.fallbackExtra)
+		c := &s.ByClass[classIdx(r.cause)]
 		c.Fallbacks++
-		c.FallbackCost = addSat(c.FallbackCost, r.FallbackCost)
-		c.FallbackExtra = addSat(c.FallbackExtra, r.FallbackExtra)
+		c.FallbackCost = addSat(c.FallbackCost, r.fallbackCost)
+		c.FallbackExtra = addSat(c.FallbackExtra, r.fallbackExtra)
 	}
 }
 

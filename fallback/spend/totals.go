@@ -22,9 +22,10 @@ type Totals struct {
 	Degraded int64
 	// Calls counts upstream calls, every attempt of every tier.
 	Calls int64
-	// Usage sums the tokens billed, every attempt included.
+	// Usage sums the tokens billed, every attempt included, and every
+	// embedding call.
 	Usage fallback.Usage
-	// Cost is what every attempt cost.
+	// Cost is what every attempt and embedding call cost.
 	Cost Amount
 	// FailedCost is what attempts that did not answer cost (answers a
 	// validator rejected, partial answers), RetryCost the part of it
@@ -40,9 +41,13 @@ type Totals struct {
 	// soft threshold, refused at a limit (or for an unavailable store or
 	// an unknown tenant).
 	Shed, Refused int64
-	// Unpriced counts attempts whose usage had no price (their model is
-	// not in the price table); their tokens count, their cost is 0.
+	// Unpriced counts attempts, and embedding calls, whose usage had no
+	// price (their model is not in the price table); their tokens count,
+	// their cost is 0.
 	Unpriced int64
+	// Embeddings are the embedding calls billed to the tenant
+	// (Ledger.RecordEmbedding), which Usage, Cost and Unpriced include.
+	Embeddings EmbeddingTotals
 	// ByClass breaks down the extra cost by error class (index it with a
 	// classify.Class): failed attempts of the class and their cost, the
 	// part retried, and the fallbacks the class caused — the first tier's
@@ -71,14 +76,16 @@ type ModelTotals struct {
 	// Model and CostGroup name the price (Model "" gathers unpriced
 	// models); a prefix price keeps its "*".
 	Model, CostGroup string
-	// Calls counts billed calls, Usage their tokens, Cost their cost.
+	// Calls counts billed calls (embedding calls included), Usage their
+	// tokens, Cost their cost.
 	Calls int64
 	Usage fallback.Usage
 	Cost  Amount
 }
 
 // CostPerValid is the cost of one valid result: every attempt's cost,
-// failures and fallbacks included, over the requests answered by a tier.
+// failures, fallbacks and embeddings included, over the requests answered
+// by a tier.
 // 0 when none was.
 func (t Totals) CostPerValid() Amount {
 	if t.Valid == 0 {
@@ -125,6 +132,12 @@ func (t *Totals) add(o *Totals) {
 	t.Shed += o.Shed
 	t.Refused += o.Refused
 	t.Unpriced += o.Unpriced
+	e, f := &t.Embeddings, &o.Embeddings
+	e.Calls += f.Calls
+	e.Estimated += f.Estimated
+	addUsage(&e.Usage, f.Usage)
+	e.Cost = addSat(e.Cost, f.Cost)
+	e.Unpriced += f.Unpriced
 	for c := range t.ByClass {
 		a, b := &t.ByClass[c], &o.ByClass[c]
 		a.Attempts += b.Attempts

@@ -146,9 +146,13 @@ func BenchmarkCacheExactHit(b *testing.B) {
 // what its tier reported: tierguard's spend ledger attached to a one-tier
 // chain (AdmitInto with a Ticket reused from a sync.Pool, or Admit, which allocates it; the
 // chain's Do; End), against a hand-written budget (HandRolledBudget: an
-// atomic add and compare per meter) around the same chain, unobserved.
-// Both include the chain: the ledger is fed by the chain it is attached
-// to, which turns on the chain's observed path.
+// atomic add and compare per meter) around the same chain, unobserved
+// (handrolled) and observed by an observer that does nothing
+// (handrolled-observed, LedgerChainObserved). All include the chain: the
+// ledger is fed by the chain it is attached to, which turns on the chain's
+// observed path; tierguard less handrolled-observed is the ledger's own
+// cost, handrolled-observed less handrolled the chain's for being
+// observed.
 func BenchmarkLedger(b *testing.B) {
 	bench(b, func() []contender {
 		l := TierguardLedger()
@@ -163,6 +167,8 @@ func BenchmarkLedger(b *testing.B) {
 		}
 		hr := NewHandRolledBudget()
 		bare := LedgerChain()
+		hrObserved := NewHandRolledBudget()
+		observed := LedgerChainObserved()
 		ctx := context.Background()
 		req := spend.Request{Tenant: LedgerTenant}
 		est := spend.Estimate{Tokens: LedgerEstimateTokens, Cost: LedgerEstimateCost * spend.Nano}
@@ -195,6 +201,14 @@ func BenchmarkLedger(b *testing.B) {
 				}
 				res, err := bare.Do(ctx, "q")
 				hr.Charge(LedgerEstimateTokens, LedgerEstimateCost, LedgerInputTokens, LedgerOutputTokens)
+				return err == nil && res.Value == Answer
+			}},
+			{"handrolled-observed", func() bool {
+				if !hrObserved.Admit(LedgerEstimateTokens, LedgerEstimateCost) {
+					return false
+				}
+				res, err := observed.Do(ctx, "q")
+				hrObserved.Charge(LedgerEstimateTokens, LedgerEstimateCost, LedgerInputTokens, LedgerOutputTokens)
 				return err == nil && res.Value == Answer
 			}},
 		}

@@ -65,6 +65,18 @@ func LedgerChain() *fallback.Chain[string, string] {
 	return c
 }
 
+// LedgerChainObserved is LedgerChain with an observer that does nothing
+// (fallback.NopObserver): what observing the chain costs before any
+// observer does anything — its clock reads, its events, the call record
+// that carries what the tier reports. The ledger is fed by the chain's
+// events, so this is the floor under it that is the chain's, not the
+// ledger's.
+func LedgerChainObserved() *fallback.Chain[string, string] {
+	c := LedgerChain()
+	c.Observe(fallback.NopObserver{})
+	return c
+}
+
 // HandRolledBudget is the floor of a budget check: one tenant's four
 // meters (tokens and cost, per day and per month), each an atomic counter
 // against its limit. Admit adds the estimate to every meter and takes it

@@ -1,0 +1,66 @@
+package spend_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tierguard/tierguard/classify"
+	"github.com/tierguard/tierguard/fallback"
+	"github.com/tierguard/tierguard/fallback/spend"
+)
+
+// A Ticket reused with AdmitInto starts each request afresh: nothing of
+// the previous request (its attempts, spilled or inline, its tier, its
+// figures, its identity) reaches the next one's Record or totals.
+func TestTicketReuseStartsAfresh(t *testing.T) {
+	l := newLedger(t, spend.Config{Prices: testPrices(t)})
+	pro := &tier{name: "pro", steps: []step{failure(classify.Transient), failure(classify.Transient)}, def: answer(10, 10)}
+	flash := &tier{name: "flash", def: answer(100, 100)}
+	c := newChain(t, l, pro, flash)
+	var tk spend.Ticket
+
+	// Three attempts, past the ticket's inline room for its last ones.
+	require.NoError(t, l.AdmitInto(&tk, context.Background(), spend.Request{ID: "r-1", Tenant: "acme", Scenario: "support", Feature: "chat", Priority: spend.Low}, spend.Estimate{Tokens: 10}))
+	_, err := c.Do(&tk, "q")
+	require.NoError(t, err)
+	tk.End()
+	first := tk.Record()
+	assert.Len(t, first.Attempts(), 3)
+	assert.Equal(t, "flash", first.Tier)
+	assert.Equal(t, spend.Request{ID: "r-1", Tenant: "acme", Scenario: "support", Feature: "chat", Priority: spend.Low}, first.Request)
+
+	// The next request never reaches the chain: End closes it.
+	require.NoError(t, l.AdmitInto(&tk, context.Background(), spend.Request{Tenant: "globex"}, spend.Estimate{}))
+	assert.Equal(t, fallback.Request{Tenant: "globex"}, fallback.RequestFrom(&tk))
+	tk.End()
+	second := tk.Record()
+	assert.Equal(t, spend.Record{Request: spend.Request{Tenant: "globex"}, TierIndex: -1}, withoutAttempts(second))
+	assert.Empty(t, second.Attempts())
+
+	// And one answered at once, inline.
+	require.NoError(t, l.AdmitInto(&tk, context.Background(), spend.Request{Tenant: "globex"}, spend.Estimate{}))
+	_, err = c.Do(&tk, "q")
+	require.NoError(t, err)
+	third := tk.Record()
+	require.Len(t, third.Attempts(), 1)
+	assert.Equal(t, "pro", third.Tier)
+	assert.Equal(t, 0, third.TierIndex)
+	assert.Equal(t, classify.OK, third.Cause)
+	assert.Zero(t, third.FailedCost+third.FallbackCost)
+
+	g := l.Totals("globex")
+	assert.Equal(t, int64(2), g.Requests)
+	assert.Equal(t, int64(1), g.Calls)
+	assert.Equal(t, int64(1), g.Failed, "the request End closed")
+	assert.Equal(t, int64(3), l.Totals("acme").Calls)
+}
+
+// withoutAttempts is r without its attempts, for comparison.
+func withoutAttempts(r spend.Record) spend.Record {
+	return spend.Record{Request: r.Request, Estimate: r.Estimate, Ended: r.Ended, Answered: r.Answered, Valid: r.Valid,
+		Degraded: r.Degraded, Source: r.Source, Tier: r.Tier, TierIndex: r.TierIndex, Calls: r.Calls, Usage: r.Usage, Cost: r.Cost,
+		FailedCost: r.FailedCost, RetryCost: r.RetryCost, FallbackCost: r.FallbackCost, FallbackExtra: r.FallbackExtra, Cause: r.Cause}
+}
