@@ -43,10 +43,10 @@
 // never its exact and template matches, and never holds the answer past
 // the deadline. Embedding usage — tokens when the API reports them (the
 // embedders of fallback/gemini and fallback/oaicompat do), characters
-// always — goes to SemanticConfig.Usage, a UsageRecorder of yours
-// (UsageFunc adapts a function); its context carries the request's
-// fallback.Request, so the tenant is known. A spend.Ledger is not a
-// UsageRecorder: bill embeddings from your recorder.
+// always — goes to SemanticConfig.Usage, a UsageRecorder: a *spend.Ledger
+// (which bills each call to the request's tenant and counts it against
+// the tenant's limits), or one of yours (UsageFunc adapts a function); its
+// context carries the request's fallback.Request, so the tenant is known.
 //
 // ForStream makes a cache of string answers a fallback.StreamConfig.Cache:
 // it answers with one chunk when no tier could start a stream, and is

@@ -12,6 +12,7 @@ import (
 	"github.com/tierguard/tierguard/fallback"
 	"github.com/tierguard/tierguard/fallback/cache"
 	"github.com/tierguard/tierguard/fallback/gemini"
+	"github.com/tierguard/tierguard/fallback/spend"
 )
 
 var ctx = context.Background()
@@ -47,5 +48,7 @@ var (
 
 func canned(context.Context, Question) (gemini.Answer, bool) { panic("stand-in") }
 
-// The reader's bill for embedding calls.
-func billEmbedding(ctx context.Context, u cache.EmbeddingUsage) { panic("stand-in") }
+// The reader's cost ledger, which the cache's snippet bills embeddings to.
+var ledger *spend.Ledger
+
+var _ cache.UsageRecorder = ledger
