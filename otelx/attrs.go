@@ -97,7 +97,7 @@ type stageState struct {
 
 	durOK     *attrs
 	durErr    []*attrs  // by class
-	usageSet  *attrs    // the usage counters' (gen_ai.token.modality)
+	usage     [numModalities]*attrs // the usage counters', by gen_ai.token.modality
 	attempts  []*attrs  // by class
 	retryWait []*attrs  // by class
 	skips     []*attrs  // by fallback.Skip
@@ -122,11 +122,13 @@ type prevAttrs struct {
 }
 
 // respKey keys stageState.byModel: the responding model, the class
-// (classify.OK for a success) and which set — durations, or usage.
+// (classify.OK for a success) and which set — durations, or usage, whose
+// sets are by modality.
 type respKey struct {
 	model string
 	class int
 	usage bool
+	mod   int
 }
 
 func newStage(k stageKey, ep endpoint, prev bool) *stageState {
@@ -134,13 +136,14 @@ func newStage(k stageKey, ep endpoint, prev bool) *stageState {
 	op := attrOperation.String(k.op)
 	tier := attrTier.String(k.tier)
 
-	// The conventions require the provider: a stage that names none, over
-	// a tier that reports none, gets the conventions' fallback value.
-	provider := k.provider
-	if provider == "" {
-		provider = providerOther
+	// The conventions require the provider and define no value for an
+	// unknown one (_OTHER is error.type's, not the provider's): a stage
+	// that names none, over a tier that reports none, goes without it
+	// rather than under a name otelx would invent.
+	genai := []attribute.KeyValue{op}
+	if k.provider != "" {
+		genai = append(genai, attrProvider.String(k.provider))
 	}
-	genai := []attribute.KeyValue{op, attrProvider.String(provider)}
 	if k.model != "" {
 		genai = append(genai, attrModel.String(k.model))
 	}
@@ -161,7 +164,9 @@ func newStage(k stageKey, ep endpoint, prev bool) *stageState {
 		return newAttrs(append(st.genai, kvs...)...)
 	}
 	st.durOK = with()
-	st.usageSet = with(attrTokenModality.String(modalityUnknown))
+	for m := range numModalities {
+		st.usage[m] = with(attrTokenModality.String(modalityNames[m]))
+	}
 
 	st.durErr = make([]*attrs, numClasses)
 	st.attempts = make([]*attrs, numClasses)
@@ -222,14 +227,15 @@ func (st *stageState) dur(cls int, model string) *attrs {
 	return st.durErr[cls]
 }
 
-// usageAttrs returns the attribute set of the usage counters.
-func (st *stageState) usageAttrs(model string) *attrs {
+// usageAttrs returns the attribute set of the usage counters for tokens of
+// modality mod (a mod* constant).
+func (st *stageState) usageAttrs(model string, mod int) *attrs {
 	if model != "" {
-		if a := st.withModel(respKey{model: model, usage: true}); a != nil {
+		if a := st.withModel(respKey{model: model, usage: true, mod: mod}); a != nil {
 			return a
 		}
 	}
-	return st.usageSet
+	return st.usage[mod]
 }
 
 // withModel returns the set for k, built on first use, or nil once the
@@ -262,7 +268,7 @@ func (st *stageState) withModel(k respKey) *attrs {
 	kvs := append(st.genai, attrResponseModel.String(k.model))
 	switch {
 	case k.usage:
-		kvs = append(kvs, attrTokenModality.String(modalityUnknown))
+		kvs = append(kvs, attrTokenModality.String(modalityNames[k.mod]))
 	case k.class != int(classify.OK):
 		kvs = append(kvs, attrErrorType.String(classify.Class(k.class).String()))
 	}

@@ -320,15 +320,60 @@ func (i *Instrumentation) attemptStarted(ctx context.Context, r *reqState, e *fa
 	return ctx
 }
 
-// usage adds a billed response's tokens to the usage counters.
+// usage adds a billed response's tokens to the usage counters, by
+// gen_ai.token.modality: each modality the tier broke its counts down by
+// (fallback.Usage) under its own name, and what the breakdown leaves
+// uncounted — all of the count when there is none — under "unknown", so
+// that the modalities of a counter add up to the response's count. The
+// cache and reasoning counters are parts of the input and the output that
+// the providers do not break down: they take the modality of their side
+// when one modality makes all of it, "unknown" otherwise.
 func (i *Instrumentation) usage(ctx context.Context, r *reqState, st *stageState, rep *fallback.Reply) {
-	u := rep.Usage
-	ua := r.add(st.usageAttrs(rep.Response.Model))
-	i.m.usageIn.Add(ctx, u.InputTokens, ua...)
-	i.m.usageOut.Add(ctx, u.OutputTokens, ua...)
-	i.m.cacheRead.Add(ctx, u.CacheReadInputTokens, ua...)
-	i.m.cacheWrite.Add(ctx, u.CacheWriteInputTokens, ua...)
-	i.m.reasoning.Add(ctx, u.ReasoningOutputTokens, ua...)
+	u := &rep.Usage
+	model := rep.Response.Model
+	in := [numModalities]int64{modText: u.TextInputTokens, modImage: u.ImageInputTokens, modAudio: u.AudioInputTokens, modVideo: u.VideoInputTokens, modDocument: u.DocumentInputTokens}
+	out := [numModalities]int64{modText: u.TextOutputTokens, modImage: u.ImageOutputTokens, modAudio: u.AudioOutputTokens}
+	inMod := byModality(&in, u.InputTokens)
+	outMod := byModality(&out, u.OutputTokens)
+	for m := range numModalities {
+		// A modality with no tokens gets no data point, but for a side
+		// not broken down, whose count (even 0) is all unknown.
+		if in[m] > 0 || m == inMod {
+			i.m.usageIn.Add(ctx, in[m], r.add(st.usageAttrs(model, m))...)
+		}
+		if out[m] > 0 || m == outMod {
+			i.m.usageOut.Add(ctx, out[m], r.add(st.usageAttrs(model, m))...)
+		}
+	}
+	ia := r.add(st.usageAttrs(model, inMod))
+	i.m.cacheRead.Add(ctx, u.CacheReadInputTokens, ia...)
+	i.m.cacheWrite.Add(ctx, u.CacheWriteInputTokens, ia...)
+	i.m.reasoning.Add(ctx, u.ReasoningOutputTokens, r.add(st.usageAttrs(model, outMod))...)
+}
+
+// byModality completes a side's breakdown by modality: what total leaves
+// uncounted goes to modUnknown (never below 0, should a provider's parts
+// add up to more than its total). It returns the one modality that holds
+// all of total, modUnknown when none does (several, or none reported).
+func byModality(parts *[numModalities]int64, total int64) int {
+	var sum int64
+	only, n := modUnknown, 0
+	for m, v := range parts {
+		if v > 0 {
+			sum += v
+			only = m
+			n++
+		}
+	}
+	parts[modUnknown] = max(total-sum, 0)
+	if n == 1 && parts[modUnknown] == 0 {
+		return only
+	}
+	if n == 0 {
+		// Not broken down: the whole count, 0 included, is unknown.
+		parts[modUnknown] = total
+	}
+	return modUnknown
 }
 
 // lateReply counts the tokens of a response that came after the chain
@@ -531,6 +576,17 @@ func (i *Instrumentation) attemptSpanEnd(sp trace.Span, e *fallback.AttemptEnd, 
 	}
 	if finish != "" {
 		kv.put(attrFinishReasons.StringSlice([]string{finish}))
+	}
+	// The request's sampling, as the tier reported it: numbers the caller
+	// chose, never the prompt.
+	if rep.RequestMaxTokens > 0 {
+		kv.put(attrRequestMaxTokens.Int64(rep.RequestMaxTokens))
+	}
+	if rep.HasTemperature {
+		kv.put(attrRequestTemperature.Float64(rep.RequestTemperature))
+	}
+	if rep.HasTopP {
+		kv.put(attrRequestTopP.Float64(rep.RequestTopP))
 	}
 	if rep.HasUsage {
 		u := rep.Usage
