@@ -96,12 +96,12 @@ type stageState struct {
 	genai []attribute.KeyValue
 
 	durOK     *attrs
-	durErr    []*attrs  // by class
+	durErr    []*attrs              // by class
 	usage     [numModalities]*attrs // the usage counters', by gen_ai.token.modality
-	attempts  []*attrs  // by class
-	retryWait []*attrs  // by class
-	skips     []*attrs  // by fallback.Skip
-	result    [2]*attrs // answered by this tier, by degraded
+	attempts  []*attrs              // by class
+	retryWait []*attrs              // by class
+	skips     []*attrs              // by fallback.Skip
+	result    [2]*attrs             // answered by this tier, by degraded
 
 	// byModel caches the sets with gen_ai.response.model, by responding
 	// model, class and kind (respKey); copied on write under modelsMu.

@@ -63,8 +63,8 @@ func TestUsageByModality(t *testing.T) {
 		usage: fallback.Usage{InputTokens: 1600, OutputTokens: 1300, CacheReadInputTokens: 1000,
 			TextInputTokens: 80, ImageInputTokens: 258, DocumentInputTokens: 1200, ImageOutputTokens: 1290, TextOutputTokens: 10},
 		want: map[string]counts{
-			otelx.MetricUsageInput:  {"text": 80, "image": 258, "document": 1200, "unknown": 62},
-			otelx.MetricUsageOutput: {"image": 1290, "text": 10, "unknown": 0},
+			otelx.MetricUsageInput:     {"text": 80, "image": 258, "document": 1200, "unknown": 62},
+			otelx.MetricUsageOutput:    {"image": 1290, "text": 10, "unknown": 0},
 			otelx.MetricUsageCacheRead: {"unknown": 1000}, otelx.MetricUsageCacheWrite: {"unknown": 0}, otelx.MetricUsageReasoning: {"unknown": 0},
 		},
 	}, {
