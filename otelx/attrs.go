@@ -110,6 +110,43 @@ type stageState struct {
 
 	// prev holds the sets of the previous names (Options.PreviousNames).
 	prev *prevAttrs
+
+	// finish caches the gen_ai.response.finish_reasons attribute by
+	// reason (a slice value costs two allocations to build); copied on
+	// write under finishMu, at most maxFinishReasons.
+	finish   atomic.Pointer[map[string]attribute.KeyValue]
+	finishMu sync.Mutex
+}
+
+// maxFinishReasons bounds stageState.finish: a provider has a handful of
+// finish reasons, and one that made up a new one per response would not
+// grow the cache past it.
+const maxFinishReasons = 16
+
+// finishReasons returns the gen_ai.response.finish_reasons attribute of a
+// response that finished for reason, from the stage's cache once seen.
+func (st *stageState) finishReasons(reason string) attribute.KeyValue {
+	if m := st.finish.Load(); m != nil {
+		if kv, ok := (*m)[reason]; ok {
+			return kv
+		}
+	}
+	kv := attrFinishReasons.StringSlice([]string{reason})
+	st.finishMu.Lock()
+	defer st.finishMu.Unlock()
+	var cur map[string]attribute.KeyValue
+	if m := st.finish.Load(); m != nil {
+		cur = *m
+	}
+	if len(cur) < maxFinishReasons {
+		next := maps.Clone(cur)
+		if next == nil {
+			next = map[string]attribute.KeyValue{}
+		}
+		next[reason] = kv
+		st.finish.Store(&next)
+	}
+	return kv
 }
 
 // prevAttrs are a stage's attribute sets under the conventions before

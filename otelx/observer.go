@@ -44,6 +44,13 @@ type reqState struct {
 	// queueWait is the bulkhead wait the chain measured before the current
 	// attempt (fallback.AttemptStart.QueueWait), or -1.
 	queueWait time.Duration
+	// opened holds what the current attempt's span learnt as it started
+	// and as its first chunk came, set on the span with the rest of its
+	// attributes when it ends: one SetAttributes per span, since each one
+	// that outgrows the SDK span's attribute slice copies it anew. It
+	// serves the request span's attributes too. Set for a request with
+	// spans only (tracedReq), so that one without carries no buffer.
+	opened *kvBuf
 
 	id, tenant, scenario string
 	labels               []attribute.KeyValue
@@ -53,6 +60,13 @@ type reqState struct {
 	// active is the request's series of tierguard.active_requests, from
 	// its start to its end.
 	active *activeSeries
+}
+
+// tracedReq is the state of a request with spans: the buffer of its spans'
+// attributes comes in the same allocation.
+type tracedReq struct {
+	reqState
+	buf kvBuf
 }
 
 // spanContext is the context of the span an event is about, for log
@@ -224,7 +238,15 @@ func (i *Instrumentation) unstarted(ctx context.Context, op string, stream bool)
 
 func (i *Instrumentation) requestStarted(ctx context.Context, e *fallback.RequestStart) context.Context {
 	c := e.Chain
-	r := &reqState{inst: i, started: true, queueWait: -1}
+	var r *reqState
+	if i.traces {
+		t := &tracedReq{}
+		r = &t.reqState
+		r.opened = &t.buf
+	} else {
+		r = &reqState{}
+	}
+	r.inst, r.started, r.queueWait = i, true, -1
 	r.op = i.opByChain(c)
 	i.readLabels(r, ctx)
 	if i.traces {
@@ -254,7 +276,8 @@ func (i *Instrumentation) requestLabels(r *reqState) {
 	if r.id == "" && r.tenant == "" && r.scenario == "" && len(r.labels) == 0 {
 		return
 	}
-	kv := kvBuf{sp: r.span}
+	kv := r.opened
+	kv.reset(r.span)
 	if r.id != "" {
 		kv.put(KeyRequestID.String(r.id))
 	}
@@ -298,24 +321,19 @@ func (i *Instrumentation) attemptStarted(ctx context.Context, r *reqState, e *fa
 		return ctx
 	}
 	ctx, r.attempt = i.tracer.Start(ctx, st.spanName, st.spanStart...)
+	r.opened.reset(r.attempt)
 	if r.attempt.IsRecording() {
-		var kv [4]attribute.KeyValue
-		n := 0
-		kv[n] = attrAttempt.Int(e.Attempt)
-		n++
+		kv := r.opened
+		kv.put(attrAttempt.Int(e.Attempt))
 		if e.Stage.Breaker != nil {
-			kv[n] = attrBreakerState.String(e.Breaker.String())
-			n++
+			kv.put(attrBreakerState.String(e.Breaker.String()))
 		}
 		if e.Remaining != deadline.Unlimited {
-			kv[n] = attrDeadlineRemaining.Float64(max(e.Remaining, 0).Seconds())
-			n++
+			kv.put(attrDeadlineRemaining.Float64(max(e.Remaining, 0).Seconds()))
 		}
 		if r.queueWait >= 0 {
-			kv[n] = attrQueueWait.Float64(r.queueWait.Seconds())
-			n++
+			kv.put(attrQueueWait.Float64(r.queueWait.Seconds()))
 		}
-		r.attempt.SetAttributes(kv[:n]...)
 	}
 	return ctx
 }
@@ -460,8 +478,9 @@ func (i *Instrumentation) attemptEnded(ctx context.Context, r *reqState, e *fall
 	if sp := asp; sp != nil {
 		r.attempt = nil
 		if sp.IsRecording() {
-			i.attemptSpanEnd(sp, e, ok, committed, className, rule, reason)
+			i.attemptSpanEnd(r, sp, e, st, ok, committed, className, rule, reason)
 		}
+		r.opened.reset(nil)
 		sp.End()
 	}
 	if !ok && !committed && !e.Retry && e.Route != classify.RouteFailClosed && r.span != nil && r.span.IsRecording() {
@@ -545,9 +564,10 @@ func (i *Instrumentation) attemptEnded(ctx context.Context, r *reqState, e *fall
 // follows the conventions' rules for recording errors: an attempt that
 // failed is an Error with error.type, even when the chain absorbed the
 // failure (the request span, which describes the request, is not).
-func (i *Instrumentation) attemptSpanEnd(sp trace.Span, e *fallback.AttemptEnd, ok, committed bool, className, rule, reason string) {
+func (i *Instrumentation) attemptSpanEnd(r *reqState, sp trace.Span, e *fallback.AttemptEnd, st *stageState, ok, committed bool, className, rule, reason string) {
 	rep := &e.Reply
-	kv := kvBuf{sp: sp}
+	kv := r.opened
+	kv.sp = sp // the buffer holds what the span learnt as it started
 	kv.put(attrClass.String(className))
 	if e.Member != "" {
 		kv.put(attrMember.String(e.Member))
@@ -575,7 +595,7 @@ func (i *Instrumentation) attemptSpanEnd(sp trace.Span, e *fallback.AttemptEnd, 
 		finish = finishError
 	}
 	if finish != "" {
-		kv.put(attrFinishReasons.StringSlice([]string{finish}))
+		kv.put(st.finishReasons(finish))
 	}
 	// The request's sampling, as the tier reported it: numbers the caller
 	// chose, never the prompt.
@@ -638,7 +658,8 @@ func (i *Instrumentation) firstChunk(ctx context.Context, r *reqState, e *fallba
 	}
 	if sp := r.attempt; sp != nil {
 		if sp.IsRecording() {
-			sp.SetAttributes(attrTimeToFirstChunk.Float64(e.Latency.Seconds()))
+			r.opened.sp = sp
+			r.opened.put(attrTimeToFirstChunk.Float64(e.Latency.Seconds()))
 			sp.AddEvent("tierguard.first_chunk")
 		}
 	}
@@ -670,7 +691,10 @@ func (i *Instrumentation) stageSkipped(ctx context.Context, r *reqState, e *fall
 		// An attempt that started and found nothing to call (a pool with
 		// every member out) is skipped: its span ends with the skip.
 		r.attempt = nil
-		sp.SetAttributes(attrSkipReason.String(e.Skip.String()))
+		r.opened.sp = sp
+		r.opened.put(attrSkipReason.String(e.Skip.String()))
+		r.opened.flush()
+		r.opened.reset(nil)
 		sp.End()
 	}
 	wait := time.Duration(-1)
@@ -759,7 +783,12 @@ func (i *Instrumentation) requestEnded(ctx context.Context, r *reqState, e *fall
 
 	if sp := r.span; sp != nil {
 		if sp.IsRecording() {
-			kv := kvBuf{sp: sp}
+			kv := r.opened
+			if r.attempt != nil {
+				// An attempt span still open keeps its buffer.
+				kv = &kvBuf{}
+			}
+			kv.reset(sp)
 			kv.put(attrSource.String(source))
 			kv.put(attrDegraded.Bool(e.Degraded))
 			kv.put(attrUpstreamCalls.Int(e.UpstreamCalls))
