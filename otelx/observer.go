@@ -238,22 +238,27 @@ func (i *Instrumentation) unstarted(ctx context.Context, op string, stream bool)
 
 func (i *Instrumentation) requestStarted(ctx context.Context, e *fallback.RequestStart) context.Context {
 	c := e.Chain
-	var r *reqState
+	o := i.opByChain(c)
+	parent := ctx
+	var span trace.Span
 	if i.traces {
+		ctx, span = i.tracer.Start(ctx, o.spanName, o.spanStart...)
+	}
+	// A request whose span records gets the buffer of its spans'
+	// attributes in the same allocation; one whose span does not (no SDK,
+	// sampled out) carries none.
+	var r *reqState
+	if span != nil && span.IsRecording() {
 		t := &tracedReq{}
 		r = &t.reqState
 		r.opened = &t.buf
 	} else {
 		r = &reqState{}
 	}
-	r.inst, r.started, r.queueWait = i, true, -1
-	r.op = i.opByChain(c)
-	i.readLabels(r, ctx)
-	if i.traces {
-		ctx, r.span = i.tracer.Start(ctx, r.op.spanName, r.op.spanStart...)
-		if r.span.IsRecording() {
-			i.requestLabels(r)
-		}
+	r.inst, r.started, r.queueWait, r.op, r.span = i, true, -1, o, span
+	i.readLabels(r, parent)
+	if r.opened != nil {
+		i.requestLabels(r)
 	}
 	r.Context = ctx
 	i.started(r)
@@ -321,8 +326,13 @@ func (i *Instrumentation) attemptStarted(ctx context.Context, r *reqState, e *fa
 		return ctx
 	}
 	ctx, r.attempt = i.tracer.Start(ctx, st.spanName, st.spanStart...)
-	r.opened.reset(r.attempt)
 	if r.attempt.IsRecording() {
+		if r.opened == nil {
+			// Recorded under a request span that is not (a sampler's
+			// choice): the buffer comes now.
+			r.opened = &kvBuf{}
+		}
+		r.opened.reset(r.attempt)
 		kv := r.opened
 		kv.put(attrAttempt.Int(e.Attempt))
 		if e.Stage.Breaker != nil {
@@ -479,8 +489,8 @@ func (i *Instrumentation) attemptEnded(ctx context.Context, r *reqState, e *fall
 		r.attempt = nil
 		if sp.IsRecording() {
 			i.attemptSpanEnd(r, sp, e, st, ok, committed, className, rule, reason)
+			r.opened.reset(nil)
 		}
-		r.opened.reset(nil)
 		sp.End()
 	}
 	if !ok && !committed && !e.Retry && e.Route != classify.RouteFailClosed && r.span != nil && r.span.IsRecording() {
@@ -691,10 +701,12 @@ func (i *Instrumentation) stageSkipped(ctx context.Context, r *reqState, e *fall
 		// An attempt that started and found nothing to call (a pool with
 		// every member out) is skipped: its span ends with the skip.
 		r.attempt = nil
-		r.opened.sp = sp
-		r.opened.put(attrSkipReason.String(e.Skip.String()))
-		r.opened.flush()
-		r.opened.reset(nil)
+		if sp.IsRecording() {
+			r.opened.sp = sp
+			r.opened.put(attrSkipReason.String(e.Skip.String()))
+			r.opened.flush()
+			r.opened.reset(nil)
+		}
 		sp.End()
 	}
 	wait := time.Duration(-1)
