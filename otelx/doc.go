@@ -69,8 +69,8 @@
 //	tierguard.bulkhead.limit                                Int64ObservableUpDown   {call}        tierguard.bulkhead.name
 //	tierguard.bulkhead.queue.wait                           Float64Histogram        s             tierguard.bulkhead.name, tierguard.bulkhead.acquired
 //
-// "genai" is gen_ai.operation.name and gen_ai.provider.name (both always
-// present), gen_ai.request.model (when the stage has a Model),
+// "genai" is gen_ai.operation.name (always), gen_ai.provider.name (when
+// known; see below), gen_ai.request.model (when the stage has a Model),
 // server.address and server.port (when the tier reports its server:
 // fallback.EndpointReporter), gen_ai.response.model (when the tier reports
 // the model that answered: fallback.ResponseReporter; at most 16 models per
