@@ -19,6 +19,20 @@ type Reply struct {
 	// Response describes the response: its id, the model version that
 	// answered, the finish reason.
 	Response ResponseInfo
+
+	// The sampling parameters the call was sent with, for telemetry
+	// (gen_ai.request.max_tokens, gen_ai.request.temperature,
+	// gen_ai.request.top_p): a tier that builds the request (the SDK
+	// adapters' tiers) reports them before its upstream call, so that a
+	// failed attempt carries them too. They are numbers the caller chose,
+	// never part of the prompt. RequestMaxTokens 0 is not set;
+	// RequestTemperature and RequestTopP count only with HasTemperature
+	// and HasTopP, since 0 is a temperature.
+	RequestMaxTokens   int64
+	RequestTemperature float64
+	HasTemperature     bool
+	RequestTopP        float64
+	HasTopP            bool
 }
 
 // Report tells the chain attempt that ctx belongs to what an upstream

@@ -49,6 +49,23 @@ type Usage struct {
 	// ReasoningOutputTokens counts the output tokens spent on reasoning
 	// (thinking): a part of OutputTokens. 0 when not reported.
 	ReasoningOutputTokens int64
+
+	// The input tokens by modality, for a provider that breaks them down
+	// (Gemini's promptTokensDetails, OpenAI's prompt_tokens_details):
+	// parts of InputTokens, each 0 when not reported. Whatever part of
+	// InputTokens they leave uncounted is of no known modality, and all of
+	// it when every one is 0. Fixed fields rather than a list, so that a
+	// Usage stays a comparable value that is copied, never allocated.
+	TextInputTokens     int64
+	ImageInputTokens    int64
+	AudioInputTokens    int64
+	VideoInputTokens    int64
+	DocumentInputTokens int64
+	// The output tokens by modality, likewise parts of OutputTokens
+	// (Gemini's candidatesTokensDetails, OpenAI's completion_tokens_details).
+	TextOutputTokens  int64
+	ImageOutputTokens int64
+	AudioOutputTokens int64
 }
 
 // Endpoint says which API a tier calls, for observers: the provider

@@ -96,12 +96,12 @@ type stageState struct {
 	genai []attribute.KeyValue
 
 	durOK     *attrs
-	durErr    []*attrs  // by class
-	usageSet  *attrs    // the usage counters' (gen_ai.token.modality)
-	attempts  []*attrs  // by class
-	retryWait []*attrs  // by class
-	skips     []*attrs  // by fallback.Skip
-	result    [2]*attrs // answered by this tier, by degraded
+	durErr    []*attrs              // by class
+	usage     [numModalities]*attrs // the usage counters', by gen_ai.token.modality
+	attempts  []*attrs              // by class
+	retryWait []*attrs              // by class
+	skips     []*attrs              // by fallback.Skip
+	result    [2]*attrs             // answered by this tier, by degraded
 
 	// byModel caches the sets with gen_ai.response.model, by responding
 	// model, class and kind (respKey); copied on write under modelsMu.
@@ -110,6 +110,43 @@ type stageState struct {
 
 	// prev holds the sets of the previous names (Options.PreviousNames).
 	prev *prevAttrs
+
+	// finish caches the gen_ai.response.finish_reasons attribute by
+	// reason (a slice value costs two allocations to build); copied on
+	// write under finishMu, at most maxFinishReasons.
+	finish   atomic.Pointer[map[string]attribute.KeyValue]
+	finishMu sync.Mutex
+}
+
+// maxFinishReasons bounds stageState.finish: a provider has a handful of
+// finish reasons, and one that made up a new one per response would not
+// grow the cache past it.
+const maxFinishReasons = 16
+
+// finishReasons returns the gen_ai.response.finish_reasons attribute of a
+// response that finished for reason, from the stage's cache once seen.
+func (st *stageState) finishReasons(reason string) attribute.KeyValue {
+	if m := st.finish.Load(); m != nil {
+		if kv, ok := (*m)[reason]; ok {
+			return kv
+		}
+	}
+	kv := attrFinishReasons.StringSlice([]string{reason})
+	st.finishMu.Lock()
+	defer st.finishMu.Unlock()
+	var cur map[string]attribute.KeyValue
+	if m := st.finish.Load(); m != nil {
+		cur = *m
+	}
+	if len(cur) < maxFinishReasons {
+		next := maps.Clone(cur)
+		if next == nil {
+			next = map[string]attribute.KeyValue{}
+		}
+		next[reason] = kv
+		st.finish.Store(&next)
+	}
+	return kv
 }
 
 // prevAttrs are a stage's attribute sets under the conventions before
@@ -122,11 +159,13 @@ type prevAttrs struct {
 }
 
 // respKey keys stageState.byModel: the responding model, the class
-// (classify.OK for a success) and which set — durations, or usage.
+// (classify.OK for a success) and which set — durations, or usage, whose
+// sets are by modality.
 type respKey struct {
 	model string
 	class int
 	usage bool
+	mod   int
 }
 
 func newStage(k stageKey, ep endpoint, prev bool) *stageState {
@@ -134,13 +173,14 @@ func newStage(k stageKey, ep endpoint, prev bool) *stageState {
 	op := attrOperation.String(k.op)
 	tier := attrTier.String(k.tier)
 
-	// The conventions require the provider: a stage that names none, over
-	// a tier that reports none, gets the conventions' fallback value.
-	provider := k.provider
-	if provider == "" {
-		provider = providerOther
+	// The conventions require the provider and define no value for an
+	// unknown one (_OTHER is error.type's, not the provider's): a stage
+	// that names none, over a tier that reports none, goes without it
+	// rather than under a name otelx would invent.
+	genai := []attribute.KeyValue{op}
+	if k.provider != "" {
+		genai = append(genai, attrProvider.String(k.provider))
 	}
-	genai := []attribute.KeyValue{op, attrProvider.String(provider)}
 	if k.model != "" {
 		genai = append(genai, attrModel.String(k.model))
 	}
@@ -161,7 +201,9 @@ func newStage(k stageKey, ep endpoint, prev bool) *stageState {
 		return newAttrs(append(st.genai, kvs...)...)
 	}
 	st.durOK = with()
-	st.usageSet = with(attrTokenModality.String(modalityUnknown))
+	for m := range numModalities {
+		st.usage[m] = with(attrTokenModality.String(modalityNames[m]))
+	}
 
 	st.durErr = make([]*attrs, numClasses)
 	st.attempts = make([]*attrs, numClasses)
@@ -222,14 +264,15 @@ func (st *stageState) dur(cls int, model string) *attrs {
 	return st.durErr[cls]
 }
 
-// usageAttrs returns the attribute set of the usage counters.
-func (st *stageState) usageAttrs(model string) *attrs {
+// usageAttrs returns the attribute set of the usage counters for tokens of
+// modality mod (a mod* constant).
+func (st *stageState) usageAttrs(model string, mod int) *attrs {
 	if model != "" {
-		if a := st.withModel(respKey{model: model, usage: true}); a != nil {
+		if a := st.withModel(respKey{model: model, usage: true, mod: mod}); a != nil {
 			return a
 		}
 	}
-	return st.usageSet
+	return st.usage[mod]
 }
 
 // withModel returns the set for k, built on first use, or nil once the
@@ -262,7 +305,7 @@ func (st *stageState) withModel(k respKey) *attrs {
 	kvs := append(st.genai, attrResponseModel.String(k.model))
 	switch {
 	case k.usage:
-		kvs = append(kvs, attrTokenModality.String(modalityUnknown))
+		kvs = append(kvs, attrTokenModality.String(modalityNames[k.mod]))
 	case k.class != int(classify.OK):
 		kvs = append(kvs, attrErrorType.String(classify.Class(k.class).String()))
 	}

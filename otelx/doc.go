@@ -24,9 +24,15 @@
 // # Metrics
 //
 // The gen_ai.* names follow the OpenTelemetry GenAI semantic conventions
-// v0.1.0 (SemConvVersion; github.com/open-telemetry/semantic-conventions-genai,
-// docs/gen-ai/client-inference.md and gen-ai-token-metrics.md): their
-// instruments, units, bucket boundaries and attributes. Durations are in
+// at their development schema 1.42.0-dev (SemConvVersion): the revision of
+// github.com/open-telemetry/semantic-conventions-genai, docs/gen-ai/client-inference.md
+// and gen-ai-token-metrics.md, whose model/manifest.yaml declares that
+// schema — their instruments, units, bucket boundaries and attributes. The
+// GenAI conventions left the core repository after its v1.41.0 and have
+// cut no release of their own since; they build on the core semantic
+// conventions v1.44.0, where error.type, server.* and http.* come from. The
+// meter and the tracer carry the schema URL (SchemaURL,
+// https://opentelemetry.io/schemas/gen-ai-dev/1.42.0-dev). Durations are in
 // seconds. Every attribute has a small fixed set of values, determined by
 // the chain's configuration: no request id, tenant or other per-request
 // value appears on a metric unless listed in Options.MetricAttributes.
@@ -63,14 +69,17 @@
 //	tierguard.bulkhead.limit                                Int64ObservableUpDown   {call}        tierguard.bulkhead.name
 //	tierguard.bulkhead.queue.wait                           Float64Histogram        s             tierguard.bulkhead.name, tierguard.bulkhead.acquired
 //
-// "genai" is gen_ai.operation.name and gen_ai.provider.name (both always
-// present), gen_ai.request.model (when the stage has a Model),
+// "genai" is gen_ai.operation.name (always), gen_ai.provider.name (when
+// known; see below), gen_ai.request.model (when the stage has a Model),
 // server.address and server.port (when the tier reports its server:
 // fallback.EndpointReporter), gen_ai.response.model (when the tier reports
 // the model that answered: fallback.ResponseReporter; at most 16 models per
 // stage), and tierguard.tier.name. The provider is the stage's Provider,
 // else its tier's Endpoint (the SDK adapters' tiers report "gcp.gemini",
-// "gcp.vertex_ai" or "openai"), else "_OTHER". The duration and token
+// "gcp.vertex_ai" or "openai"). A stage that names none over a tier that
+// reports none has no gen_ai.provider.name at all: the conventions require
+// it but define no value for an unknown provider (_OTHER is error.type's
+// fallback), and a provider otelx made up would be wrong on a dashboard. The duration and token
 // histograms use the conventions' bucket boundaries (0.01 s to 81.92 s; 1
 // to 67108864 tokens), and so do tierguard's duration histograms but the
 // queue wait (1 ms to 10 s).
@@ -80,8 +89,18 @@
 // validator rejected counts its tokens, and so does a response that came
 // after the chain stopped waiting for it (fallback.LateReply: an abandoned
 // call, the loser of a hedged race), so that the counters match what the
-// provider billed. Tiers report totals, so gen_ai.token.modality is
-// "unknown". An attempt that reported no usage records none.
+// provider billed. The counters are by gen_ai.token.modality, as the tier
+// broke its counts down (fallback.Usage; the SDK adapters fill it from
+// Gemini's promptTokensDetails and candidatesTokensDetails and from
+// OpenAI's prompt_tokens_details and completion_tokens_details): "text",
+// "image", "audio", and "video" and "document" (Gemini's, under their own
+// names), with what the breakdown leaves uncounted — and all of a count
+// that is not broken down — under "unknown", as the conventions ask, so
+// that a counter's modalities add up to what was billed. The cache and
+// reasoning counters, which no provider breaks down, take their side's
+// modality when one modality makes all of it, and "unknown" otherwise.
+// The per-operation histograms are not by modality (the conventions keep
+// percentiles whole). An attempt that reported no usage records none.
 //
 // Values: tierguard.class and error.type are classify.Class names ("ok",
 // "transient", "rate_limited", ...), tierguard.source is "tier", "cache",
@@ -102,7 +121,8 @@
 // past its cardinality limit.
 //
 // Options.PreviousNames also emits, for one release, the names of the
-// conventions before v0.1.0 with the attributes they had:
+// conventions before SemConvVersion (semantic conventions v1.37.0 to
+// v1.41.0) with the attributes they had:
 // gen_ai.client.operation.duration, gen_ai.client.token.usage (successes,
 // by gen_ai.token.type) and gen_ai.client.operation.time_to_first_chunk.
 //
@@ -114,7 +134,10 @@
 // (gen_ai.request.stream=true for a stream), and at its end
 // gen_ai.response.model, gen_ai.response.id,
 // gen_ai.response.finish_reasons ("error" when the attempt failed or its
-// stream broke before a finish reason), gen_ai.usage.input_tokens,
+// stream broke before a finish reason), gen_ai.request.max_tokens,
+// gen_ai.request.temperature and gen_ai.request.top_p when the tier
+// reports them (fallback.Reply; the SDK adapters report their request's),
+// gen_ai.usage.input_tokens,
 // output_tokens and, when reported, cache_read.input_tokens,
 // cache_write.input_tokens and reasoning.output_tokens,
 // gen_ai.response.time_to_first_chunk for a stream, and tierguard's own:

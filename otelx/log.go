@@ -34,11 +34,20 @@ func (b *logBuf) add(a slog.Attr) {
 
 func (b *logBuf) attrs() []slog.Attr { return b.a[:b.n] }
 
+// kvBufSize is how many attributes a kvBuf holds before it sets them:
+// all that an attempt span's end sets in the usual cases (a success that
+// reported its usage, a failure with its retry decision).
+const kvBufSize = 16
+
 // kvBuf collects a span's attributes without growing a slice, and sets
-// them on sp in batches: the buffer escapes (SetAttributes takes a slice
-// through an interface), so it stays small.
+// them on sp in batches. The buffer escapes (SetAttributes takes a slice
+// through an interface): the request's own (reqState.opened) serves its
+// spans, so that setting them allocates nothing but what the SDK span
+// itself grows.
 type kvBuf struct {
-	a  [10]attribute.KeyValue
+	// a holds as many attributes as a span's end sets, so that it sets
+	// them in one call.
+	a  [kvBufSize]attribute.KeyValue
 	n  int
 	sp trace.Span
 }
@@ -49,6 +58,13 @@ func (b *kvBuf) put(kv attribute.KeyValue) {
 	}
 	b.a[b.n] = kv
 	b.n++
+}
+
+// reset empties the buffer for sp's attributes; the old ones are left in
+// place, to be overwritten, rather than cleared.
+func (b *kvBuf) reset(sp trace.Span) {
+	b.n = 0
+	b.sp = sp
 }
 
 // flush sets the collected attributes on the span.

@@ -6,11 +6,20 @@ import "go.opentelemetry.io/otel/attribute"
 // creates.
 const ScopeName = "github.com/tierguard/tierguard/otelx"
 
-// SemConvVersion is the release of the OpenTelemetry GenAI semantic
-// conventions (github.com/open-telemetry/semantic-conventions-genai) whose
-// names otelx emits: the gen_ai.* metrics, their attributes and bucket
-// boundaries, the inference span's name, kind and attributes.
-const SemConvVersion = "v0.1.0"
+// SemConvVersion names the revision of the OpenTelemetry GenAI semantic
+// conventions whose names otelx emits — the gen_ai.* metrics, their
+// attributes and bucket boundaries, the inference span's name, kind and
+// attributes: the development schema 1.42.0-dev of the GenAI conventions'
+// own repository, github.com/open-telemetry/semantic-conventions-genai
+// (docs/gen-ai/client-inference.md and gen-ai-token-metrics.md). That
+// repository has cut no release; 1.42.0-dev is the schema its
+// model/manifest.yaml declares, built on the core semantic conventions
+// v1.44.0, where error.type, server.* and http.* come from.
+const SemConvVersion = "1.42.0-dev"
+
+// SchemaURL is the schema URL of SemConvVersion, set on otelx's meter and
+// tracer so that a backend can tell which conventions the names follow.
+const SchemaURL = "https://opentelemetry.io/schemas/gen-ai-dev/" + SemConvVersion
 
 // This file is otelx's naming table: every metric, attribute and bucket
 // boundary otelx emits is named here, and nowhere else. A metric added in
@@ -46,7 +55,8 @@ const (
 )
 
 // The names of the GenAI semantic conventions before SemConvVersion
-// (semantic-conventions v1.37 to v1.41), emitted as well when
+// (semantic-conventions v1.37.0 to v1.41.0, the last release of the core
+// repository with GenAI conventions in it), emitted as well when
 // Options.PreviousNames is set, for one release.
 const (
 	// metricPrevOperationDuration is gen_ai.client.operation.duration.
@@ -116,7 +126,7 @@ const (
 	// attrOperation is gen_ai.operation.name: the chain's Operation.
 	attrOperation = attribute.Key("gen_ai.operation.name")
 	// attrProvider is gen_ai.provider.name: the stage's Provider, or its
-	// tier's (fallback.EndpointReporter), or providerOther.
+	// tier's (fallback.EndpointReporter); absent when neither names one.
 	attrProvider = attribute.Key("gen_ai.provider.name")
 	// attrModel is gen_ai.request.model: the stage's Model.
 	attrModel = attribute.Key("gen_ai.request.model")
@@ -135,8 +145,14 @@ const (
 	// seconds (stream attempt spans).
 	attrTimeToFirstChunk = attribute.Key("gen_ai.response.time_to_first_chunk")
 	// attrTokenModality is gen_ai.token.modality on the usage counters:
-	// "unknown", since tiers report totals, not a breakdown by modality.
+	// one of modalityNames.
 	attrTokenModality = attribute.Key("gen_ai.token.modality")
+	// attrRequestMaxTokens, attrRequestTemperature and attrRequestTopP
+	// are gen_ai.request.max_tokens, .temperature and .top_p (attempt
+	// spans only), when the tier reports them (fallback.Reply).
+	attrRequestMaxTokens   = attribute.Key("gen_ai.request.max_tokens")
+	attrRequestTemperature = attribute.Key("gen_ai.request.temperature")
+	attrRequestTopP        = attribute.Key("gen_ai.request.top_p")
 	// attrInputTokens and the other gen_ai.usage.* keys are an attempt's
 	// token usage (spans only); the cache and reasoning ones appear when
 	// the tier reports them.
@@ -254,15 +270,26 @@ const (
 
 // Values of the conventions' attributes.
 const (
-	// modalityUnknown is the gen_ai.token.modality of usage not broken
-	// down by modality.
-	modalityUnknown = "unknown"
-	// providerOther is the gen_ai.provider.name of a stage whose provider
-	// is unknown (neither Stage.Provider nor the tier's Endpoint names it).
-	providerOther = "_OTHER"
 	// finishError is the finish reason of an attempt that ended without
 	// one: it failed, or its stream broke.
 	finishError = "error"
+)
+
+// The gen_ai.token.modality values, indexed by the mod* constants: the
+// conventions' text, image, audio and unknown, and video and document
+// (Gemini's, which the conventions do not list) under their own names, as
+// the conventions allow. Unknown is the tokens a provider does not break
+// down, as the conventions ask.
+var modalityNames = [numModalities]string{"text", "image", "audio", "video", "document", "unknown"}
+
+const (
+	modText = iota
+	modImage
+	modAudio
+	modVideo
+	modDocument
+	modUnknown
+	numModalities
 )
 
 // Log event keys that are not attributes: every event carries

@@ -44,6 +44,13 @@ type reqState struct {
 	// queueWait is the bulkhead wait the chain measured before the current
 	// attempt (fallback.AttemptStart.QueueWait), or -1.
 	queueWait time.Duration
+	// opened holds what the current attempt's span learnt as it started
+	// and as its first chunk came, set on the span with the rest of its
+	// attributes when it ends: one SetAttributes per span, since each one
+	// that outgrows the SDK span's attribute slice copies it anew. It
+	// serves the request span's attributes too. Set for a request with
+	// spans only (tracedReq), so that one without carries no buffer.
+	opened *kvBuf
 
 	id, tenant, scenario string
 	labels               []attribute.KeyValue
@@ -53,6 +60,13 @@ type reqState struct {
 	// active is the request's series of tierguard.active_requests, from
 	// its start to its end.
 	active *activeSeries
+}
+
+// tracedReq is the state of a request with spans: the buffer of its spans'
+// attributes comes in the same allocation.
+type tracedReq struct {
+	reqState
+	buf kvBuf
 }
 
 // spanContext is the context of the span an event is about, for log
@@ -224,14 +238,27 @@ func (i *Instrumentation) unstarted(ctx context.Context, op string, stream bool)
 
 func (i *Instrumentation) requestStarted(ctx context.Context, e *fallback.RequestStart) context.Context {
 	c := e.Chain
-	r := &reqState{inst: i, started: true, queueWait: -1}
-	r.op = i.opByChain(c)
-	i.readLabels(r, ctx)
+	o := i.opByChain(c)
+	parent := ctx
+	var span trace.Span
 	if i.traces {
-		ctx, r.span = i.tracer.Start(ctx, r.op.spanName, r.op.spanStart...)
-		if r.span.IsRecording() {
-			i.requestLabels(r)
-		}
+		ctx, span = i.tracer.Start(ctx, o.spanName, o.spanStart...)
+	}
+	// A request whose span records gets the buffer of its spans'
+	// attributes in the same allocation; one whose span does not (no SDK,
+	// sampled out) carries none.
+	var r *reqState
+	if span != nil && span.IsRecording() {
+		t := &tracedReq{}
+		r = &t.reqState
+		r.opened = &t.buf
+	} else {
+		r = &reqState{}
+	}
+	r.inst, r.started, r.queueWait, r.op, r.span = i, true, -1, o, span
+	i.readLabels(r, parent)
+	if r.opened != nil {
+		i.requestLabels(r)
 	}
 	r.Context = ctx
 	i.started(r)
@@ -254,7 +281,8 @@ func (i *Instrumentation) requestLabels(r *reqState) {
 	if r.id == "" && r.tenant == "" && r.scenario == "" && len(r.labels) == 0 {
 		return
 	}
-	kv := kvBuf{sp: r.span}
+	kv := r.opened
+	kv.reset(r.span)
 	if r.id != "" {
 		kv.put(KeyRequestID.String(r.id))
 	}
@@ -299,36 +327,81 @@ func (i *Instrumentation) attemptStarted(ctx context.Context, r *reqState, e *fa
 	}
 	ctx, r.attempt = i.tracer.Start(ctx, st.spanName, st.spanStart...)
 	if r.attempt.IsRecording() {
-		var kv [4]attribute.KeyValue
-		n := 0
-		kv[n] = attrAttempt.Int(e.Attempt)
-		n++
+		if r.opened == nil {
+			// Recorded under a request span that is not (a sampler's
+			// choice): the buffer comes now.
+			r.opened = &kvBuf{}
+		}
+		r.opened.reset(r.attempt)
+		kv := r.opened
+		kv.put(attrAttempt.Int(e.Attempt))
 		if e.Stage.Breaker != nil {
-			kv[n] = attrBreakerState.String(e.Breaker.String())
-			n++
+			kv.put(attrBreakerState.String(e.Breaker.String()))
 		}
 		if e.Remaining != deadline.Unlimited {
-			kv[n] = attrDeadlineRemaining.Float64(max(e.Remaining, 0).Seconds())
-			n++
+			kv.put(attrDeadlineRemaining.Float64(max(e.Remaining, 0).Seconds()))
 		}
 		if r.queueWait >= 0 {
-			kv[n] = attrQueueWait.Float64(r.queueWait.Seconds())
-			n++
+			kv.put(attrQueueWait.Float64(r.queueWait.Seconds()))
 		}
-		r.attempt.SetAttributes(kv[:n]...)
 	}
 	return ctx
 }
 
-// usage adds a billed response's tokens to the usage counters.
+// usage adds a billed response's tokens to the usage counters, by
+// gen_ai.token.modality: each modality the tier broke its counts down by
+// (fallback.Usage) under its own name, and what the breakdown leaves
+// uncounted — all of the count when there is none — under "unknown", so
+// that the modalities of a counter add up to the response's count. The
+// cache and reasoning counters are parts of the input and the output that
+// the providers do not break down: they take the modality of their side
+// when one modality makes all of it, "unknown" otherwise.
 func (i *Instrumentation) usage(ctx context.Context, r *reqState, st *stageState, rep *fallback.Reply) {
-	u := rep.Usage
-	ua := r.add(st.usageAttrs(rep.Response.Model))
-	i.m.usageIn.Add(ctx, u.InputTokens, ua...)
-	i.m.usageOut.Add(ctx, u.OutputTokens, ua...)
-	i.m.cacheRead.Add(ctx, u.CacheReadInputTokens, ua...)
-	i.m.cacheWrite.Add(ctx, u.CacheWriteInputTokens, ua...)
-	i.m.reasoning.Add(ctx, u.ReasoningOutputTokens, ua...)
+	u := &rep.Usage
+	model := rep.Response.Model
+	in := [numModalities]int64{modText: u.TextInputTokens, modImage: u.ImageInputTokens, modAudio: u.AudioInputTokens, modVideo: u.VideoInputTokens, modDocument: u.DocumentInputTokens}
+	out := [numModalities]int64{modText: u.TextOutputTokens, modImage: u.ImageOutputTokens, modAudio: u.AudioOutputTokens}
+	inMod := byModality(&in, u.InputTokens)
+	outMod := byModality(&out, u.OutputTokens)
+	for m := range numModalities {
+		// A modality with no tokens gets no data point, but for a side
+		// not broken down, whose count (even 0) is all unknown.
+		if in[m] > 0 || m == inMod {
+			i.m.usageIn.Add(ctx, in[m], r.add(st.usageAttrs(model, m))...)
+		}
+		if out[m] > 0 || m == outMod {
+			i.m.usageOut.Add(ctx, out[m], r.add(st.usageAttrs(model, m))...)
+		}
+	}
+	ia := r.add(st.usageAttrs(model, inMod))
+	i.m.cacheRead.Add(ctx, u.CacheReadInputTokens, ia...)
+	i.m.cacheWrite.Add(ctx, u.CacheWriteInputTokens, ia...)
+	i.m.reasoning.Add(ctx, u.ReasoningOutputTokens, r.add(st.usageAttrs(model, outMod))...)
+}
+
+// byModality completes a side's breakdown by modality: what total leaves
+// uncounted goes to modUnknown (never below 0, should a provider's parts
+// add up to more than its total). It returns the one modality that holds
+// all of total, modUnknown when none does (several, or none reported).
+func byModality(parts *[numModalities]int64, total int64) int {
+	var sum int64
+	only, n := modUnknown, 0
+	for m, v := range parts {
+		if v > 0 {
+			sum += v
+			only = m
+			n++
+		}
+	}
+	parts[modUnknown] = max(total-sum, 0)
+	if n == 1 && parts[modUnknown] == 0 {
+		return only
+	}
+	if n == 0 {
+		// Not broken down: the whole count, 0 included, is unknown.
+		parts[modUnknown] = total
+	}
+	return modUnknown
 }
 
 // lateReply counts the tokens of a response that came after the chain
@@ -415,7 +488,8 @@ func (i *Instrumentation) attemptEnded(ctx context.Context, r *reqState, e *fall
 	if sp := asp; sp != nil {
 		r.attempt = nil
 		if sp.IsRecording() {
-			i.attemptSpanEnd(sp, e, ok, committed, className, rule, reason)
+			i.attemptSpanEnd(r, sp, e, st, ok, committed, className, rule, reason)
+			r.opened.reset(nil)
 		}
 		sp.End()
 	}
@@ -500,9 +574,10 @@ func (i *Instrumentation) attemptEnded(ctx context.Context, r *reqState, e *fall
 // follows the conventions' rules for recording errors: an attempt that
 // failed is an Error with error.type, even when the chain absorbed the
 // failure (the request span, which describes the request, is not).
-func (i *Instrumentation) attemptSpanEnd(sp trace.Span, e *fallback.AttemptEnd, ok, committed bool, className, rule, reason string) {
+func (i *Instrumentation) attemptSpanEnd(r *reqState, sp trace.Span, e *fallback.AttemptEnd, st *stageState, ok, committed bool, className, rule, reason string) {
 	rep := &e.Reply
-	kv := kvBuf{sp: sp}
+	kv := r.opened
+	kv.sp = sp // the buffer holds what the span learnt as it started
 	kv.put(attrClass.String(className))
 	if e.Member != "" {
 		kv.put(attrMember.String(e.Member))
@@ -530,7 +605,18 @@ func (i *Instrumentation) attemptSpanEnd(sp trace.Span, e *fallback.AttemptEnd, 
 		finish = finishError
 	}
 	if finish != "" {
-		kv.put(attrFinishReasons.StringSlice([]string{finish}))
+		kv.put(st.finishReasons(finish))
+	}
+	// The request's sampling, as the tier reported it: numbers the caller
+	// chose, never the prompt.
+	if rep.RequestMaxTokens > 0 {
+		kv.put(attrRequestMaxTokens.Int64(rep.RequestMaxTokens))
+	}
+	if rep.HasTemperature {
+		kv.put(attrRequestTemperature.Float64(rep.RequestTemperature))
+	}
+	if rep.HasTopP {
+		kv.put(attrRequestTopP.Float64(rep.RequestTopP))
 	}
 	if rep.HasUsage {
 		u := rep.Usage
@@ -582,7 +668,8 @@ func (i *Instrumentation) firstChunk(ctx context.Context, r *reqState, e *fallba
 	}
 	if sp := r.attempt; sp != nil {
 		if sp.IsRecording() {
-			sp.SetAttributes(attrTimeToFirstChunk.Float64(e.Latency.Seconds()))
+			r.opened.sp = sp
+			r.opened.put(attrTimeToFirstChunk.Float64(e.Latency.Seconds()))
 			sp.AddEvent("tierguard.first_chunk")
 		}
 	}
@@ -614,7 +701,12 @@ func (i *Instrumentation) stageSkipped(ctx context.Context, r *reqState, e *fall
 		// An attempt that started and found nothing to call (a pool with
 		// every member out) is skipped: its span ends with the skip.
 		r.attempt = nil
-		sp.SetAttributes(attrSkipReason.String(e.Skip.String()))
+		if sp.IsRecording() {
+			r.opened.sp = sp
+			r.opened.put(attrSkipReason.String(e.Skip.String()))
+			r.opened.flush()
+			r.opened.reset(nil)
+		}
 		sp.End()
 	}
 	wait := time.Duration(-1)
@@ -703,7 +795,12 @@ func (i *Instrumentation) requestEnded(ctx context.Context, r *reqState, e *fall
 
 	if sp := r.span; sp != nil {
 		if sp.IsRecording() {
-			kv := kvBuf{sp: sp}
+			kv := r.opened
+			if r.attempt != nil {
+				// An attempt span still open keeps its buffer.
+				kv = &kvBuf{}
+			}
+			kv.reset(sp)
 			kv.put(attrSource.String(source))
 			kv.put(attrDegraded.Bool(e.Degraded))
 			kv.put(attrUpstreamCalls.Int(e.UpstreamCalls))

@@ -162,7 +162,7 @@ func New(opts Options) (*Instrumentation, error) {
 	}
 	_, noopTP := tp.(tracenoop.TracerProvider)
 	i := &Instrumentation{
-		tracer:       tp.Tracer(ScopeName),
+		tracer:       tp.Tracer(ScopeName, trace.WithSchemaURL(SchemaURL)),
 		traces:       !noopTP,
 		logger:       opts.Logger,
 		metricKeys:   append([]attribute.Key(nil), opts.MetricAttributes...),
@@ -171,7 +171,7 @@ func New(opts Options) (*Instrumentation, error) {
 	}
 	i.reg.Store(&registry{stages: map[stageKey]*stageState{}, infos: map[*fallback.StageInfo]*stageState{}, chains: map[*fallback.ChainInfo]*opState{}, ops: map[opKey]*opState{}, endpoints: map[endpointKey]endpoint{}, prev: i.prevNames})
 	i.watched.Store(&watchList{})
-	meter := mp.Meter(ScopeName)
+	meter := mp.Meter(ScopeName, metric.WithSchemaURL(SchemaURL))
 	if err := errors.Join(i.m.create(meter, i.prevNames), i.hits.create(meter)); err != nil {
 		return nil, fmt.Errorf("otelx: creating instruments: %w", err)
 	}

@@ -102,7 +102,7 @@ func InstrumentLedger(l *spend.Ledger, opts Options) (*LedgerInstrumentation, er
 	if mp == nil {
 		mp = otel.GetMeterProvider()
 	}
-	meter := mp.Meter(ScopeName)
+	meter := mp.Meter(ScopeName, metric.WithSchemaURL(SchemaURL))
 	li := &LedgerInstrumentation{ledger: l}
 	for _, k := range opts.MetricAttributes {
 		li.tenants = li.tenants || k == KeyTenant

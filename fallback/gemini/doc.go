@@ -9,7 +9,11 @@
 //   - Tier: a fallback.ModelTier over client.Models.GenerateContent for one
 //     model id. Each tier builds its own request from the chain's input
 //     (PromptFunc), and reports each response's token usage to the chain
-//     (fallback.Report).
+//     (fallback.Report), broken down by modality as usageMetadata's
+//     promptTokensDetails, toolUsePromptTokensDetails and
+//     candidatesTokensDetails say (the thoughts, which the API does not
+//     break down, stay of no known modality), and, before the call, the
+//     config's maxOutputTokens, temperature and topP.
 //   - Rule and Classifier: the classify extension for genai.APIError, a
 //     value type that errors.As finds with a genai.APIError target. It reads
 //     the status code (falling back to the status string when the body had

@@ -96,6 +96,7 @@ func (t *Tier[In]) Inspect(a Answer) fallback.ChunkInfo {
 func (t *Tier[In]) Stream(ctx context.Context, in In) iter.Seq2[Answer, error] {
 	return func(yield func(Answer, error) bool) {
 		contents, cfg := t.request(in)
+		fallback.Report(ctx, sampling(cfg))
 		ctx, capture := WithCapture(ctx)
 		started, content := false, false
 		// What the chunks said of the response, reported once as the

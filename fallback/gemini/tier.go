@@ -187,6 +187,7 @@ var one int32 = 1
 // Call makes one GenerateContent request and checks the answer.
 func (t *Tier[In]) Call(ctx context.Context, in In) (Answer, error) {
 	contents, c := t.request(in)
+	fallback.Report(ctx, sampling(c))
 	ctx, capture := WithCapture(ctx)
 	resp, err := t.client.Models.GenerateContent(ctx, t.model, contents, c)
 	if err != nil {
@@ -258,12 +259,83 @@ func usage(resp *genai.GenerateContentResponse) (fallback.Usage, bool) {
 	}
 	// The prompt count includes the cached content; the thoughts are
 	// output the model spent reasoning.
-	return fallback.Usage{
+	r := fallback.Usage{
 		InputTokens:           int64(u.PromptTokenCount) + int64(u.ToolUsePromptTokenCount),
 		OutputTokens:          int64(u.CandidatesTokenCount) + int64(u.ThoughtsTokenCount),
 		CacheReadInputTokens:  int64(u.CachedContentTokenCount),
 		ReasoningOutputTokens: int64(u.ThoughtsTokenCount),
-	}, true
+	}
+	// The input is the prompt and the tool-use prompt, so both breakdowns
+	// count. The candidates' breakdown leaves the thoughts out: the API
+	// does not say their modality, and they stay uncounted by modality.
+	for _, m := range u.PromptTokensDetails {
+		addInput(&r, m)
+	}
+	for _, m := range u.ToolUsePromptTokensDetails {
+		addInput(&r, m)
+	}
+	for _, m := range u.CandidatesTokensDetails {
+		addOutput(&r, m)
+	}
+	return r, true
+}
+
+// addInput adds one modality's count to u's input breakdown. A modality
+// the API leaves unspecified, or one this version does not know, is left
+// out: its tokens stay in InputTokens, of no known modality.
+func addInput(u *fallback.Usage, m *genai.ModalityTokenCount) {
+	if m == nil {
+		return
+	}
+	n := int64(m.TokenCount)
+	switch m.Modality {
+	case genai.MediaModalityText:
+		u.TextInputTokens += n
+	case genai.MediaModalityImage:
+		u.ImageInputTokens += n
+	case genai.MediaModalityAudio:
+		u.AudioInputTokens += n
+	case genai.MediaModalityVideo:
+		u.VideoInputTokens += n
+	case genai.MediaModalityDocument:
+		u.DocumentInputTokens += n
+	}
+}
+
+// addOutput adds one modality's count to u's output breakdown, as
+// addInput does for the input. Usage has no video or document output:
+// generateContent answers in text, images and audio.
+func addOutput(u *fallback.Usage, m *genai.ModalityTokenCount) {
+	if m == nil {
+		return
+	}
+	n := int64(m.TokenCount)
+	switch m.Modality {
+	case genai.MediaModalityText:
+		u.TextOutputTokens += n
+	case genai.MediaModalityImage:
+		u.ImageOutputTokens += n
+	case genai.MediaModalityAudio:
+		u.AudioOutputTokens += n
+	}
+}
+
+// sampling is what the request's config says of its sampling, for
+// fallback.Report: maxOutputTokens, temperature and topP, the numbers the
+// caller chose (never the prompt).
+func sampling(c *genai.GenerateContentConfig) fallback.Reply {
+	var r fallback.Reply
+	if c == nil {
+		return r
+	}
+	r.RequestMaxTokens = int64(c.MaxOutputTokens)
+	if c.Temperature != nil {
+		r.RequestTemperature, r.HasTemperature = float64(*c.Temperature), true
+	}
+	if c.TopP != nil {
+		r.RequestTopP, r.HasTopP = float64(*c.TopP), true
+	}
+	return r
 }
 
 // promptBlocked returns the Safety error for a response whose prompt was

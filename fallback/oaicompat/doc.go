@@ -17,7 +17,10 @@
 //   - Tier: a fallback.ModelTier over the chat completions endpoint for one
 //     model id; each tier builds its own request from the chain's input
 //     (PromptFunc) and reports each completion's token usage to the chain
-//     (fallback.Report).
+//     (fallback.Report), by modality where prompt_tokens_details and
+//     completion_tokens_details give it, and, before the call, the
+//     request's max_completion_tokens (or max_tokens), temperature and
+//     top_p.
 //   - Rule and Classifier: the classify extension for *openai.Error:
 //     StatusCode, the Retry-After and retry-after-ms headers of
 //     Error.Response, and OpenAI's error codes — insufficient_quota is

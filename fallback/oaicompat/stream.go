@@ -52,6 +52,7 @@ func (t *Tier[In]) Stream(ctx context.Context, in In) iter.Seq2[Answer, error] {
 	return func(yield func(Answer, error) bool) {
 		params := t.prompt(in)
 		params.Model = t.model
+		fallback.Report(ctx, sampling(&params))
 		var httpResp *http.Response
 		s := t.client.Chat.Completions.NewStreaming(ctx, params, option.WithMaxRetries(0),
 			option.WithResponseInto(&httpResp), option.WithMiddleware(limitErrorBody))

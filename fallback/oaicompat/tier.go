@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
 
 	oai "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/packages/respjson"
 
 	"github.com/tierguard/tierguard/classify"
 	"github.com/tierguard/tierguard/fallback"
@@ -145,12 +147,55 @@ func usage(u oai.CompletionUsage) (fallback.Usage, bool) {
 	if !u.JSON.PromptTokens.Valid() && !u.JSON.CompletionTokens.Valid() {
 		return fallback.Usage{}, false
 	}
+	// The details by modality are parts of the counts: text, audio and
+	// image tokens of the prompt, text and audio of the completion. A
+	// server that leaves them out reports 0, and the counts stay of no
+	// known modality.
 	return fallback.Usage{
 		InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens,
 		CacheReadInputTokens:  u.PromptTokensDetails.CachedTokens,
 		CacheWriteInputTokens: u.PromptTokensDetails.CacheWriteTokens,
 		ReasoningOutputTokens: u.CompletionTokensDetails.ReasoningTokens,
+		TextInputTokens:       u.PromptTokensDetails.TextTokens,
+		AudioInputTokens:      u.PromptTokensDetails.AudioTokens,
+		ImageInputTokens:      u.PromptTokensDetails.ImageTokens,
+		TextOutputTokens:      u.CompletionTokensDetails.TextTokens,
+		AudioOutputTokens:     u.CompletionTokensDetails.AudioTokens,
+		// Not in OpenAI's schema, but sent by compatible servers that
+		// generate images (Gemini's OpenAI endpoint, gateways before it).
+		ImageOutputTokens: extraCount(u.CompletionTokensDetails.JSON.ExtraFields, "image_tokens"),
 	}, true
+}
+
+// extraCount reads a count the SDK's schema does not name from a
+// response's extra fields; 0 when absent or not a whole number.
+func extraCount(extra map[string]respjson.Field, key string) int64 {
+	// The SDK keeps a field its schema lacks with its raw text (and as not
+	// Valid, since it has no type to check it against).
+	f, ok := extra[key]
+	if !ok || f.Raw() == "" || f.Raw() == respjson.Null {
+		return 0
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(f.Raw()), 10, 64)
+	if err != nil || n < 0 {
+		return 0
+	}
+	return n
+}
+
+// sampling is what the request's parameters say of its sampling, for
+// fallback.Report: max_completion_tokens (or the older max_tokens),
+// temperature and top_p, the numbers the caller chose (never the prompt).
+func sampling(p *oai.ChatCompletionNewParams) fallback.Reply {
+	var r fallback.Reply
+	r.RequestMaxTokens = p.MaxCompletionTokens.Or(p.MaxTokens.Or(0))
+	if p.Temperature.Valid() {
+		r.RequestTemperature, r.HasTemperature = p.Temperature.Value, true
+	}
+	if p.TopP.Valid() {
+		r.RequestTopP, r.HasTopP = p.TopP.Value, true
+	}
+	return r
 }
 
 // Endpoint reports the provider (TierConfig.Provider, "openai" by
@@ -163,6 +208,7 @@ func (t *Tier[In]) Endpoint() fallback.Endpoint { return fallback.Endpoint{Provi
 func (t *Tier[In]) Call(ctx context.Context, in In) (Answer, error) {
 	params := t.prompt(in)
 	params.Model = t.model
+	fallback.Report(ctx, sampling(&params))
 	var httpResp *http.Response
 	resp, err := t.client.Chat.Completions.New(ctx, params, option.WithMaxRetries(0), option.WithResponseInto(&httpResp), option.WithMiddleware(limitErrorBody))
 	if err != nil {

@@ -488,7 +488,8 @@ func TestOtelFloor(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := requestPoints(t, fr, func() {
-		if v, err := floor.Do(context.Background(), Work); err != nil || v != Answer {
+		bare, _ := OtelChain(nil)
+		if v, err := floor.Do(context.Background(), Unobserved(context.Background(), bare)); err != nil || v != Answer {
 			t.Fatalf("floor: %q, %v", v, err)
 		}
 	})

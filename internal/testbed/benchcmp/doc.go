@@ -71,8 +71,8 @@
 //
 //	Otel (metrics on the OpenTelemetry SDK, manual reader, tracing off)
 //	impl=tierguard          a chain instrumented by otelx.Instrument
-//	impl=otel-floor         OtelFloor: otelx's six measurements of a first-try
-//	                        success, by hand, around Work
+//	impl=otel-floor         OtelFloor: otelx's measurements of a first-try
+//	                        success, by hand, around the same chain, unobserved
 //	impl=tierguard-uninstrumented  the same chain without otelx
 //
 //	GroupBreaker, GroupBulkhead, GroupRateLimit (Get of an existing key, B/key)
