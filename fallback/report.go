@@ -325,6 +325,24 @@ func merge(a, b Reply) Reply {
 		a.Usage.CacheReadInputTokens += b.Usage.CacheReadInputTokens
 		a.Usage.CacheWriteInputTokens += b.Usage.CacheWriteInputTokens
 		a.Usage.ReasoningOutputTokens += b.Usage.ReasoningOutputTokens
+		a.Usage.TextInputTokens += b.Usage.TextInputTokens
+		a.Usage.ImageInputTokens += b.Usage.ImageInputTokens
+		a.Usage.AudioInputTokens += b.Usage.AudioInputTokens
+		a.Usage.VideoInputTokens += b.Usage.VideoInputTokens
+		a.Usage.DocumentInputTokens += b.Usage.DocumentInputTokens
+		a.Usage.TextOutputTokens += b.Usage.TextOutputTokens
+		a.Usage.ImageOutputTokens += b.Usage.ImageOutputTokens
+		a.Usage.AudioOutputTokens += b.Usage.AudioOutputTokens
+	}
+	// What the call asked for: the latest report that says.
+	if b.RequestMaxTokens != 0 {
+		a.RequestMaxTokens = b.RequestMaxTokens
+	}
+	if b.HasTemperature {
+		a.RequestTemperature, a.HasTemperature = b.RequestTemperature, true
+	}
+	if b.HasTopP {
+		a.RequestTopP, a.HasTopP = b.RequestTopP, true
 	}
 	a.Response = mergeResponse(a.Response, b.Response)
 	return a

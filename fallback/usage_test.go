@@ -89,3 +89,27 @@ func TestReportWithoutListenersDoesNothing(t *testing.T) {
 	assert.Equal(t, "flash", res.Tier)
 	fallback.Report(context.Background(), fallback.Reply{HasUsage: true}) // outside a chain
 }
+
+// What a tier reports in several replies — its request's sampling before
+// the call, then usage by modality — reaches the attempt's event whole.
+func TestReplyByModalityAndSamplingReachTheEvent(t *testing.T) {
+	rec := &reported.Recorder{}
+	tier := fallback.Tier("pro", func(ctx context.Context, _ string) (string, error) {
+		fallback.Report(ctx, fallback.Reply{RequestMaxTokens: 256, RequestTemperature: 0, HasTemperature: true, RequestTopP: 0.9, HasTopP: true})
+		fallback.Report(ctx, fallback.Reply{HasUsage: true, Usage: fallback.Usage{InputTokens: 30, TextInputTokens: 10, ImageInputTokens: 20,
+			OutputTokens: 5, TextOutputTokens: 5}})
+		return "ok", nil
+	})
+	c := newChain(t, fallback.Config[string, string]{Stages: []fallback.Stage[string, string]{{Tier: tier}}, Observer: rec})
+	_, err := c.Do(context.Background(), "q")
+	require.NoError(t, err)
+	ends := reported.Of[fallback.AttemptEnd](rec)
+	require.Len(t, ends, 1)
+	d := ends[0].Reply
+	assert.Equal(t, fallback.Usage{InputTokens: 30, TextInputTokens: 10, ImageInputTokens: 20, OutputTokens: 5, TextOutputTokens: 5}, d.Usage)
+	assert.Equal(t, int64(256), d.RequestMaxTokens)
+	assert.True(t, d.HasTemperature)
+	assert.Zero(t, d.RequestTemperature)
+	assert.True(t, d.HasTopP)
+	assert.InDelta(t, 0.9, d.RequestTopP, 1e-9)
+}
