@@ -217,3 +217,35 @@ func TestStreamConsumerPanicUnwindsThroughTheTier(t *testing.T) {
 	require.Len(t, ends, 1)
 	assert.False(t, ends[0].Answered)
 }
+
+// With AbandonAfter the tier runs on a goroutine of its own and hands its
+// chunks over one at a time: a stream read to its end completes, and a
+// consumer that breaks out cancels the tier and frees the slot.
+func TestDetachedStreamCompletesAndStops(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var canceled atomic.Bool
+		bh := newBulkhead(t, "pro", 1)
+		pro := &streamFake{name: "pro", scripts: []streamScript{
+			{chunks: words("a", "b", "c"), finishing: true},
+			{chunks: words("a", "b", "c"), stall: true, canceled: &canceled},
+		}}
+		c := newStreamChain(t, fallback.StreamConfig[string, chunk]{Stages: []fallback.StreamStage[string, chunk]{{Tier: pro.tier(), Bulkhead: bh}},
+			AbandonAfter: time.Second})
+		s := c.Stream(context.Background(), "q")
+		text, err := collect(s)
+		require.NoError(t, err)
+		assert.Equal(t, "abc", text)
+		assert.True(t, s.Result().Complete)
+
+		for ch, err := range c.Stream(context.Background(), "q").Chunks() {
+			require.NoError(t, err)
+			if ch.text == "b" {
+				break
+			}
+		}
+		synctest.Wait()
+		assert.True(t, canceled.Load(), "breaking out cancels the tier")
+		assert.Zero(t, bh.Stats().InFlight)
+		assert.Zero(t, c.Stats().Stuck)
+	})
+}
