@@ -87,6 +87,8 @@ func (c *Chain[In, Out]) Do(ctx context.Context, in In) (Result[Out], error) {
 			c.answeredBy(&r, win, win.index > 0)
 			if c.cache != nil {
 				c.cache.Put(r.ctx, in, out)
+			} else {
+				r.doneAt = r.lastRead
 			}
 			c.end(&r, nil, classify.Verdict{}, 0)
 			return Result[Out]{Value: out, Summary: r.sum}, nil
@@ -107,7 +109,7 @@ func (c *Chain[In, Out]) attempt(st *stage, _ int, _ string, b budget.Budget, ba
 	if st.hedge.enabled() {
 		return c.hedged(st, b, base, per, remaining, in, tok)
 	}
-	ctx, ctl := b.Context(base, per, remaining)
+	ctx, ctl := attemptContext(b, base, per, remaining)
 	tier := c.tiers[st.index]
 	if c.abandonAfter > 0 {
 		// A call is a stream of one answer, read on its own goroutine.

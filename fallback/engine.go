@@ -248,6 +248,9 @@ type request struct {
 	obs    Observer
 	timing bool
 	start  time.Duration // e.now() when the request began, when timing
+	// lastRead is the clock reading that ended the latest attempt, when
+	// timing; doneAt, when set, is the one the request's end reports.
+	lastRead, doneAt time.Duration
 	// sum is the request's summary, copied into its result when it ends
 	// (a pointer to the caller's result would make it escape).
 	sum Summary
@@ -324,6 +327,15 @@ func (r *request) localContext() context.Context {
 		}
 	}
 	return r.ctx
+}
+
+// endReading is the clock reading of the request's end: doneAt when the
+// request ended right after the call that read it, else a new one.
+func (r *request) endReading(e *engine) time.Duration {
+	if r.doneAt != 0 {
+		return r.doneAt
+	}
+	return e.now()
 }
 
 // finish releases what the request made for itself.
@@ -676,7 +688,8 @@ func (e *engine) skip(r *request, st *stage, model string, why Skip, err error) 
 	if why == SkipBudget && r.budget.Remaining() <= 0 {
 		v = classify.Verdict{Class: classify.DeadlineExhausted, Reason: "deadline budget exhausted"}
 	}
-	r.sum.record(Attempt{Tier: st.name, TierIndex: st.index, Model: model, Skip: why, Verdict: v, Err: err})
+	a := r.sum.add()
+	a.Tier, a.TierIndex, a.Model, a.Skip, a.Verdict, a.Err = st.name, st.index, model, why, v, err
 	if r.obs != nil {
 		r.obs.TierSkipped(r.ctx, TierSkip{Stage: st.info, Model: model, Skip: why, Verdict: v, Err: err, Route: e.table.Action(v.Class).Route,
 			Breaker: breakerState(st), Remaining: r.budget.Remaining(), QueueWait: r.queueWait})
@@ -685,24 +698,30 @@ func (e *engine) skip(r *request, st *stage, model string, why Skip, err error) 
 	return v
 }
 
-// answered records a successful attempt; hedge is set when the answer
-// came from the hedge of a hedged attempt (its member is r.member).
-func (e *engine) answered(r *request, st *stage, model string, n int, latency time.Duration, d *Reply, hedge bool) {
+// answered records a successful attempt and closes its call's record;
+// hedge is set when the answer came from the hedge of a hedged attempt
+// (its member is r.member).
+func (e *engine) answered(r *request, st *stage, model string, n int, latency time.Duration, rec *Record, hedge bool) {
 	succeeded(st)
 	if st.policy.OnAttempt != nil {
 		st.policy.OnAttempt(retry.Attempt{N: n})
 	}
-	r.sum.record(Attempt{Tier: st.name, TierIndex: st.index, Model: model, N: n, Latency: latency, Member: r.member, Hedge: hedge})
-	if r.obs != nil {
-		ev := e.event(r, st, model, n)
-		ev.Latency, ev.Reply, ev.Hedge, ev.LimitWait = latency, *d, hedge, r.limitWait
-		r.obs.AttemptEnded(r.ctx, ev)
+	a := r.sum.add()
+	a.Tier, a.TierIndex, a.Model, a.N, a.Latency, a.Member, a.Hedge = st.name, st.index, model, n, latency, r.member, hedge
+	if r.obs == nil {
+		rec.shut()
+		return
 	}
+	ev := e.event(r, st, model, n)
+	ev.Reply, _ = rec.close()
+	ev.Latency, ev.Hedge, ev.LimitWait = latency, hedge, r.limitWait
+	r.obs.AttemptEnded(r.ctx, ev)
 }
 
 // attemptFailed records a failed attempt and its decision.
 func (e *engine) attemptFailed(r *request, st *stage, model string, n int, latency time.Duration, v classify.Verdict, d decision, err error, desc *Reply) {
-	r.sum.record(Attempt{Tier: st.name, TierIndex: st.index, Model: model, N: n, Verdict: v, Latency: latency, Wait: d.wait, Err: err, Member: r.member})
+	a := r.sum.add()
+	a.Tier, a.TierIndex, a.Model, a.N, a.Verdict, a.Latency, a.Wait, a.Err, a.Member = st.name, st.index, model, n, v, latency, d.wait, err, r.member
 	if r.obs != nil {
 		ev := e.event(r, st, model, n)
 		ev.Verdict, ev.Latency, ev.Err = v, latency, err
@@ -763,7 +782,7 @@ func (e *engine) end(r *request, err error, v classify.Verdict, chunks int) {
 	r.obs.RequestEnded(r.ctx, RequestEnd{
 		Chain: &e.info, Stage: st, Answered: err == nil, Verdict: v, Err: err,
 		Source: sum.Source, CacheHit: sum.CacheHit, Degraded: sum.Degraded, UpstreamCalls: r.sum.UpstreamCalls,
-		Remaining: r.budget.Remaining(), Latency: e.now() - r.start,
+		Remaining: r.budget.Remaining(), Latency: r.endReading(e) - r.start,
 		Chunks: chunks, Incomplete: errors.Is(err, ErrIncomplete), Shared: r.shared,
 	})
 }

@@ -150,7 +150,8 @@ func TestGoexitEndsTheObservedRequest(t *testing.T) {
 
 // TestQuickStartSuccessAllocatesOnce: the README's configuration — Total
 // and a TryTimeout per stage — costs one allocation on the success path:
-// the attempt's context, whose timer is armed only if the tier waits on it.
+// the attempt's context, whose timer is armed only if the tier waits on it
+// — and once observed as well.
 func TestQuickStartSuccessAllocatesOnce(t *testing.T) {
 	pro := fallback.Stage[string, string]{Tier: newFake("pro", ok("x")), TryTimeout: 8 * time.Second,
 		Breaker: newBreaker(t, breaker.Config{Name: "pro"}), Bulkhead: newBulkhead(t, "pro", 8)}
@@ -161,6 +162,9 @@ func TestQuickStartSuccessAllocatesOnce(t *testing.T) {
 	bare := newChain(t, fallback.Config[string, string]{Stages: []fallback.Stage[string, string]{{Tier: newFake("pro", ok("x")),
 		Breaker: newBreaker(t, breaker.Config{Name: "bare"}), Bulkhead: newBulkhead(t, "bare", 8)}}})
 	assert.Zero(t, testing.AllocsPerRun(200, func() { _, _ = bare.Do(context.Background(), "q") }))
+	// Observed, the attempt's call record is its context too: still one.
+	c.Observe(fallback.NopObserver{})
+	assert.Equal(t, 1.0, testing.AllocsPerRun(200, func() { _, _ = c.Do(context.Background(), "q") }))
 }
 
 // modelTier serves the model each input names, as a batch job does.
@@ -460,5 +464,35 @@ func TestAbandonedProbeKeepsItsProbeSlot(t *testing.T) {
 		assert.Equal(t, int64(1), calls.Load(), "no second probe while the first still runs")
 		close(release)
 		synctest.Wait()
+	})
+}
+
+// TestTimedRecordIsTheAttemptsContext: an observed attempt with a
+// TryTimeout gets one context that is both its record and its deadline:
+// the deadline is the try's, the record is found, a context derived from
+// it ends with it, and it ends when the attempt does.
+func TestTimedRecordIsTheAttemptsContext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var seen context.Context
+		var derived context.Context
+		tier := fallback.Tier("pro", func(ctx context.Context, _ string) (string, error) {
+			seen = ctx
+			d, ok := ctx.Deadline()
+			assert.True(t, ok)
+			assert.Equal(t, 2*time.Second, time.Until(d))
+			assert.NotNil(t, fallback.RecordOf(ctx))
+			var cancel context.CancelFunc
+			derived, cancel = context.WithCancel(ctx)
+			_ = cancel // ends with the attempt's context
+			assert.NoError(t, ctx.Err())
+			return "x", nil
+		})
+		c := newChain(t, fallback.Config[string, string]{Stages: []fallback.Stage[string, string]{{Tier: tier, TryTimeout: 2 * time.Second}},
+			Total: 10 * time.Second, Observer: fallback.NopObserver{}})
+		_, err := c.Do(context.Background(), "q")
+		require.NoError(t, err)
+		assert.ErrorIs(t, seen.Err(), context.Canceled)
+		synctest.Wait()
+		assert.ErrorIs(t, derived.Err(), context.Canceled)
 	})
 }

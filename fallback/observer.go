@@ -244,7 +244,9 @@ type RequestEnd struct {
 	// UpstreamCalls counts the upstream calls the request made.
 	UpstreamCalls int
 	// Remaining is the time left in the request's budget, or
-	// deadline.Unlimited; Latency is the request's duration.
+	// deadline.Unlimited; Latency is the request's duration (for a tier's
+	// answer with no cache to write, to the end of its call: the clock is
+	// not read again for the bookkeeping after it).
 	Remaining time.Duration
 	Latency   time.Duration
 	// Chunks counts the chunks a stream delivered; Incomplete is set when

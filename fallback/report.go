@@ -93,6 +93,10 @@ type Record struct {
 	tokens int64
 	avoid  string
 
+	// timed is the attempt's own deadline context, for a record made
+	// with one (newTimedCall); nil when base is the attempt's context.
+	timed *budget.Context
+
 	mu      sync.Mutex
 	replies int
 	reply   Reply
@@ -313,6 +317,17 @@ func (c *Record) close() (Reply, int) {
 	return c.reply, c.replies
 }
 
+// shut ends the chain's wait for the call, for a chain that has no use
+// for what it reported.
+func (c *Record) shut() {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
+}
+
 // merge adds a second reply of one call: a tier that made several
 // upstream calls for one attempt (a pool rotating over its members) was
 // billed for each; the later response's description wins where it says
@@ -360,6 +375,67 @@ func (r *request) listens(st *stage) bool { return r.obs != nil || !st.plain.Loa
 // tokens is the stage's estimate for it.
 func (e *engine) newCall(r *request, st *stage, base context.Context, model string, n int, tokens int64) *Record {
 	return &Record{Context: base, e: e, reqCtx: r.ctx, obs: r.obs, budget: r.budget, st: st, model: model, n: n, tokens: tokens}
+}
+
+// newTimedCall is newCall for an attempt that ends at deadline, sooner
+// than base: the record is the attempt's context too, in one allocation
+// where a record around a context of the attempt's own took two.
+func (e *engine) newTimedCall(r *request, st *stage, base context.Context, model string, n int, tokens int64, deadline time.Time) *Record {
+	t := &timedRecord{Record: Record{Context: base, e: e, reqCtx: r.ctx, obs: r.obs, budget: r.budget, st: st, model: model, n: n, tokens: tokens}}
+	t.timed.Init(base, deadline)
+	t.Record.timed = &t.timed
+	return &t.Record
+}
+
+// timedRecord is a Record with the context of its attempt's deadline.
+type timedRecord struct {
+	Record
+	timed budget.Context
+}
+
+// Deadline is the attempt's deadline, when the record has one of its own,
+// or its parent's.
+func (c *Record) Deadline() (time.Time, bool) {
+	if c.timed != nil {
+		return c.timed.Deadline()
+	}
+	return c.Context.Deadline()
+}
+
+// Done is closed when the attempt's context ends.
+func (c *Record) Done() <-chan struct{} {
+	if c.timed != nil {
+		return c.timed.Done()
+	}
+	return c.Context.Done()
+}
+
+// Err says why the attempt's context ended, nil while it lives.
+func (c *Record) Err() error {
+	if c.timed != nil {
+		return c.timed.Err()
+	}
+	return c.Context.Err()
+}
+
+// AfterFunc runs f once the attempt's context ends, as context.AfterFunc:
+// the context package uses it so that a context derived from the record
+// (an SDK's request) starts no goroutine to watch it.
+func (c *Record) AfterFunc(f func()) (stop func() bool) {
+	if c.timed != nil {
+		return c.timed.AfterFunc(f)
+	}
+	return context.AfterFunc(c.Context, f)
+}
+
+// attemptContext is the context and the deadline's control of an attempt
+// on base: the record's own deadline when it has one (newTimedCall), or
+// else the one the budget makes.
+func attemptContext(b budget.Budget, base context.Context, per, remaining time.Duration) (context.Context, *budget.Context) {
+	if rec, ok := base.(*Record); ok && rec.timed != nil {
+		return rec, rec.timed
+	}
+	return b.Context(base, per, remaining)
 }
 
 // hedgeOf returns the record of the hedge of c's attempt, on st with

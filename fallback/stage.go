@@ -174,7 +174,11 @@ func (s *stageRun[In, Out, A]) next(r *request) (out Out, done bool) {
 	// through whatever wraps the tier.
 	var rec *Record
 	if r.listens(st) {
-		rec = e.newCall(r, st, base, s.model, s.n, s.cost)
+		if d, own := r.budget.AttemptDeadline(per, remaining); own && !e.stream && !st.hedge.enabled() {
+			rec = e.newTimedCall(r, st, base, s.model, s.n, s.cost, d)
+		} else {
+			rec = e.newCall(r, st, base, s.model, s.n, s.cost)
+		}
 		base = rec
 	}
 	var t0 time.Duration
@@ -199,7 +203,8 @@ func (s *stageRun[In, Out, A]) next(r *request) (out Out, done bool) {
 		// stage's accounting needs.
 		latency, ran = ae.toCommit, ae.toCommit
 	case timing:
-		latency = e.now() - t0
+		r.lastRead = e.now()
+		latency = r.lastRead - t0
 		ran = latency
 	case r.budget.Limited() && (ae.err != nil || st.index > 0):
 		// remaining was read when the attempt began: one clock read gives
@@ -285,13 +290,12 @@ func (s *stageRun[In, Out, A]) answered(r *request, res Out, ae *attemptEnd, min
 		s.end = stageEnd{n: s.n}
 		return res
 	}
-	d, _ := mine.close()
 	s.end = stageEnd{n: s.n}
 	if won {
 		// The hedge answered: the first call lost the race. The answer is
 		// the hedge's, marked as such, on its member.
 		r.member = ae.hedge.rec.CurrentMember()
-		e.answered(r, ae.hedge.stage, ae.hedge.model, s.n, ae.hedge.latency, &d, true)
+		e.answered(r, ae.hedge.stage, ae.hedge.model, s.n, ae.hedge.latency, mine, true)
 		r.member = ""
 		if ae.hedge.stage != st {
 			s.end.winner, s.end.loser = ae.hedge.stage, lost
@@ -299,7 +303,7 @@ func (s *stageRun[In, Out, A]) answered(r *request, res Out, ae *attemptEnd, min
 		return res
 	}
 	r.member = member
-	e.answered(r, st, s.model, s.n, latency, &d, false)
+	e.answered(r, st, s.model, s.n, latency, mine, false)
 	r.member = ""
 	return res
 }

@@ -110,17 +110,27 @@ func (b Budget) Window(remaining time.Duration, t Try) (per time.Duration, ok bo
 // deadline so that no clock is read. The *Context is nil when parent is
 // returned; otherwise Cancel it when the attempt ends.
 func (b Budget) Context(parent context.Context, per, remaining time.Duration) (context.Context, *Context) {
+	d, ok := b.AttemptDeadline(per, remaining)
+	if !ok {
+		return parent, nil
+	}
+	c := NewContext(parent, d)
+	return c, c
+}
+
+// AttemptDeadline is the deadline of the Context that Context would make,
+// for a caller that holds a Context inside a value of its own (Init); ok
+// is false when the attempt needs no context of its own.
+func (b Budget) AttemptDeadline(per, remaining time.Duration) (time.Time, bool) {
 	switch {
 	case per == Unlimited:
-		return parent, nil
+		return time.Time{}, false
 	case b.ctxBound && per >= remaining:
-		return parent, nil
+		return time.Time{}, false
 	case !b.limited:
-		c := NewContext(parent, time.Now().Add(per))
-		return c, c
+		return time.Now().Add(per), true
 	}
-	c := NewContext(parent, b.deadline.Add(per-remaining))
-	return c, c
+	return b.deadline.Add(per - remaining), true
 }
 
 // Fits reports whether, after waiting wait, an attempt of at least
