@@ -684,12 +684,12 @@ func (e *engine) attemptStarted(r *request, st *stage, model string, n int) cont
 
 // skip records a tier passed over and returns its verdict.
 func (e *engine) skip(r *request, st *stage, model string, why Skip, err error) classify.Verdict {
-	v := classify.Verdict{Class: classify.Rejected, Reason: skipReasons[why]}
-	if why == SkipBudget && r.budget.Remaining() <= 0 {
-		v = classify.Verdict{Class: classify.DeadlineExhausted, Reason: "deadline budget exhausted"}
+	spent := why == SkipBudget && r.budget.Remaining() <= 0
+	v := skipVerdict(why, spent)
+	if !r.sum.mark(e, st, model, why, spent, err) {
+		a := r.sum.add()
+		a.Tier, a.TierIndex, a.Model, a.Skip, a.Verdict, a.Err = st.name, st.index, model, why, v, err
 	}
-	a := r.sum.add()
-	a.Tier, a.TierIndex, a.Model, a.Skip, a.Verdict, a.Err = st.name, st.index, model, why, v, err
 	if r.obs != nil {
 		r.obs.TierSkipped(r.ctx, TierSkip{Stage: st.info, Model: model, Skip: why, Verdict: v, Err: err, Route: e.table.Action(v.Class).Route,
 			Breaker: breakerState(st), Remaining: r.budget.Remaining(), QueueWait: r.queueWait})

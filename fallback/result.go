@@ -107,11 +107,28 @@ type Attempt struct {
 	Err error
 }
 
-// inlineTrail is how many attempts a Summary holds without allocating: a
-// first-try success, or a skipped tier and the next tier's answer. Longer
-// trails (retries) allocate once, next to an upstream failure that costs
-// far more.
-const inlineTrail = 2
+// inlineTrail is how many calls a Summary holds without allocating: a
+// first-try success. Tiers passed over are held apart, as skip marks, so
+// that falling through every tier of a chain of up to markedSkips+1
+// tiers allocates nothing either. Longer trails — retries, hedges, a
+// pool's rotations — allocate once, next to an upstream failure or a
+// second call that costs far more.
+const inlineTrail = 1
+
+// markedSkips is how many skips a Summary holds as marks.
+const markedSkips = 7
+
+// skipMark is a tier passed over, in 24 bytes where an Attempt takes
+// 176: its place in the trail, the stage (whose name and model the entry
+// takes), why, and its error. spent marks the verdict of a budget that ran
+// out (DeadlineExhausted) rather than a refusal.
+type skipMark struct {
+	err   error
+	at    uint8
+	stage uint8
+	skip  Skip
+	spent bool
+}
 
 // Summary is how a request was answered; Result and StreamResult both
 // carry it.
@@ -133,33 +150,74 @@ type Summary struct {
 
 	deadline    time.Time
 	hasDeadline bool
-	// n counts the attempts; a trail that outgrows inline moves to spill,
-	// made with room for spillRoom, so that falling through every tier of
-	// a chain allocates once.
+	// n counts the calls held in inline, or in spill once it outgrew
+	// inline (made with room for spillRoom); marks counts the skips held
+	// in skips, on the stages of e.
 	n, spillRoom int32
+	marks        uint8
 	inline       [inlineTrail]Attempt
 	spill        []Attempt
+	skips        [markedSkips]skipMark
+	e            *engine
 }
 
 // Attempts returns the trail of attempts and skips, in order.
-func (s Summary) Attempts() []Attempt {
-	if s.spill != nil {
-		return s.spill
-	}
-	return s.inline[:s.n]
-}
+func (s Summary) Attempts() []Attempt { return s.trail() }
 
 // Deadline returns the request's deadline (the earlier of its context's
 // and the chain's Total), and false when it had none. time.Until(d) is the
 // time left in the budget.
 func (s Summary) Deadline() (time.Time, bool) { return s.deadline, s.hasDeadline }
 
-// trail is Attempts without the copy a value receiver makes.
+// trail is Attempts without the copy a value receiver makes. A trail
+// with skip marks is built anew.
 func (s *Summary) trail() []Attempt {
-	if s.spill != nil {
-		return s.spill
+	calls := s.spill
+	if calls == nil {
+		calls = s.inline[:s.n]
 	}
-	return s.inline[:s.n]
+	if s.marks == 0 {
+		return calls
+	}
+	all := make([]Attempt, len(calls)+int(s.marks))
+	m := 0
+	for i := range all {
+		if m < int(s.marks) && int(s.skips[m].at) == i {
+			all[i] = s.skips[m].attempt(s.e)
+			m++
+			continue
+		}
+		all[i], calls = calls[0], calls[1:]
+	}
+	return all
+}
+
+// attempt is the trail entry the mark stands for, as engine.skip makes it.
+func (k *skipMark) attempt(e *engine) Attempt {
+	st := &e.stages[k.stage]
+	return Attempt{Tier: st.name, TierIndex: st.index, Model: st.model, Skip: k.skip, Verdict: skipVerdict(k.skip, k.spent), Err: k.err}
+}
+
+// skipVerdict is the verdict of a skip; spent for a budget that ran out.
+func skipVerdict(why Skip, spent bool) classify.Verdict {
+	if spent {
+		return classify.Verdict{Class: classify.DeadlineExhausted, Reason: "deadline budget exhausted"}
+	}
+	return classify.Verdict{Class: classify.Rejected, Reason: skipReasons[why]}
+}
+
+// mark holds a skip of st on model as a mark, when there is room and the
+// mark can say it all (the stage's own model); false otherwise, for the
+// caller to record it in full.
+func (s *Summary) mark(e *engine, st *stage, model string, why Skip, spent bool, err error) bool {
+	at := int(s.n) + int(s.marks)
+	if s.marks >= markedSkips || at > 255 || st.index > 255 || model != st.model {
+		return false
+	}
+	s.skips[s.marks] = skipMark{err: err, at: uint8(at), stage: uint8(st.index), skip: why, spent: spent}
+	s.marks++
+	s.e = e
+	return true
 }
 
 func (s *Summary) record(a Attempt) { *s.add() = a }

@@ -168,23 +168,49 @@ func TestStreamFirstChunkAllocations(t *testing.T) {
 	assert.Equal(t, first, read(chained, 3), "later chunks allocate nothing")
 }
 
-// TestFallingThroughEveryTierAllocatesOnce: answering on the last of
-// eight tiers, each before it skipped (its breaker open), allocates the
+// TestFallingThroughEveryTierAllocatesNothing: answering on the last of
+// eight tiers, each before it skipped (its breaker open), allocates
+// nothing, and the trail reads as if each skip were held in full, in
+// order. A ninth tier's skip no longer fits the marks and spills the
 // trail once.
-func TestFallingThroughEveryTierAllocatesOnce(t *testing.T) {
-	stages := make([]fallback.Stage[string, string], 8)
-	for i := range stages {
-		name := "t" + strconv.Itoa(i)
-		stages[i] = fallback.Stage[string, string]{Tier: newFake(name, ok("x")), Breaker: newBreaker(t, breaker.Config{Name: name})}
-		if i < len(stages)-1 {
-			stages[i].Breaker.ForceOpen()
+func TestFallingThroughEveryTierAllocatesNothing(t *testing.T) {
+	chain := func(n int) *fallback.Chain[string, string] {
+		stages := make([]fallback.Stage[string, string], n)
+		for i := range stages {
+			name := "t" + strconv.Itoa(i)
+			stages[i] = fallback.Stage[string, string]{Tier: newFake(name, ok("x")), Breaker: newBreaker(t, breaker.Config{Name: name})}
+			if i < len(stages)-1 {
+				stages[i].Breaker.ForceOpen()
+			}
 		}
+		return newChain(t, fallback.Config[string, string]{Stages: stages})
 	}
-	c := newChain(t, fallback.Config[string, string]{Stages: stages})
+	c := chain(8)
 	res, err := c.Do(context.Background(), "q")
 	require.NoError(t, err)
-	require.Len(t, res.Attempts(), 8)
-	assert.Equal(t, 1.0, testing.AllocsPerRun(200, func() { _, _ = c.Do(context.Background(), "q") }))
+	trail := res.Attempts()
+	require.Len(t, trail, 8)
+	for i, a := range trail[:7] {
+		assert.Equal(t, "t"+strconv.Itoa(i), a.Tier)
+		assert.Equal(t, i, a.TierIndex)
+		assert.Equal(t, fallback.SkipOpen, a.Skip)
+		assert.Equal(t, classify.Rejected, a.Verdict.Class)
+		assert.Equal(t, "circuit open", a.Verdict.Reason)
+		assert.ErrorIs(t, a.Err, breaker.ErrOpen)
+	}
+	assert.Equal(t, "t7", trail[7].Tier)
+	assert.Equal(t, 1, trail[7].N)
+	assert.Equal(t, fallback.NotSkipped, trail[7].Skip)
+	assert.Zero(t, testing.AllocsPerRun(200, func() { _, _ = c.Do(context.Background(), "q") }))
+
+	nine := chain(9)
+	res, err = nine.Do(context.Background(), "q")
+	require.NoError(t, err)
+	require.Len(t, res.Attempts(), 9)
+	assert.Equal(t, "t7", res.Attempts()[7].Tier)
+	assert.Equal(t, fallback.SkipOpen, res.Attempts()[7].Skip)
+	assert.Equal(t, "t8", res.Attempts()[8].Tier)
+	assert.Equal(t, 1.0, testing.AllocsPerRun(200, func() { _, _ = nine.Do(context.Background(), "q") }))
 }
 
 // A consumer that panics inside its loop — which now runs inside the
@@ -247,5 +273,40 @@ func TestDetachedStreamCompletesAndStops(t *testing.T) {
 		assert.True(t, canceled.Load(), "breaking out cancels the tier")
 		assert.Zero(t, bh.Stats().InFlight)
 		assert.Zero(t, c.Stats().Stuck)
+	})
+}
+
+// TestTrailKeepsSkipsAndCallsInOrder: skips held as marks and calls held
+// in full read back in the order they happened, with a retry's wait.
+func TestTrailKeepsSkipsAndCallsInOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		open := func(name string) *breaker.Breaker {
+			b := newBreaker(t, breaker.Config{Name: name})
+			b.ForceOpen()
+			return b
+		}
+		once := retry.Policy{MaxAttempts: 2, BaseDelay: time.Millisecond, MaxDelay: time.Millisecond}
+		c := newChain(t, fallback.Config[string, string]{Stages: []fallback.Stage[string, string]{
+			{Tier: newFake("a", fails(classify.Transient)), Retry: once},
+			{Tier: newFake("b", ok("x")), Breaker: open("b")},
+			{Tier: newFake("c", fails(classify.Transient)), Retry: retry.Policy{MaxAttempts: 1}},
+			{Tier: newFake("d", ok("x")), Breaker: open("d")},
+			{Tier: newFake("e", ok("x"))},
+		}})
+		res, err := c.Do(context.Background(), "q")
+		require.NoError(t, err)
+		type entry struct {
+			tier string
+			n    int
+			skip fallback.Skip
+		}
+		var got []entry
+		for _, a := range res.Attempts() {
+			got = append(got, entry{a.Tier, a.N, a.Skip})
+		}
+		assert.Equal(t, []entry{{"a", 1, fallback.NotSkipped}, {"a", 2, fallback.NotSkipped}, {"b", 0, fallback.SkipOpen},
+			{"c", 1, fallback.NotSkipped}, {"d", 0, fallback.SkipOpen}, {"e", 1, fallback.NotSkipped}}, got)
+		assert.Positive(t, res.Attempts()[0].Wait, "the retry's wait stays on its entry")
+		assert.Equal(t, 4, res.UpstreamCalls)
 	})
 }
