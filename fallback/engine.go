@@ -249,8 +249,12 @@ type request struct {
 	timing bool
 	start  time.Duration // e.now() when the request began, when timing
 	// lastRead is the clock reading that ended the latest attempt, when
-	// timing; doneAt, when set, is the one the request's end reports.
-	lastRead, doneAt time.Duration
+	// timing (fresh until the next attempt or skip: the attempt's events
+	// take the time left from it); doneAt, when set, is the one the
+	// request's end reports. deadlineAt is the budget's deadline on the
+	// same clock, so that the time left at a reading needs no other.
+	lastRead, doneAt, deadlineAt time.Duration
+	fresh                        bool
 	// sum is the request's summary, copied into its result when it ends
 	// (a pointer to the caller's result would make it escape).
 	sum Summary
@@ -300,6 +304,9 @@ func (e *engine) beginAs(ctx context.Context, r *request, shared bool) {
 	r.budget, r.left, r.hasLeft = budget.NewLeft(ctx, e.total)
 	r.sum.TierIndex = -1
 	r.sum.deadline, r.sum.hasDeadline = r.budget.Deadline()
+	if r.sum.hasDeadline {
+		r.deadlineAt = r.sum.deadline.Sub(e.epoch)
+	}
 	// Every tier once, and a retry or two.
 	r.sum.spillRoom = int32(len(e.stages) + inlineTrail)
 	r.timing = e.measure
@@ -329,6 +336,16 @@ func (r *request) localContext() context.Context {
 	return r.ctx
 }
 
+// remaining is the time the budget leaves: at the reading that ended the
+// latest attempt while it is fresh (its events come right after it), or
+// read now.
+func (r *request) remaining() time.Duration {
+	if r.fresh && r.budget.Limited() {
+		return r.deadlineAt - r.lastRead
+	}
+	return r.budget.Remaining()
+}
+
 // endReading is the clock reading of the request's end: doneAt when the
 // request ended right after the call that read it, else a new one.
 func (r *request) endReading(e *engine) time.Duration {
@@ -336,6 +353,14 @@ func (r *request) endReading(e *engine) time.Duration {
 		return r.doneAt
 	}
 	return e.now()
+}
+
+// endLeft is the time left at the request's end, from doneAt when set.
+func (r *request) endLeft() time.Duration {
+	if r.doneAt != 0 && r.budget.Limited() {
+		return r.deadlineAt - r.doneAt
+	}
+	return r.budget.Remaining()
 }
 
 // finish releases what the request made for itself.
@@ -667,23 +692,24 @@ func breakerState(st *stage) breaker.State {
 
 // event builds the end of attempt n on st, with what every end has.
 func (e *engine) event(r *request, st *stage, model string, n int) AttemptEnd {
-	return AttemptEnd{Stage: st.info, Model: model, Attempt: n, Member: r.member, Breaker: breakerState(st), Remaining: r.budget.Remaining()}
+	return AttemptEnd{Stage: st.info, Model: model, Attempt: n, Member: r.member, Breaker: breakerState(st), Remaining: r.remaining()}
 }
 
 // attemptStarted reports an attempt about to start and returns the
 // context the attempt builds on.
-func (e *engine) attemptStarted(r *request, st *stage, model string, n int) context.Context {
+func (e *engine) attemptStarted(r *request, st *stage, model string, n int, remaining time.Duration) context.Context {
 	if r.obs == nil {
 		return r.ctx
 	}
 	ev := AttemptStart{Stage: st.info, Model: model, Attempt: n, Member: r.member, Breaker: breakerState(st),
-		Remaining: r.budget.Remaining(), QueueWait: r.queueWait}
+		Remaining: remaining, QueueWait: r.queueWait}
 	r.queueWait = 0
 	return r.obs.AttemptStarted(r.ctx, ev)
 }
 
 // skip records a tier passed over and returns its verdict.
 func (e *engine) skip(r *request, st *stage, model string, why Skip, err error) classify.Verdict {
+	r.fresh = false
 	spent := why == SkipBudget && r.budget.Remaining() <= 0
 	v := skipVerdict(why, spent)
 	if !r.sum.mark(e, st, model, why, spent, err) {
@@ -782,7 +808,7 @@ func (e *engine) end(r *request, err error, v classify.Verdict, chunks int) {
 	r.obs.RequestEnded(r.ctx, RequestEnd{
 		Chain: &e.info, Stage: st, Answered: err == nil, Verdict: v, Err: err,
 		Source: sum.Source, CacheHit: sum.CacheHit, Degraded: sum.Degraded, UpstreamCalls: r.sum.UpstreamCalls,
-		Remaining: r.budget.Remaining(), Latency: r.endReading(e) - r.start,
+		Remaining: r.endLeft(), Latency: r.endReading(e) - r.start,
 		Chunks: chunks, Incomplete: errors.Is(err, ErrIncomplete), Shared: r.shared,
 	})
 }

@@ -496,3 +496,29 @@ func TestTimedRecordIsTheAttemptsContext(t *testing.T) {
 		assert.ErrorIs(t, derived.Err(), context.Canceled)
 	})
 }
+
+// TestEventsTellTheTimeLeft: the time left that events carry follows the
+// budget — at an attempt's start, at its end (from the reading that timed
+// the call), at the request's end — and on a retry after a failure.
+func TestEventsTellTheTimeLeft(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		slow := func(out string, err error) step {
+			return step{fn: func(context.Context) (string, error) { time.Sleep(time.Second); return out, err }}
+		}
+		tier := newFake("pro", slow("x", nil), slow("", classErr(classify.Transient)))
+		var obs reported.Recorder
+		c := newChain(t, fallback.Config[string, string]{Stages: []fallback.Stage[string, string]{{Tier: tier,
+			Retry: retry.Policy{MaxAttempts: 2, BaseDelay: time.Second, MaxDelay: time.Second, Jitter: retry.NoJitter}}},
+			Total: 10 * time.Second, Observer: &obs})
+		_, err := c.Do(context.Background(), "q")
+		require.NoError(t, err)
+		starts, ends := reported.Of[fallback.AttemptStart](&obs), reported.Of[fallback.AttemptEnd](&obs)
+		require.Len(t, starts, 2)
+		require.Len(t, ends, 2)
+		assert.Equal(t, 10*time.Second, starts[0].Remaining)
+		assert.Equal(t, 9*time.Second, ends[0].Remaining)
+		assert.Equal(t, 8*time.Second, starts[1].Remaining, "after the retry's wait")
+		assert.Equal(t, 7*time.Second, ends[1].Remaining)
+		assert.Equal(t, 7*time.Second, reported.Of[fallback.RequestEnd](&obs)[0].Remaining)
+	})
+}

@@ -168,8 +168,8 @@ func (s *stageRun[In, Out, A]) next(r *request) (out Out, done bool) {
 	if !ok {
 		return out, s.stop(r, SkipBudget, exhausted(remaining, nil))
 	}
-	r.limitWait = 0
-	base := e.attemptStarted(r, st, s.model, s.n)
+	r.limitWait, r.fresh = 0, false
+	base := e.attemptStarted(r, st, s.model, s.n, remaining)
 	// rec carries what the call reports (its responses, its members)
 	// through whatever wraps the tier.
 	var rec *Record
@@ -203,7 +203,7 @@ func (s *stageRun[In, Out, A]) next(r *request) (out Out, done bool) {
 		// stage's accounting needs.
 		latency, ran = ae.toCommit, ae.toCommit
 	case timing:
-		r.lastRead = e.now()
+		r.lastRead, r.fresh = e.now(), true
 		latency = r.lastRead - t0
 		ran = latency
 	case r.budget.Limited() && (ae.err != nil || st.index > 0):
