@@ -84,6 +84,11 @@ func BenchmarkChain(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	quickObserved, err := fallback.New(fallback.Config[string, string]{Stages: []fallback.Stage[string, string]{quick, quickFlash}, Total: 10 * time.Second,
+		Observer: fallback.NopObserver{}})
+	if err != nil {
+		b.Fatal(err)
+	}
 	observed, err := fallback.New(fallback.Config[string, string]{Stages: []fallback.Stage[string, string]{guardedStage(b, okTier("pro"))},
 		Observer: fallback.NopObserver{}})
 	if err != nil {
@@ -95,6 +100,8 @@ func BenchmarkChain(b *testing.B) {
 	// The same, with a limiter of requests and tokens on the tier.
 	b.Run("success-ratelimit", func(b *testing.B) { benchChain(b, rateLimited, context.Background()) })
 	b.Run("success-quickstart", func(b *testing.B) { benchChain(b, quickStart, context.Background()) })
+	// The quick start with an observer that does nothing.
+	b.Run("success-quickstart-observed", func(b *testing.B) { benchChain(b, quickObserved, context.Background()) })
 	b.Run("success-deadline", func(b *testing.B) { benchChain(b, success, withDeadline) })
 	b.Run("fallback", func(b *testing.B) { benchChain(b, fellBack, context.Background()) })
 	b.Run("fallback-deadline", func(b *testing.B) { benchChain(b, fellBack, withDeadline) })

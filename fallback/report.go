@@ -2,6 +2,7 @@ package fallback
 
 import (
 	"context"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,8 +15,7 @@ import (
 // who answered. It holds no content.
 type Reply struct {
 	// Usage is the response's token usage, when HasUsage is set.
-	Usage    Usage
-	HasUsage bool
+	Usage Usage
 	// Response describes the response: its id, the model version that
 	// answered, the finish reason.
 	Response ResponseInfo
@@ -30,9 +30,13 @@ type Reply struct {
 	// and HasTopP, since 0 is a temperature.
 	RequestMaxTokens   int64
 	RequestTemperature float64
-	HasTemperature     bool
 	RequestTopP        float64
-	HasTopP            bool
+
+	// The flags, together, so that a Reply packs in 184 bytes: it is
+	// copied into every observed attempt's record and event.
+	HasUsage       bool
+	HasTemperature bool
+	HasTopP        bool
 }
 
 // Report tells the chain attempt that ctx belongs to what an upstream
@@ -78,14 +82,15 @@ type callKey struct{}
 type Record struct {
 	context.Context
 	e *engine
-	// reqCtx, obs and budget are the request's, for the events of a late
-	// reply and of a member's call that failed.
-	reqCtx context.Context
-	obs    Observer
-	budget budget.Budget
-	st     *stage
-	model  string
-	n      int
+	// reqCtx and obs are the request's, and deadlineAt its budget's
+	// deadline on the engine's clock (noDeadline when it has none), for
+	// the events of a late reply and of a member's call that failed.
+	reqCtx     context.Context
+	obs        Observer
+	deadlineAt time.Duration
+	st         *stage
+	model      string
+	n          int
 
 	// tokens is the stage's estimate for the call, for the limiters of a
 	// pool's members; avoid is, for a hedge (hedge set), the member the
@@ -97,16 +102,17 @@ type Record struct {
 	// with one (newTimedCall); nil when base is the attempt's context.
 	timed *budget.Context
 
-	mu      sync.Mutex
-	replies int
-	reply   Reply
+	mu sync.Mutex
+	// replies counts the reports; calls, see below. Side by side, so that
+	// the record packs in 384 bytes.
+	replies, calls int32
+	reply          Reply
 	// What a tier that spreads its calls over members (a pool) reported:
 	// counted once it counts its own calls, calls the upstream calls it
 	// made, at the member of the current one, rotated the member calls
 	// that failed before it, memberFailure when the attempt's failure is
 	// its member's alone (an exhausted quota: the member is parked, not
 	// the tier).
-	calls   int
 	at      string
 	rotated []rotation
 	// waited is how long the call waited for a rate limit's turn before
@@ -208,14 +214,33 @@ func (c *Record) Rotated(ctx context.Context, err error, v classify.Verdict, lat
 	}
 	n := c.n + len(c.rotated) - 1
 	ev := AttemptEnd{Stage: c.st.info, Model: c.model, Attempt: n, Member: rot.member, Breaker: breakerState(c.st),
-		Remaining: c.budget.Remaining(), Verdict: v, Latency: latency, Err: err, Retry: true, Route: c.e.table.Action(v.Class).Route}
+		Remaining: c.remaining(), Verdict: v, Latency: latency, Err: err, Retry: true, Route: c.e.table.Action(v.Class).Route}
 	c.obs.AttemptEnded(c.reqCtx, ev)
 	next := c.obs.AttemptStarted(c.reqCtx, AttemptStart{Stage: c.st.info, Model: c.model, Attempt: n + 1,
-		Breaker: breakerState(c.st), Remaining: c.budget.Remaining()})
+		Breaker: breakerState(c.st), Remaining: c.remaining()})
 	if next == c.reqCtx {
 		return ctx
 	}
 	return &nextCall{Context: ctx, observed: next, rec: c}
+}
+
+// remaining is the time the request's budget leaves now.
+func (c *Record) remaining() time.Duration {
+	if c.deadlineAt == noDeadline {
+		return budget.Unlimited
+	}
+	return c.deadlineAt - c.e.now()
+}
+
+// noDeadline is a record's deadlineAt for a request without a deadline.
+const noDeadline = time.Duration(math.MaxInt64)
+
+// recordDeadline is r's deadline for its records.
+func (r *request) recordDeadline() time.Duration {
+	if r.budget.Limited() {
+		return r.deadlineAt
+	}
+	return noDeadline
 }
 
 // nextCall is the context of a member's call after a rotation: ctx's
@@ -287,7 +312,7 @@ func (c *Record) settled() (calls int, member string, rotated []rotation, member
 	defer c.mu.Unlock()
 	calls = 1
 	if c.counted {
-		calls = c.calls
+		calls = int(c.calls)
 	}
 	return calls, c.at, c.rotated, c.memberFailure, c.waited
 }
@@ -314,7 +339,7 @@ func (c *Record) close() (Reply, int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.closed = true
-	return c.reply, c.replies
+	return c.reply, int(c.replies)
 }
 
 // shut ends the chain's wait for the call, for a chain that has no use
@@ -374,14 +399,14 @@ func (r *request) listens(st *stage) bool { return r.obs != nil || !st.plain.Loa
 // newCall returns the record of attempt n's call on st, built on base;
 // tokens is the stage's estimate for it.
 func (e *engine) newCall(r *request, st *stage, base context.Context, model string, n int, tokens int64) *Record {
-	return &Record{Context: base, e: e, reqCtx: r.ctx, obs: r.obs, budget: r.budget, st: st, model: model, n: n, tokens: tokens}
+	return &Record{Context: base, e: e, reqCtx: r.ctx, obs: r.obs, deadlineAt: r.recordDeadline(), st: st, model: model, n: n, tokens: tokens}
 }
 
 // newTimedCall is newCall for an attempt that ends at deadline, sooner
 // than base: the record is the attempt's context too, in one allocation
 // where a record around a context of the attempt's own took two.
 func (e *engine) newTimedCall(r *request, st *stage, base context.Context, model string, n int, tokens int64, deadline time.Time) *Record {
-	t := &timedRecord{Record: Record{Context: base, e: e, reqCtx: r.ctx, obs: r.obs, budget: r.budget, st: st, model: model, n: n, tokens: tokens}}
+	t := &timedRecord{Record: Record{Context: base, e: e, reqCtx: r.ctx, obs: r.obs, deadlineAt: r.recordDeadline(), st: st, model: model, n: n, tokens: tokens}}
 	t.timed.Init(base, deadline)
 	t.Record.timed = &t.timed
 	return &t.Record
@@ -509,7 +534,7 @@ func (c *Record) Waited(d time.Duration) {
 func (c *Record) asks() bool { return c != nil && c.asked.Load() }
 
 func (c *Record) hedgeOf(base context.Context, st *stage, model, avoid string) *Record {
-	return &Record{Context: base, e: c.e, reqCtx: c.reqCtx, obs: c.obs, budget: c.budget, st: st, model: model, n: c.n, hedge: true, avoid: avoid, tokens: c.tokens}
+	return &Record{Context: base, e: c.e, reqCtx: c.reqCtx, obs: c.obs, deadlineAt: c.deadlineAt, st: st, model: model, n: c.n, hedge: true, avoid: avoid, tokens: c.tokens}
 }
 
 // late reports a reply that came after the chain stopped waiting for its
