@@ -301,7 +301,19 @@ func (e *engine) begin(ctx context.Context, r *request) {
 func (e *engine) beginAs(ctx context.Context, r *request, shared bool) {
 	r.shared = shared
 	r.ctx = ctx
-	r.budget, r.left, r.hasLeft = budget.NewLeft(ctx, e.total)
+	o, _ := e.observer.Load()
+	r.timing = e.measure || o != nil
+	// One monotonic reading serves the budget and the request's start
+	// (time.Now reads the wall clock as well). The epoch carries the wall
+	// clock, so the deadline still reads as a time of day, off by any step
+	// the wall clock took since the chain was built; what uses it
+	// compares monotonic readings.
+	var now time.Time
+	if r.timing || e.total > 0 {
+		r.start = e.now()
+		now = e.epoch.Add(r.start)
+	}
+	r.budget, r.left, r.hasLeft = budget.NewLeftAt(ctx, e.total, now)
 	r.sum.TierIndex = -1
 	r.sum.deadline, r.sum.hasDeadline = r.budget.Deadline()
 	if r.sum.hasDeadline {
@@ -309,14 +321,7 @@ func (e *engine) beginAs(ctx context.Context, r *request, shared bool) {
 	}
 	// Every tier once, and a retry or two.
 	r.sum.spillRoom = int32(len(e.stages) + inlineTrail)
-	r.timing = e.measure
-	o, _ := e.observer.Load()
-	if o != nil {
-		r.obs, r.timing = o, true
-	}
-	if r.timing {
-		r.start = e.now()
-	}
+	r.obs = o
 	if o != nil {
 		r.ctx = o.RequestStarted(ctx, RequestStart{Chain: &e.info, Shared: shared})
 	}

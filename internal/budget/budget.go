@@ -38,9 +38,19 @@ func New(ctx context.Context, total time.Duration) Budget {
 // look at its budget needs no second reading. The figure ages as the
 // request runs: it may stand for Remaining only in the moments after New.
 func NewLeft(ctx context.Context, total time.Duration) (b Budget, left time.Duration, ok bool) {
+	var now time.Time
+	if total > 0 {
+		now = time.Now()
+	}
+	return NewLeftAt(ctx, total, now)
+}
+
+// NewLeftAt is NewLeft with the clock reading now given (read only when
+// total is set): a caller that reads the clock for the request's start
+// anyway makes one reading serve both.
+func NewLeftAt(ctx context.Context, total time.Duration, now time.Time) (b Budget, left time.Duration, ok bool) {
 	ctxDeadline, hasCtx := ctx.Deadline()
 	if total > 0 {
-		now := time.Now()
 		own := now.Add(total)
 		if !hasCtx || own.Before(ctxDeadline) {
 			return Budget{deadline: own, limited: true}, total, true

@@ -39,3 +39,25 @@ func TestNewLeftIsTheTimeLeftAtItsReading(t *testing.T) {
 		assert.False(t, b.Limited())
 	})
 }
+
+// TestNewLeftAtTakesTheReadingGiven: the budget's deadline and the time
+// left are counted from the reading the caller made, and a context's
+// earlier deadline still wins.
+func TestNewLeftAtTakesTheReadingGiven(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		then := time.Now().Add(-time.Second)
+		b, left, ok := budget.NewLeftAt(context.Background(), 5*time.Second, then)
+		assert.True(t, ok)
+		assert.Equal(t, 5*time.Second, left)
+		d, limited := b.Deadline()
+		assert.True(t, limited)
+		assert.Equal(t, then.Add(5*time.Second), d)
+		assert.Equal(t, 4*time.Second, b.Remaining())
+
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		b, left, _ = budget.NewLeftAt(ctx, 5*time.Second, then)
+		assert.Equal(t, 3*time.Second, left, "the context's deadline, counted from the reading")
+		assert.Equal(t, 2*time.Second, b.Remaining())
+	})
+}
