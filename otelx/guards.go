@@ -102,7 +102,14 @@ func (i *Instrumentation) WatchBulkhead(b *bulkhead.Bulkhead) (unwatch func()) {
 		}
 	}
 	w := &watchedBulkhead{i: i, b: b, attrs: newAttrs(attrBulkhead.String(b.Name()))}
-	w.remove = b.Observe(w.event)
+	// Only a bulkhead with a MaxWait queues, and its configuration is
+	// fixed: one without never reports a queue wait, and observing it
+	// would cost each of its acquisitions a call for nothing.
+	if b.Config().MaxWait > 0 {
+		w.remove = b.Observe(w.event)
+	} else {
+		w.remove = func() {}
+	}
 	next := &watchList{breakers: cur.breakers, bulkheads: append(slices.Clip(cur.bulkheads), w)}
 	i.watched.Store(next)
 	return func() { i.unwatchBulkhead(w) }

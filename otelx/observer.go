@@ -180,6 +180,11 @@ func (i *Instrumentation) LateReplyReceived(ctx context.Context, e fallback.Late
 // made, or, for a request this Instrumentation did not see start, one for
 // metrics and logs only; nil once closed.
 func (i *Instrumentation) request(ctx context.Context, op string, stream bool) *reqState {
+	// The chain hands back the context RequestStarted returned: the
+	// request's state itself, found without a Value call down the chain.
+	if r, ok := ctx.(*reqState); ok && r.inst == i {
+		return r
+	}
 	if r, _ := ctx.Value(i).(*reqState); r != nil {
 		return r
 	}
@@ -232,7 +237,9 @@ func (i *Instrumentation) readLabels(r *reqState, ctx context.Context) {
 func (i *Instrumentation) unstarted(ctx context.Context, op string, stream bool) *reqState {
 	r := &reqState{Context: ctx, inst: i, queueWait: -1}
 	r.op = i.op(opKey{op: op, stream: stream})
-	i.readLabels(r, ctx)
+	if i.labelled {
+		i.readLabels(r, ctx)
+	}
 	return r
 }
 
@@ -256,9 +263,11 @@ func (i *Instrumentation) requestStarted(ctx context.Context, e *fallback.Reques
 		r = &reqState{}
 	}
 	r.inst, r.started, r.queueWait, r.op, r.span = i, true, -1, o, span
-	i.readLabels(r, parent)
 	if r.opened != nil {
+		i.readLabels(r, parent)
 		i.requestLabels(r)
+	} else if i.labelled {
+		i.readLabels(r, parent)
 	}
 	r.Context = ctx
 	i.started(r)

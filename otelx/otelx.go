@@ -86,6 +86,11 @@ type Instrumentation struct {
 	m          instruments
 	hits       cacheHits
 	metricKeys []attribute.Key
+	// labelled is set when a request's labels reach its metrics or log
+	// events (Options.MetricAttributes, Options.Logger); without either,
+	// only a recording request span carries them, and a request without
+	// one leaves its context's labels unread.
+	labelled bool
 	// tenantLabels is Options.TenantLabels.
 	tenantLabels bool
 	prevNames    bool
@@ -168,6 +173,7 @@ func New(opts Options) (*Instrumentation, error) {
 		metricKeys:   append([]attribute.Key(nil), opts.MetricAttributes...),
 		prevNames:    opts.PreviousNames,
 		tenantLabels: opts.TenantLabels,
+		labelled:     opts.Logger != nil || len(opts.MetricAttributes) > 0,
 	}
 	i.reg.Store(&registry{stages: map[stageKey]*stageState{}, infos: map[*fallback.StageInfo]*stageState{}, chains: map[*fallback.ChainInfo]*opState{}, ops: map[opKey]*opState{}, endpoints: map[endpointKey]endpoint{}, prev: i.prevNames})
 	i.watched.Store(&watchList{})
