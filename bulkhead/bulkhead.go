@@ -523,8 +523,9 @@ func (b *Bulkhead) queuedEnd(wait time.Duration, acquired bool) {
 // acquisition permitted or rejected (with its wait, if it queued) and each
 // release — and returns the function that stops it. fn runs on the
 // caller's goroutine, on the acquisition path: keep it short and never
-// block. A bulkhead without observers pays one atomic load per
-// acquisition and release for the feature.
+// block. A bulkhead without observers pays nothing for the feature: the
+// load of flags that tells acquisitions and releases of observers also
+// tells them of the queue.
 func (b *Bulkhead) Observe(fn func(Event)) (remove func()) {
 	x := b.ext()
 	entry := &observerEntry{fn}
