@@ -114,9 +114,24 @@ const (
 	grant = acceptedOne + 1
 )
 
+// Bulkhead.flags says whether an acquisition or a release has more to do
+// than its add, so that both fast paths decide it on one load of a word
+// they never write (a load of state itself, just after the add that wrote
+// it, waits for that add to complete). Bit 0 is set while the bulkhead has
+// observers; bit 1, the refusing hint, is set by an acquisition whose add
+// found no free slot and cleared by the next release, so that a full
+// bulkhead refuses on loads alone; the rest counts the acquisitions
+// queued, and those about to try the queue.
+const (
+	observedFlag = 1 << 0
+	refusingFlag = 1 << 1
+	waitingOne   = 1 << 2
+	waitingShift = 2
+)
+
 // Bulkhead bounds the number of calls in flight. It is safe for concurrent
 // use. The fail-fast path is one atomic add to take a slot and one to
-// return it, and allocates nothing.
+// return it, with a load of flags beside each, and allocates nothing.
 //
 // Taking a slot and counting it is one fetch-and-add of one word (state):
 // unlike a compare-and-swap loop, it never retries when another core got
@@ -126,6 +141,11 @@ const (
 // which can refuse an acquisition racing for a slot freed at that very
 // instant (as if it had come a moment earlier) but never grants one past
 // Max, and whoever undoes hands a freed slot to the queue as Release does.
+// It also sets the refusing hint in flags: until the next release clears
+// it, acquisitions read state before they add, and refuse on that read
+// alone while no slot is free. Without the hint they add at once, as
+// reading state just after an add wrote it costs as much as a tenth of
+// the pair.
 //
 // A Group holds one bulkhead per key, mostly idle: the struct is one
 // cache line, the fields the fast path reads included, and everything a
@@ -137,9 +157,11 @@ type Bulkhead struct {
 	state atomic.Uint64
 	// max is Config.Max, where the fast path compares it.
 	max uint64
-	// waiting counts queued acquisitions; the fast path defers to them so a
-	// newcomer cannot take a slot ahead of the queue.
-	waiting atomic.Int64
+	// flags holds the observed bit, the refusing hint and the count of
+	// queued acquisitions (see observedFlag); the fast path takes the slow
+	// one when any is set, where it defers to the queue so that a newcomer
+	// cannot take a slot ahead of it.
+	flags atomic.Int64
 	// observers are added by Observe; copy-on-write, nil when none.
 	observers atomic.Pointer[[]func(Event)]
 	// cfg is the configuration, shared by the members of a Group; name is
@@ -157,7 +179,7 @@ type extra struct {
 	// allocates nothing.
 	full FullError
 
-	// queued is the queue's length, for Stats: waiting also counts, for an
+	// queued is the queue's length, for Stats: flags also counts, for an
 	// instant, a newcomer about to be turned away by a full queue.
 	queued atomic.Int64
 	// rejected counts refusals; acceptedQueued, the acquisitions granted
@@ -244,7 +266,30 @@ func (b *Bulkhead) Name() string { return b.name }
 // TryAcquire takes a slot if one is free and nobody is queued for one. A
 // refusal counts in Stats.Rejected, as a granted slot counts in Accepted.
 func (b *Bulkhead) TryAcquire() bool {
-	if b.tryTake() {
+	// One call out of line, whatever the fast path found, keeps the fast
+	// path short; that call gets the flags it read, so as not to read
+	// them twice on the way to a refusal.
+	f, s := b.flags.Load(), uint64(0)
+	if f == 0 {
+		s = b.state.Add(grant)
+		if s&inFlightMask <= b.max && s>>32 != 0 {
+			return true
+		}
+	}
+	return b.tryAcquireSlow(f, s)
+}
+
+// tryAcquireSlow is TryAcquire past its fast path, which read flags f. If
+// f is clear, the fast path's add returned s and found no free slot or
+// wrapped the count; with no observer when it began, there is none to
+// tell of a grant. Otherwise it is the careful take (see full), and
+// what observers are told.
+func (b *Bulkhead) tryAcquireSlow(f int64, s uint64) bool {
+	if f == 0 {
+		if b.added(s) {
+			return true
+		}
+	} else if !b.full(f) && b.added(b.state.Add(grant)) {
 		b.permitted()
 		return true
 	}
@@ -252,7 +297,7 @@ func (b *Bulkhead) TryAcquire() bool {
 	return false
 }
 
-// permitted reports an acquisition that got a slot (take counted it).
+// permitted reports an acquisition that got a slot (added counted it).
 // Without observers it is a load, inlined.
 func (b *Bulkhead) permitted() {
 	if b.observers.Load() != nil {
@@ -278,16 +323,21 @@ func (b *Bulkhead) tell(e Event) {
 	}
 }
 
-// tryTake is the fast path's take: a slot and its count in one add,
-// unless somebody is queued or no slot is free. Those two loads read the
-// line the add is about to write, and a full bulkhead refuses on them
-// alone: under overload, refusals read a shared line instead of each
-// writing it twice.
-func (b *Bulkhead) tryTake() bool {
-	if b.waiting.Load() != 0 || b.state.Load()&inFlightMask >= b.max {
-		return false
-	}
-	s := b.state.Add(grant)
+// full is the careful take's check, made when flags f are set: an
+// acquisition refuses without an add when somebody is queued or no slot is
+// free. Those two loads read the line the add is about to write, and a
+// full bulkhead refuses on them alone: under overload, refusals read a
+// shared line instead of each writing it twice. The fast path skips them
+// while flags are clear, the refusing hint included, which an add that
+// found no free slot would have set.
+func (b *Bulkhead) full(f int64) bool {
+	return f>>waitingShift != 0 || b.state.Load()&inFlightMask >= b.max
+}
+
+// added settles an add of grant to state that returned s: it counts a
+// wrap of the acquisitions' count, and undoes the add when it found no
+// free slot.
+func (b *Bulkhead) added(s uint64) bool {
 	if s>>32 == 0 {
 		b.ext().wraps.Add(1)
 	}
@@ -295,21 +345,25 @@ func (b *Bulkhead) tryTake() bool {
 		return true
 	}
 	b.undo()
+	if b.flags.Load()&refusingFlag == 0 {
+		b.flags.Or(refusingFlag)
+	}
 	// The slot this add held for an instant may have been the one a
 	// Release found taken when it looked for a slot to hand to the queue:
 	// hand it over instead.
-	if b.waiting.Load() != 0 {
+	if b.flags.Load()>>waitingShift != 0 {
 		b.handOff()
 	}
 	return false
 }
 
-// take takes a slot if one is free, counting it as accepted when count is
-// set (a slot handed to a waiter is counted when the waiter takes it).
+// takeLocked takes a slot if one is free, counting it as accepted when
+// count is set (a slot handed to a waiter is counted when the waiter takes
+// it).
 // Only the queue's paths take this way, under extra.mu: a compare-and-swap
 // never counts a slot it does not get, so the only slots state counts
 // beyond Max are the fast path's, each with its count (see Stats).
-func (b *Bulkhead) take(count bool) bool {
+func (b *Bulkhead) takeLocked(count bool) bool {
 	add := uint64(1)
 	if count {
 		add = grant
@@ -328,7 +382,7 @@ func (b *Bulkhead) take(count bool) bool {
 	}
 }
 
-// undo takes back an add of tryTake that found no free slot.
+// undo takes back an add of an acquisition that found no free slot.
 func (b *Bulkhead) undo() {
 	s := b.state.Add(^uint64(grant - 1))
 	if s&inFlightMask == inFlightMask {
@@ -348,7 +402,23 @@ func (b *Bulkhead) undo() {
 // waits until a slot frees, the wait ends (ErrFull), or ctx ends (ctx's
 // error). Every successful Acquire must be paired with one Release.
 func (b *Bulkhead) Acquire(ctx context.Context) error {
-	if b.tryTake() {
+	f, s := b.flags.Load(), uint64(0) // as in TryAcquire
+	if f == 0 {
+		s = b.state.Add(grant)
+		if s&inFlightMask <= b.max && s>>32 != 0 {
+			return nil
+		}
+	}
+	return b.acquireSlow(ctx, f, s)
+}
+
+// acquireSlow is Acquire past its fast path (see tryAcquireSlow).
+func (b *Bulkhead) acquireSlow(ctx context.Context, f int64, s uint64) error {
+	if f == 0 {
+		if b.added(s) {
+			return nil
+		}
+	} else if !b.full(f) && b.added(b.state.Add(grant)) {
 		b.permitted()
 		return nil
 	}
@@ -369,15 +439,15 @@ func (b *Bulkhead) wait(ctx context.Context) error {
 	// Announce the waiter before trying again: a Release (or an undone
 	// take) that decrements concurrently then either sees it (and hands
 	// over the slot) or its decrement is seen by take below.
-	b.waiting.Add(1)
-	if b.take(true) {
-		b.waiting.Add(-1)
+	b.flags.Add(waitingOne)
+	if b.takeLocked(true) {
+		b.flags.Add(-waitingOne)
 		x.mu.Unlock()
 		b.permitted()
 		return nil
 	}
 	if len(x.queue) >= b.cfg.Queue {
-		b.waiting.Add(-1)
+		b.flags.Add(-waitingOne)
 		x.mu.Unlock()
 		b.refused()
 		return &x.full
@@ -430,7 +500,7 @@ func (b *Bulkhead) dequeue(x *extra, w *waiter) bool {
 			x.queue[len(x.queue)-1] = nil
 			x.queue = x.queue[:len(x.queue)-1]
 			x.queued.Store(int64(len(x.queue)))
-			b.waiting.Add(-1)
+			b.flags.Add(-waitingOne)
 			return true
 		}
 	}
@@ -453,8 +523,9 @@ func (b *Bulkhead) queuedEnd(wait time.Duration, acquired bool) {
 // acquisition permitted or rejected (with its wait, if it queued) and each
 // release — and returns the function that stops it. fn runs on the
 // caller's goroutine, on the acquisition path: keep it short and never
-// block. A bulkhead without observers pays one atomic load per
-// acquisition and release for the feature.
+// block. A bulkhead without observers pays nothing for the feature: the
+// load of flags that tells acquisitions and releases of observers also
+// tells them of the queue.
 func (b *Bulkhead) Observe(fn func(Event)) (remove func()) {
 	x := b.ext()
 	entry := &observerEntry{fn}
@@ -479,6 +550,7 @@ type observerEntry struct{ fn func(Event) }
 
 func (b *Bulkhead) publishObserversLocked(x *extra) {
 	if len(x.obsList) == 0 {
+		b.flags.And(^observedFlag)
 		b.observers.Store(nil)
 		return
 	}
@@ -486,7 +558,9 @@ func (b *Bulkhead) publishObserversLocked(x *extra) {
 	for i, e := range x.obsList {
 		os[i] = e.fn
 	}
+	// The list before the flag: whoever sees the flag finds the list.
 	b.observers.Store(&os)
+	b.flags.Or(observedFlag)
 }
 
 // Release returns a slot taken by Acquire or TryAcquire, handing it to the
@@ -494,21 +568,37 @@ func (b *Bulkhead) publishObserversLocked(x *extra) {
 // would silently raise the bulkhead's limit. (One that meets a refused
 // acquisition's slot of an instant takes that slot instead and does not
 // panic; the refused acquisition then restores the count.)
+//
+// Its fast path is the add and a load of flags; the rest (a bad Release,
+// the queue, observers, the refusing hint) is out of line in released.
 func (b *Bulkhead) Release() {
-	b.release()
-	if b.observers.Load() != nil {
-		b.tell(Event{Kind: Finished})
+	if s := b.state.Add(^uint64(0)); s&inFlightMask == inFlightMask || b.flags.Load() != 0 {
+		b.released(s, true)
 	}
 }
 
 // release returns a slot without reporting it.
 func (b *Bulkhead) release() {
-	if b.state.Add(^uint64(0))&inFlightMask == inFlightMask {
+	b.released(b.state.Add(^uint64(0)), false)
+}
+
+// released finishes a release whose add to state returned s: it panics
+// if no slot was held, clears the refusing hint (a slot is now free),
+// hands the slot to the queue, and reports the release if report is set.
+func (b *Bulkhead) released(s uint64, report bool) {
+	if s&inFlightMask == inFlightMask {
 		// It was 0: the subtraction borrowed from the count above.
 		b.overRelease()
 	}
-	if b.waiting.Load() != 0 {
+	f := b.flags.Load()
+	if f&refusingFlag != 0 {
+		b.flags.And(^refusingFlag)
+	}
+	if f>>waitingShift != 0 {
 		b.handOff()
+	}
+	if report && f&observedFlag != 0 {
+		b.tell(Event{Kind: Finished})
 	}
 }
 
@@ -522,13 +612,13 @@ func (b *Bulkhead) overRelease() {
 func (b *Bulkhead) handOff() {
 	x := b.ext()
 	x.mu.Lock()
-	for len(x.queue) > 0 && b.take(false) {
+	for len(x.queue) > 0 && b.takeLocked(false) {
 		w := x.queue[0]
 		copy(x.queue, x.queue[1:])
 		x.queue[len(x.queue)-1] = nil
 		x.queue = x.queue[:len(x.queue)-1]
 		x.queued.Store(int64(len(x.queue)))
-		b.waiting.Add(-1)
+		b.flags.Add(-waitingOne)
 		w.ready <- struct{}{}
 	}
 	x.mu.Unlock()
