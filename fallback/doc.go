@@ -148,11 +148,15 @@
 // failure before the next tier.
 //
 // The success path allocates nothing but what the attempt needs: its
-// per-try context when it has its own deadline, and, when an observer or
+// per-try context when it has its own deadline, or, when an observer or
 // a rate limiter listens, the call record that carries what the tier
-// reports (one each, a stage whose tier turned out plain making no record
-// when nothing listens). It reads the clock only where a decision needs it
-// (once per attempt when the request has a deadline, once per limit).
+// reports — which is then the per-try context too (one allocation either
+// way; a stage whose tier turned out plain makes no record when nothing
+// listens). Falling through up to eight tiers that are skipped allocates
+// nothing more: the trail holds skips apart, as small marks. It reads the
+// clock only where a decision needs it (once per attempt when the request
+// has a deadline, once per limit), and, observed, twice per attempt for
+// its latency.
 // Result carries the answer, its source, the tier, whether it is degraded,
 // the upstream calls made and the trail of attempts.
 //
