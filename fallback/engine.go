@@ -53,12 +53,16 @@ type stage struct {
 	port                  int
 	index                 int
 	bulkhead              *bulkhead.Bulkhead
-	breaker               *breaker.Breaker
-	policy                retry.Policy
-	classifier            classify.Classifier
-	try                   budget.Try // Cap and MinUseful; the reserve is computed per attempt
-	reserve               time.Duration
-	need                  budget.Need
+	// queues is set when the bulkhead has a MaxWait: read once, since
+	// its configuration is fixed and Config copies it from a cache line
+	// every acquisition writes.
+	queues     bool
+	breaker    *breaker.Breaker
+	policy     retry.Policy
+	classifier classify.Classifier
+	try        budget.Try // Cap and MinUseful; the reserve is computed per attempt
+	reserve    time.Duration
+	need       budget.Need
 	// parking takes the tier out of rotation (its quota, its model
 	// retired, a server's cool-down); its reasons are Skips.
 	parking park.Lot
@@ -113,6 +117,7 @@ func newEngine(kind string, sh shared, specs []stageSpec) (*engine, error) {
 		if st.classifier == nil {
 			st.classifier = classifier
 		}
+		st.queues = st.bulkhead != nil && st.bulkhead.Config().MaxWait > 0
 		st.need.Init(st.try.MinUseful, st.try.Cap)
 	}
 	e.info = ChainInfo{Operation: e.op, Stream: e.stream, Stages: make([]StageInfo, len(e.stages))}
@@ -481,7 +486,7 @@ func (e *engine) enter(r *request, st *stage, h *held) (budget.Try, Skip, error)
 	h.fresh = true
 	if st.bulkhead != nil {
 		var err error
-		if st.bulkhead.Config().MaxWait > 0 {
+		if st.queues {
 			err = e.acquireWaiting(r, st, try, h.remaining)
 			h.fresh = false
 		} else {
@@ -743,9 +748,11 @@ func (e *engine) answered(r *request, st *stage, model string, n int, latency ti
 		rec.shut()
 		return
 	}
-	ev := e.event(r, st, model, n)
-	ev.Reply, _ = rec.close()
-	ev.Latency, ev.Hedge, ev.LimitWait = latency, hedge, r.limitWait
+	// Built in place, the reply written into it: an AttemptEnd is some
+	// 360 bytes, and each copy of it or of its Reply costs.
+	ev := AttemptEnd{Stage: st.info, Model: model, Attempt: n, Member: r.member, Breaker: breakerState(st), Remaining: r.remaining(),
+		Latency: latency, Hedge: hedge, LimitWait: r.limitWait}
+	rec.closeInto(&ev.Reply)
 	r.obs.AttemptEnded(r.ctx, ev)
 }
 

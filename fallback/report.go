@@ -342,6 +342,18 @@ func (c *Record) close() (Reply, int) {
 	return c.reply, int(c.replies)
 }
 
+// closeInto is close for a chain that writes the reply straight into
+// its event.
+func (c *Record) closeInto(to *Reply) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	c.closed = true
+	*to = c.reply
+	c.mu.Unlock()
+}
+
 // shut ends the chain's wait for the call, for a chain that has no use
 // for what it reported.
 func (c *Record) shut() {
