@@ -475,8 +475,6 @@ func attemptContext(b budget.Budget, base context.Context, per, remaining time.D
 	return b.Context(base, per, remaining)
 }
 
-// hedgeOf returns the record of the hedge of c's attempt, on st with
-// model, built on base; on the same tier it avoids the member avoid.
 // Avoid is the member another call of the same attempt holds — set for
 // a hedge on the same tier, so that it goes to another member; "" otherwise.
 func (c *Record) Avoid() string {
@@ -545,6 +543,8 @@ func (c *Record) Waited(d time.Duration) {
 // asks reports whether a decorator read the record.
 func (c *Record) asks() bool { return c != nil && c.asked.Load() }
 
+// hedgeOf returns the record of the hedge of c's attempt, on st with
+// model, built on base; on the same tier it avoids the member avoid.
 func (c *Record) hedgeOf(base context.Context, st *stage, model, avoid string) *Record {
 	return &Record{Context: base, e: c.e, reqCtx: c.reqCtx, obs: c.obs, deadlineAt: c.deadlineAt, st: st, model: model, n: c.n, hedge: true, avoid: avoid, tokens: c.tokens}
 }
