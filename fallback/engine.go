@@ -48,6 +48,8 @@ type engine struct {
 
 // stage is a compiled stage.
 type stage struct {
+	// e is the engine the stage is compiled in.
+	e                     *engine
 	name, model, provider string
 	address               string
 	port                  int
@@ -104,7 +106,7 @@ func newEngine(kind string, sh shared, specs []stageSpec) (*engine, error) {
 	for i, s := range specs {
 		st := &e.stages[i]
 		*st = stage{
-			name: s.name, model: s.model, provider: s.provider, address: s.address, port: s.port,
+			e: e, name: s.name, model: s.model, provider: s.provider, address: s.address, port: s.port,
 			index: i, bulkhead: s.bulkhead, breaker: s.breaker,
 			policy: s.retry.WithDefaults(), classifier: s.classifier, reserve: s.reserve,
 			try:            budget.Try{Cap: s.cap, MinUseful: cmpOr(s.minAttempt, minAttempt)},

@@ -81,50 +81,66 @@ type callKey struct{}
 // own. It is safe for concurrent use.
 type Record struct {
 	context.Context
-	e *engine
 	// reqCtx and obs are the request's, and deadlineAt its budget's
 	// deadline on the engine's clock (noDeadline when it has none), for
-	// the events of a late reply and of a member's call that failed.
+	// the events of a late reply and of a member's call that failed. The
+	// engine is st's.
 	reqCtx     context.Context
 	obs        Observer
 	deadlineAt time.Duration
 	st         *stage
 	model      string
-	n          int
+	// n is the attempt's number; replies counts the reports. Side by
+	// side, so that the record packs in 320 bytes: every observed attempt
+	// allocates one, and the allocation's cost grows with its size.
+	n, replies int32
 
 	// tokens is the stage's estimate for the call, for the limiters of a
-	// pool's members; avoid is, for a hedge (hedge set), the member the
-	// first call holds.
+	// pool's members.
 	tokens int64
-	avoid  string
 
 	// timed is the attempt's own deadline context, for a record made
 	// with one (newTimedCall); nil when base is the attempt's context.
 	timed *budget.Context
 
-	mu sync.Mutex
-	// replies counts the reports; calls, see below. Side by side, so that
-	// the record packs in 384 bytes.
-	replies, calls int32
-	reply          Reply
-	// What a tier that spreads its calls over members (a pool) reported:
-	// counted once it counts its own calls, calls the upstream calls it
-	// made, at the member of the current one, rotated the member calls
-	// that failed before it, memberFailure when the attempt's failure is
-	// its member's alone (an exhausted quota: the member is parked, not
-	// the tier).
-	at      string
-	rotated []rotation
+	mu    sync.Mutex
+	reply Reply
+	// members is what a tier that spreads its calls over members (a
+	// pool) reported, and a hedge's member to avoid: made on first use,
+	// so that the record of a plain tier's call does not carry it.
+	members *members
 	// waited is how long the call waited for a rate limit's turn before
 	// its upstream call (Waited).
 	waited time.Duration
 
 	// The flags, together in one word: closed once the chain stopped
-	// waiting for the call.
+	// waiting for the call; counted once the tier counts its own calls
+	// (CountCalls); memberFailure when the attempt's failure is its
+	// member's alone (an exhausted quota: the member is parked, not the
+	// tier).
 	hedge, closed, counted, memberFailure bool
 	// asked is set when a decorator read the record (its estimate, its
 	// rules, its tokens): the stage then keeps making records.
 	asked atomic.Bool
+}
+
+// members is what a call's record holds of a tier's members: calls
+// counts the upstream calls the tier made, at is the member of the
+// current one, rotated the member calls that failed before it; avoid is,
+// for a hedge, the member the first call holds.
+type members struct {
+	calls   int32
+	at      string
+	rotated []rotation
+	avoid   string
+}
+
+// spread returns c's members, made on first use; c.mu is held.
+func (c *Record) spread() *members {
+	if c.members == nil {
+		c.members = new(members)
+	}
+	return c.members
 }
 
 // rotation is a member's call that failed and sent the attempt to
@@ -160,7 +176,7 @@ func (c *Record) Report(r Reply) {
 		return
 	}
 	c.mu.Unlock()
-	c.e.late(c, r)
+	c.st.e.late(c, r)
 }
 
 // CountCalls says that the tier counts its own upstream calls, each with
@@ -184,7 +200,8 @@ func (c *Record) Member(id string) {
 		return
 	}
 	c.mu.Lock()
-	c.counted, c.calls, c.at = true, c.calls+1, id
+	m := c.spread()
+	c.counted, m.calls, m.at = true, m.calls+1, id
 	c.mu.Unlock()
 }
 
@@ -202,19 +219,20 @@ func (c *Record) Rotated(ctx context.Context, err error, v classify.Verdict, lat
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	rot := rotation{member: c.at, err: err, verdict: v, latency: latency}
+	m := c.spread()
+	rot := rotation{member: m.at, err: err, verdict: v, latency: latency}
 	// Observers hear of it at once unless the call is a hedge's, which
 	// runs beside the first call (the chain reports its calls once the
 	// race is over), or no longer the chain's (closed). Holding the lock,
 	// so that the chain's own events wait for these.
 	rot.told = c.obs != nil && !c.hedge && !c.closed
-	c.rotated = append(c.rotated, rot)
+	m.rotated = append(m.rotated, rot)
 	if !rot.told {
 		return ctx
 	}
-	n := c.n + len(c.rotated) - 1
+	n := int(c.n) + len(m.rotated) - 1
 	ev := AttemptEnd{Stage: c.st.info, Model: c.model, Attempt: n, Member: rot.member, Breaker: breakerState(c.st),
-		Remaining: c.remaining(), Verdict: v, Latency: latency, Err: err, Retry: true, Route: c.e.table.Action(v.Class).Route}
+		Remaining: c.remaining(), Verdict: v, Latency: latency, Err: err, Retry: true, Route: c.st.e.table.Action(v.Class).Route}
 	c.obs.AttemptEnded(c.reqCtx, ev)
 	next := c.obs.AttemptStarted(c.reqCtx, AttemptStart{Stage: c.st.info, Model: c.model, Attempt: n + 1,
 		Breaker: breakerState(c.st), Remaining: c.remaining()})
@@ -229,7 +247,7 @@ func (c *Record) remaining() time.Duration {
 	if c.deadlineAt == noDeadline {
 		return budget.Unlimited
 	}
-	return c.deadlineAt - c.e.now()
+	return c.deadlineAt - c.st.e.now()
 }
 
 // noDeadline is a record's deadlineAt for a request without a deadline.
@@ -283,7 +301,10 @@ func (c *Record) CurrentMember() string {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.at
+	if c.members == nil {
+		return ""
+	}
+	return c.members.at
 }
 
 // Tokens is the sum of the input and output tokens reported so far, and
@@ -312,9 +333,15 @@ func (c *Record) settled() (calls int, member string, rotated []rotation, member
 	defer c.mu.Unlock()
 	calls = 1
 	if c.counted {
-		calls = int(c.calls)
+		calls = 0
 	}
-	return calls, c.at, c.rotated, c.memberFailure, c.waited
+	if m := c.members; m != nil {
+		if c.counted {
+			calls = int(m.calls)
+		}
+		return calls, m.at, m.rotated, c.memberFailure, c.waited
+	}
+	return calls, "", nil, c.memberFailure, c.waited
 }
 
 // takeRotated returns the member calls that failed so far and forgets
@@ -325,8 +352,11 @@ func (c *Record) takeRotated() []rotation {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	r := c.rotated
-	c.rotated = nil
+	if c.members == nil {
+		return nil
+	}
+	r := c.members.rotated
+	c.members.rotated = nil
 	return r
 }
 
@@ -411,14 +441,14 @@ func (r *request) listens(st *stage) bool { return r.obs != nil || !st.plain.Loa
 // newCall returns the record of attempt n's call on st, built on base;
 // tokens is the stage's estimate for it.
 func (e *engine) newCall(r *request, st *stage, base context.Context, model string, n int, tokens int64) *Record {
-	return &Record{Context: base, e: e, reqCtx: r.ctx, obs: r.obs, deadlineAt: r.recordDeadline(), st: st, model: model, n: n, tokens: tokens}
+	return &Record{Context: base, reqCtx: r.ctx, obs: r.obs, deadlineAt: r.recordDeadline(), st: st, model: model, n: int32(n), tokens: tokens}
 }
 
 // newTimedCall is newCall for an attempt that ends at deadline, sooner
 // than base: the record is the attempt's context too, in one allocation
 // where a record around a context of the attempt's own took two.
 func (e *engine) newTimedCall(r *request, st *stage, base context.Context, model string, n int, tokens int64, deadline time.Time) *Record {
-	t := &timedRecord{Record: Record{Context: base, e: e, reqCtx: r.ctx, obs: r.obs, deadlineAt: r.recordDeadline(), st: st, model: model, n: n, tokens: tokens}}
+	t := &timedRecord{Record: Record{Context: base, reqCtx: r.ctx, obs: r.obs, deadlineAt: r.recordDeadline(), st: st, model: model, n: int32(n), tokens: tokens}}
 	t.timed.Init(base, deadline)
 	t.Record.timed = &t.timed
 	return &t.Record
@@ -478,10 +508,10 @@ func attemptContext(b budget.Budget, base context.Context, per, remaining time.D
 // Avoid is the member another call of the same attempt holds — set for
 // a hedge on the same tier, so that it goes to another member; "" otherwise.
 func (c *Record) Avoid() string {
-	if c == nil {
+	if c == nil || c.members == nil {
 		return ""
 	}
-	return c.avoid
+	return c.members.avoid
 }
 
 // Estimate is the stage's estimate of the call's tokens (Stage.Tokens), 0
@@ -525,7 +555,8 @@ func (c *Record) Rules() Rules {
 		return DefaultRules()
 	}
 	c.asked.Store(true)
-	return Rules{Classifier: c.st.classifier, Table: &c.e.table, QuotaCooldown: c.e.quotaPark, MaxQuotaCooldown: c.e.maxQuotaPark,
+	e := c.st.e
+	return Rules{Classifier: c.st.classifier, Table: &e.table, QuotaCooldown: e.quotaPark, MaxQuotaCooldown: e.maxQuotaPark,
 		MinAttempt: c.st.try.MinUseful}
 }
 
@@ -546,7 +577,11 @@ func (c *Record) asks() bool { return c != nil && c.asked.Load() }
 // hedgeOf returns the record of the hedge of c's attempt, on st with
 // model, built on base; on the same tier it avoids the member avoid.
 func (c *Record) hedgeOf(base context.Context, st *stage, model, avoid string) *Record {
-	return &Record{Context: base, e: c.e, reqCtx: c.reqCtx, obs: c.obs, deadlineAt: c.deadlineAt, st: st, model: model, n: c.n, hedge: true, avoid: avoid, tokens: c.tokens}
+	h := &Record{Context: base, reqCtx: c.reqCtx, obs: c.obs, deadlineAt: c.deadlineAt, st: st, model: model, n: c.n, hedge: true, tokens: c.tokens}
+	if avoid != "" {
+		h.members = &members{avoid: avoid}
+	}
+	return h
 }
 
 // late reports a reply that came after the chain stopped waiting for its
@@ -555,5 +590,5 @@ func (e *engine) late(c *Record, r Reply) {
 	if c.obs == nil {
 		return
 	}
-	c.obs.LateReplyReceived(c.reqCtx, LateReply{Stage: c.st.info, Model: c.model, Attempt: c.n, Member: c.CurrentMember(), Hedge: c.hedge, Reply: r})
+	c.obs.LateReplyReceived(c.reqCtx, LateReply{Stage: c.st.info, Model: c.model, Attempt: int(c.n), Member: c.CurrentMember(), Hedge: c.hedge, Reply: r})
 }
