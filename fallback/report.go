@@ -508,7 +508,12 @@ func attemptContext(b budget.Budget, base context.Context, per, remaining time.D
 // Avoid is the member another call of the same attempt holds — set for
 // a hedge on the same tier, so that it goes to another member; "" otherwise.
 func (c *Record) Avoid() string {
-	if c == nil || c.members == nil {
+	if c == nil {
+		return ""
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.members == nil {
 		return ""
 	}
 	return c.members.avoid

@@ -3,6 +3,7 @@ package fallback_test
 import (
 	"context"
 	"errors"
+	"runtime"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -112,4 +113,43 @@ func TestReplyByModalityAndSamplingReachTheEvent(t *testing.T) {
 	assert.Zero(t, d.RequestTemperature)
 	assert.True(t, d.HasTopP)
 	assert.InDelta(t, 0.9, d.RequestTopP, 1e-9)
+}
+
+// TestRecordIsSafeForConcurrentUse: a tier may report from several
+// goroutines at once (a pool's member calls, a stream's reader) while
+// another reads what its record holds; run with -race. What the members
+// report lives out of line, made on first use, and must be reached under
+// the record's lock like the rest.
+func TestRecordIsSafeForConcurrentUse(t *testing.T) {
+	c := newChain(t, fallback.Config[string, string]{
+		Stages: []fallback.Stage[string, string]{{Tier: fallback.Tier("pool", func(ctx context.Context, _ string) (string, error) {
+			rec := fallback.RecordOf(ctx)
+			require.NotNil(t, rec)
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				rec.Member("#a")
+				rec.Report(fallback.Reply{Usage: fallback.Usage{InputTokens: 1}, HasUsage: true})
+				rec.Waited(1)
+			}()
+			// Reading while the other goroutine may make the members:
+			// nothing but the record's lock orders the two.
+			for range 2000 {
+				_ = rec.Avoid()
+				runtime.Gosched()
+			}
+			<-done
+			_ = rec.CurrentMember()
+			_, _ = rec.Tokens()
+			rec.Member("#b")
+			return "x", nil
+		})}},
+		Observer: fallback.NopObserver{},
+	})
+	res, err := c.Do(context.Background(), "q")
+	require.NoError(t, err)
+	a := res.Attempts()
+	require.Len(t, a, 1)
+	assert.Equal(t, "#b", a[0].Member, "the member of the last call")
+	assert.Equal(t, 2, res.UpstreamCalls, "one call per member reported")
 }
