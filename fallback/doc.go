@@ -152,8 +152,9 @@
 // a rate limiter listens, the call record that carries what the tier
 // reports — which is then the per-try context too (one allocation either
 // way; a stage whose tier turned out plain makes no record when nothing
-// listens; a pool's member reports add a second, small one). Falling through up to eight tiers that are skipped allocates
-// nothing more: the trail holds skips apart, as small marks. It reads the
+// listens; a pool's member reports add a second, small one). Falling
+// through up to eight tiers that are skipped allocates nothing more: the
+// trail holds skips apart, as small marks. It reads the
 // clock only where a decision needs it (once per attempt when the request
 // has a deadline, once per limit), and, observed, twice per attempt for
 // its latency.
