@@ -94,9 +94,20 @@ func BenchmarkChain(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	reporting, err := fallback.New(fallback.Config[string, string]{Stages: []fallback.Stage[string, string]{guardedStage(b, fallback.Tier("pro",
+		func(ctx context.Context, _ string) (string, error) {
+			fallback.Report(ctx, fallback.Reply{Usage: fallback.Usage{InputTokens: 12, OutputTokens: 3}, HasUsage: true})
+			return "ok", nil
+		}))}, Observer: fallback.NopObserver{}})
+	if err != nil {
+		b.Fatal(err)
+	}
 	b.Run("success", func(b *testing.B) { benchChain(b, success, context.Background()) })
 	// The same with an observer that does nothing: what the events cost.
 	b.Run("success-observed", func(b *testing.B) { benchChain(b, observed, context.Background()) })
+	// Observed, with a tier that reports its response's usage, as the SDK
+	// adapters' tiers do: the reply's own allocation.
+	b.Run("success-observed-reporting", func(b *testing.B) { benchChain(b, reporting, context.Background()) })
 	// The same, with a limiter of requests and tokens on the tier.
 	b.Run("success-ratelimit", func(b *testing.B) { benchChain(b, rateLimited, context.Background()) })
 	b.Run("success-quickstart", func(b *testing.B) { benchChain(b, quickStart, context.Background()) })

@@ -185,7 +185,7 @@ func (c *Chain[In, Out]) hedged(st *stage, b budget.Budget, base context.Context
 	}
 	r := &race[In, Out]{c: c, st: st, b: b, base: base, in: in, tok: tok, ctx: budget.NewContext(base, deadline),
 		results: make(chan hedged[Out], 2), pending: 1}
-	r.first, _ = base.(*Record)
+	r.first = ownRecord(base)
 	r.lostOutcome.Store(uint32(breaker.Ignored))
 	go r.runFirst()
 	delay, hedging := st.latency.Delay()

@@ -151,8 +151,9 @@
 // per-try context when it has its own deadline, or, when an observer or
 // a rate limiter listens, the call record that carries what the tier
 // reports — which is then the per-try context too (one allocation either
-// way; a stage whose tier turned out plain makes no record when nothing
-// listens; a pool's member reports add a second, small one). Falling
+// way, of 128 or 256 bytes; a stage whose tier turned out plain makes no
+// record when nothing listens; a tier's first Report and a pool's first
+// member report each add a small one). Falling
 // through up to eight tiers that are skipped allocates nothing more: the
 // trail holds skips apart, as small marks. It reads the
 // clock only where a decision needs it (once per attempt when the request

@@ -39,7 +39,7 @@ func (e *engine) hedgeEnded(r *request, st *stage, model string, n int, he *hedg
 	reply, _ := loser.close()
 	// The hedge's own upstream calls; the first call's are counted with
 	// its attempt.
-	hedgeCalls, _, _, _, _ := he.rec.settled()
+	hedgeCalls := he.rec.settled().calls
 	r.sum.UpstreamCalls += hedgeCalls
 	a := Attempt{Tier: he.stage.name, TierIndex: he.stage.index, Model: he.model, N: n, Member: loser.CurrentMember(), Hedge: true, Latency: he.latency, Err: he.err}
 	a.Verdict = classify.Verdict{Class: classify.Canceled, Reason: "lost the race to the first call"}

@@ -175,11 +175,12 @@ func (s *stageRun[In, Out, A]) next(r *request) (out Out, done bool) {
 	var rec *Record
 	if r.listens(st) {
 		if d, own := r.budget.AttemptDeadline(per, remaining); own && !e.stream && !st.hedge.enabled() {
-			rec = e.newTimedCall(r, st, base, s.model, s.n, s.cost, d)
+			t := e.newTimedCall(r, st, base, s.model, s.n, s.cost, d)
+			rec, base = &t.Record, t
 		} else {
 			rec = e.newCall(r, st, base, s.model, s.n, s.cost)
+			base = rec
 		}
-		base = rec
 	}
 	var t0 time.Duration
 	timing := r.timing || st.hedge.enabled()
@@ -211,9 +212,12 @@ func (s *stageRun[In, Out, A]) next(r *request) (out Out, done bool) {
 		// how long it ran.
 		ran = remaining - r.budget.Remaining()
 	}
-	calls, member, rotated, memberFailure, waited := rec.settled()
-	r.limitWait = waited
-	if calls == 0 && ae.hedge == nil {
+	set := settlement{calls: 1}
+	if rec != nil {
+		set = rec.settled()
+	}
+	r.limitWait = set.waited
+	if set.calls == 0 && ae.hedge == nil {
 		// The tier made no upstream call: a pool with every member out, a
 		// rate limit's turn refused.
 		var se *SkipError
@@ -221,9 +225,9 @@ func (s *stageRun[In, Out, A]) next(r *request) (out Out, done bool) {
 			return out, s.stop(r, se.Skip, ae.err)
 		}
 	}
-	r.sum.UpstreamCalls += calls
+	r.sum.UpstreamCalls += set.calls
 	s.n += ae.rotations
-	s.n += e.rotations(r, st, s.model, s.n, rotated)
+	s.n += e.rotations(r, st, s.model, s.n, set.rotated)
 	// mine is the record of the call whose result the attempt takes: the
 	// hedge's when it won.
 	mine := rec
@@ -235,9 +239,9 @@ func (s *stageRun[In, Out, A]) next(r *request) (out Out, done bool) {
 		e.hedgeEnded(r, st, s.model, s.n, ae.hedge, loser)
 	}
 	if ae.err == nil {
-		return s.answered(r, res, &ae, mine, member, latency, ran), true
+		return s.answered(r, res, &ae, mine, &set, latency, ran), true
 	}
-	return out, s.failed(r, &ae, mine, member, memberFailure, latency, ran, per)
+	return out, s.failed(r, &ae, mine, &set, latency, ran, per)
 }
 
 // rotations records the member calls of a pool that failed and sent
@@ -261,7 +265,7 @@ func (e *engine) rotations(r *request, st *stage, model string, n int, rotated [
 
 // answered settles a successful attempt: its guards' accounting, its
 // record, its report to observers.
-func (s *stageRun[In, Out, A]) answered(r *request, res Out, ae *attemptEnd, mine *Record, member string, latency, ran time.Duration) Out {
+func (s *stageRun[In, Out, A]) answered(r *request, res Out, ae *attemptEnd, mine *Record, set *settlement, latency, ran time.Duration) Out {
 	e, st := s.e, s.st
 	s.decided = true
 	if st.index > 0 && r.budget.Limited() {
@@ -273,7 +277,7 @@ func (s *stageRun[In, Out, A]) answered(r *request, res Out, ae *attemptEnd, min
 		// enough to move the quantile up.
 		st.latency.Observe(latency)
 	}
-	if mine != nil && member == "" && !won && !mine.asks() {
+	if mine != nil && set.member == "" && !won && !set.asked {
 		// A success that named no member, and no decorator read its
 		// record: the tier is plain, and needs no call record when nothing
 		// else listens.
@@ -302,7 +306,7 @@ func (s *stageRun[In, Out, A]) answered(r *request, res Out, ae *attemptEnd, min
 		}
 		return res
 	}
-	r.member = member
+	r.member = set.member
 	e.answered(r, st, s.model, s.n, latency, mine, false)
 	r.member = ""
 	return res
@@ -310,7 +314,7 @@ func (s *stageRun[In, Out, A]) answered(r *request, res Out, ae *attemptEnd, min
 
 // failed decides what follows a failed attempt — retry here, or give the
 // tier up — and records it; done is set when the stage is over.
-func (s *stageRun[In, Out, A]) failed(r *request, ae *attemptEnd, mine *Record, member string, memberFailure bool, latency, ran, per time.Duration) (done bool) {
+func (s *stageRun[In, Out, A]) failed(r *request, ae *attemptEnd, mine *Record, set *settlement, latency, ran, per time.Duration) (done bool) {
 	e, st := s.e, s.st
 	s.policyN++
 	v, d := e.decide(r, st, s.policyN, s.try, failed{err: ae.err, timedOut: ae.timedOut, ran: ran, abandoned: ae.abandoned}, s.h.tok)
@@ -331,12 +335,12 @@ func (s *stageRun[In, Out, A]) failed(r *request, ae *attemptEnd, mine *Record, 
 	// A rejected answer (or a partial one a tier returns with its error)
 	// was billed: observers that count cost need it.
 	desc, _ := mine.close()
-	r.member = member
+	r.member = set.member
 	e.attemptFailed(r, st, s.model, s.n, latency, v, d, ae.err, &desc)
 	r.member = ""
 	s.end, s.last = stageEnd{verdict: v, route: d.route, err: ae.err}, d
 	switch {
-	case memberFailure:
+	case set.memberFailure:
 		// A pool's member ran out of quota, or was told to wait: the
 		// member is parked or cooling down, not the tier.
 		s.last.park = classify.ParkNone

@@ -458,7 +458,7 @@ func (s *Stream[In, Chunk]) attempt(st *stage, n int, model string, b budget.Bud
 	a.st, a.model, a.n, a.start, a.idleFor = st, model, n, c.now(), c.idle[st.index]
 	a.keepText = s.partial != nil || c.validators[st.index] != nil || c.cache != nil
 	a.ctx.Init(base, deadline)
-	a.rec, _ = base.(*Record)
+	a.rec = ownRecord(base)
 	a.pending = a.buf[:0]
 	defer a.ctx.Cancel()
 	if per != budget.Unlimited && (st.try.Cap > 0 || per < remaining) {
