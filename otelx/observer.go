@@ -51,22 +51,35 @@ type reqState struct {
 	// serves the request span's attributes too. Set for a request with
 	// spans only (tracedReq), so that one without carries no buffer.
 	opened *kvBuf
+	// reqLabels are the request's labels: noLabels for a request without
+	// any, so that its state packs in 128 bytes, one allocation's size
+	// class, where the labels inline took 224.
+	*reqLabels
+	// active is the request's series of tierguard.active_requests, from
+	// its start to its end.
+	active *activeSeries
+}
 
+// reqLabels are a request's labels: its fallback.Request's, and the
+// attributes of WithAttributes.
+type reqLabels struct {
 	id, tenant, scenario string
 	labels               []attribute.KeyValue
 	// extra are the labels copied onto metrics (Options.MetricAttributes);
 	// nil when none.
 	extra []attribute.KeyValue
-	// active is the request's series of tierguard.active_requests, from
-	// its start to its end.
-	active *activeSeries
 }
+
+// noLabels are the labels of a request without any. Read only: readLabels
+// fills a request's own.
+var noLabels reqLabels
 
 // tracedReq is the state of a request with spans: the buffer of its spans'
 // attributes comes in the same allocation.
 type tracedReq struct {
 	reqState
 	buf kvBuf
+	lab reqLabels
 }
 
 // spanContext is the context of the span an event is about, for log
@@ -194,15 +207,25 @@ func (i *Instrumentation) request(ctx context.Context, op string, stream bool) *
 	return i.unstarted(ctx, op, stream)
 }
 
-// readLabels reads the request labels from ctx: its fallback.Request and
-// the attributes of WithAttributes.
-func (i *Instrumentation) readLabels(r *reqState, ctx context.Context) {
+// readLabels reads the request labels from ctx — its fallback.Request and
+// the attributes of WithAttributes — into own when it is set (a traced
+// request's, made with its state), else into labels made when there are
+// any.
+func (i *Instrumentation) readLabels(r *reqState, ctx context.Context, own *reqLabels) {
 	req := fallback.RequestFrom(ctx)
+	attrs := attributes(ctx)
+	if req == (fallback.Request{}) && len(attrs) == 0 {
+		return
+	}
+	if own == nil {
+		own = new(reqLabels)
+	}
+	r.reqLabels = own
 	r.id, r.scenario = req.ID, req.Scenario
 	if i.tenantLabels {
 		r.tenant = req.Tenant
 	}
-	r.labels = attributes(ctx)
+	r.labels = attrs
 	if len(i.metricKeys) == 0 {
 		return
 	}
@@ -235,10 +258,10 @@ func (i *Instrumentation) readLabels(r *reqState, ctx context.Context) {
 // Instrumentation did not see (it was closed, or the events come from
 // elsewhere): metrics and logs only.
 func (i *Instrumentation) unstarted(ctx context.Context, op string, stream bool) *reqState {
-	r := &reqState{Context: ctx, inst: i, queueWait: -1}
+	r := &reqState{Context: ctx, inst: i, queueWait: -1, reqLabels: &noLabels}
 	r.op = i.op(opKey{op: op, stream: stream})
 	if i.labelled {
-		i.readLabels(r, ctx)
+		i.readLabels(r, ctx, nil)
 	}
 	return r
 }
@@ -255,19 +278,20 @@ func (i *Instrumentation) requestStarted(ctx context.Context, e *fallback.Reques
 	// attributes in the same allocation; one whose span does not (no SDK,
 	// sampled out) carries none.
 	var r *reqState
+	var own *reqLabels
 	if span != nil && span.IsRecording() {
 		t := &tracedReq{}
-		r = &t.reqState
+		r, own = &t.reqState, &t.lab
 		r.opened = &t.buf
 	} else {
 		r = &reqState{}
 	}
-	r.inst, r.started, r.queueWait, r.op, r.span = i, true, -1, o, span
+	r.inst, r.started, r.queueWait, r.op, r.span, r.reqLabels = i, true, -1, o, span, &noLabels
 	if r.opened != nil {
-		i.readLabels(r, parent)
+		i.readLabels(r, parent, own)
 		i.requestLabels(r)
 	} else if i.labelled {
-		i.readLabels(r, parent)
+		i.readLabels(r, parent, nil)
 	}
 	r.Context = ctx
 	i.started(r)
