@@ -79,9 +79,10 @@ type callKey struct{}
 // reported after that is late, and goes to the chain's observers on its
 // own. It is safe for concurrent use.
 //
-// A Record is not the context the tier received, only carried by it: with
-// a TryTimeout of its own, the attempt's deadline is that context's. A
-// tier reads deadlines and cancellation from its ctx.
+// Do not use a Record as a context: with a TryTimeout of its own, the
+// attempt's deadline is only on the context the tier received, which
+// carries the record. A tier reads deadlines and cancellation from its
+// ctx.
 type Record struct {
 	context.Context
 	// reqCtx and obs are the request's, and deadlineAt its budget's

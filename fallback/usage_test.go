@@ -5,6 +5,8 @@ import (
 	"errors"
 	"runtime"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -12,6 +14,7 @@ import (
 	"github.com/tierguard/tierguard/classify"
 	"github.com/tierguard/tierguard/fallback"
 	"github.com/tierguard/tierguard/internal/testbed/reported"
+	"github.com/tierguard/tierguard/retry"
 	"github.com/tierguard/tierguard/validate"
 )
 
@@ -113,6 +116,40 @@ func TestReplyByModalityAndSamplingReachTheEvent(t *testing.T) {
 	assert.Zero(t, d.RequestTemperature)
 	assert.True(t, d.HasTopP)
 	assert.InDelta(t, 0.9, d.RequestTopP, 1e-9)
+}
+
+// An attempt with a TryTimeout of its own, observed, gets one context that
+// is both its call record and its deadline: the tier's context ends at the
+// TryTimeout, not at the request's Total, and what it reported before
+// then reaches the attempt's event.
+func TestTimedAttemptCarriesItsDeadlineAndItsReplies(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		obs := &reported.Recorder{}
+		var waited time.Duration
+		var ctxErr error
+		slow := fallback.Tier("pro", func(ctx context.Context, _ string) (string, error) {
+			fallback.Report(ctx, fallback.Reply{Usage: fallback.Usage{InputTokens: 3}, HasUsage: true})
+			fallback.Report(ctx, fallback.Reply{Usage: fallback.Usage{OutputTokens: 2}, HasUsage: true})
+			start := time.Now()
+			<-ctx.Done()
+			waited, ctxErr = time.Since(start), ctx.Err()
+			return "", ctx.Err()
+		})
+		c := newChain(t, fallback.Config[string, string]{Stages: []fallback.Stage[string, string]{
+			{Tier: slow, TryTimeout: 2 * time.Second, Retry: retry.Policy{MaxAttempts: 1}},
+			{Tier: newFake("flash", ok("y"))},
+		}, Total: 10 * time.Second, Observer: obs})
+		res, err := c.Do(context.Background(), "q")
+		require.NoError(t, err)
+		assert.Equal(t, "flash", res.Tier)
+		assert.Equal(t, 2*time.Second, waited, "the tier's context ends at its TryTimeout")
+		assert.ErrorIs(t, ctxErr, context.DeadlineExceeded)
+		ends := reported.Of[fallback.AttemptEnd](obs)
+		require.Len(t, ends, 2)
+		assert.Equal(t, fallback.Usage{InputTokens: 3, OutputTokens: 2}, ends[0].Reply.Usage)
+		assert.True(t, ends[0].Reply.HasUsage)
+		assert.False(t, ends[1].Reply.HasUsage, "a tier that reports nothing")
+	})
 }
 
 // TestRecordIsSafeForConcurrentUse: a tier may report from several
