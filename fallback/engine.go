@@ -704,7 +704,7 @@ func breakerState(st *stage) breaker.State {
 
 // event builds the end of attempt n on st, with what every end has.
 func (e *engine) event(r *request, st *stage, model string, n int) AttemptEnd {
-	return AttemptEnd{Stage: st.info, Model: model, Attempt: n, Member: r.member, Breaker: breakerState(st), Remaining: r.remaining()}
+	return AttemptEnd{Stage: st.info, Model: model, Attempt: n, Member: r.member, Breaker: breakerState(st), Remaining: r.remaining(), Reply: noReply}
 }
 
 // attemptStarted reports an attempt about to start and returns the
@@ -750,12 +750,8 @@ func (e *engine) answered(r *request, st *stage, model string, n int, latency ti
 		rec.shut()
 		return
 	}
-	// Built in place, the reply written into it: an AttemptEnd is some
-	// 360 bytes, and each copy of it or of its Reply costs.
-	ev := AttemptEnd{Stage: st.info, Model: model, Attempt: n, Member: r.member, Breaker: breakerState(st), Remaining: r.remaining(),
-		Latency: latency, Hedge: hedge, LimitWait: r.limitWait}
-	rec.closeInto(&ev.Reply)
-	r.obs.AttemptEnded(r.ctx, ev)
+	r.obs.AttemptEnded(r.ctx, AttemptEnd{Stage: st.info, Model: model, Attempt: n, Member: r.member, Breaker: breakerState(st), Remaining: r.remaining(),
+		Latency: latency, Hedge: hedge, LimitWait: r.limitWait, Reply: rec.close()})
 }
 
 // attemptFailed records a failed attempt and its decision.
@@ -766,7 +762,7 @@ func (e *engine) attemptFailed(r *request, st *stage, model string, n int, laten
 		ev := e.event(r, st, model, n)
 		ev.Verdict, ev.Latency, ev.Err = v, latency, err
 		ev.Retry, ev.Wait, ev.Stop, ev.Route = d.retry, d.wait, d.stop, d.route
-		ev.Reply, ev.LimitWait = *desc, r.limitWait
+		ev.Reply, ev.LimitWait = desc, r.limitWait
 		r.obs.AttemptEnded(r.ctx, ev)
 	}
 }

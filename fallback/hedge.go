@@ -36,7 +36,7 @@ type hedgeEnd struct {
 // was the hedge. loser is that call's record: what it reported so far
 // rides its event, and a reply after this is late.
 func (e *engine) hedgeEnded(r *request, st *stage, model string, n int, he *hedgeEnd, loser *Record) {
-	reply, _ := loser.close()
+	reply := loser.close()
 	// The hedge's own upstream calls; the first call's are counted with
 	// its attempt.
 	hedgeCalls := he.rec.settled().calls

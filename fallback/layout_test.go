@@ -15,5 +15,12 @@ import (
 func TestRecordFitsItsSizeClass(t *testing.T) {
 	assert.LessOrEqual(t, unsafe.Sizeof(Record{}), uintptr(128))
 	assert.LessOrEqual(t, unsafe.Sizeof(timedRecord{}), uintptr(256))
-	assert.LessOrEqual(t, unsafe.Sizeof(replied{}), uintptr(192))
+	assert.LessOrEqual(t, unsafe.Sizeof(Reply{}), uintptr(192))
+}
+
+// TestAttemptEndPointsToItsReply: an AttemptEnd is passed by value to
+// every observer, so it holds its call's Reply (184 bytes) by pointer.
+func TestAttemptEndPointsToItsReply(t *testing.T) {
+	assert.LessOrEqual(t, unsafe.Sizeof(AttemptEnd{}), uintptr(216))
+	assert.LessOrEqual(t, unsafe.Sizeof(LateReply{}), uintptr(64))
 }

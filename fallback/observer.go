@@ -178,8 +178,11 @@ type AttemptEnd struct {
 	Route classify.Route
 	// Reply is what the call's upstream responses reported (see Report)
 	// while the chain waited for them: a success's, a rejected answer's, a
-	// partial stream's — tokens billed all the same.
-	Reply Reply
+	// partial stream's — tokens billed all the same. It is never nil: a
+	// call that reported nothing points to an empty Reply. It is the
+	// call's own, shared by every observer and never written again: read
+	// it, keep it, do not modify it.
+	Reply *Reply
 	// Chunks counts the chunks a committed stream delivered (0 for a call
 	// that never reached its first chunk, and for a unary call);
 	// Incomplete is set when it broke after its first chunk.
@@ -293,8 +296,9 @@ type LateReply struct {
 	Attempt int
 	Member  string
 	Hedge   bool
-	// Reply is what the response reported.
-	Reply Reply
+	// Reply is what the response reported; as AttemptEnd.Reply, never
+	// nil and not to be modified.
+	Reply *Reply
 }
 
 // Observers combines observers; each sees every event, in order, and each

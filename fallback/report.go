@@ -31,8 +31,8 @@ type Reply struct {
 	RequestTemperature float64
 	RequestTopP        float64
 
-	// The flags, together, so that a Reply packs in 184 bytes: it is
-	// copied into every observed attempt's record and event.
+	// The flags, together, so that a Reply packs in 184 bytes: a call
+	// that reports makes one, which its events point to.
 	HasUsage       bool
 	HasTemperature bool
 	HasTopP        bool
@@ -111,7 +111,7 @@ type Record struct {
 	// and an allocation's cost grows with its size (in a loop of
 	// allocations on the benchmark machine, about 50 ns at 128 bytes and
 	// 130 at 320).
-	reply   *replied
+	reply   *Reply
 	members *members
 	// waited is how long the call waited for a rate limit's turn before
 	// its upstream call (Waited).
@@ -133,12 +133,6 @@ const (
 
 // is reports whether flag f is set; c.mu is held.
 func (c *Record) is(f uint8) bool { return c.flags&f != 0 }
-
-// replied is what a call's responses reported, and how many did.
-type replied struct {
-	Reply
-	n int32
-}
 
 // members is what a call's record holds of a tier's members: calls
 // counts the upstream calls the tier made, at is the member of the
@@ -187,10 +181,9 @@ func (c *Record) Report(r Reply) {
 	c.mu.Lock()
 	if !c.is(recordClosed) {
 		if c.reply == nil {
-			c.reply = new(replied)
+			c.reply = new(Reply)
 		}
-		c.reply.n++
-		merge(&c.reply.Reply, &r)
+		merge(c.reply, &r)
 		c.mu.Unlock()
 		return
 	}
@@ -252,7 +245,7 @@ func (c *Record) Rotated(ctx context.Context, err error, v classify.Verdict, lat
 	}
 	n := int(c.n) + len(m.rotated) - 1
 	ev := AttemptEnd{Stage: c.st.info, Model: c.model, Attempt: n, Member: rot.member, Breaker: breakerState(c.st),
-		Remaining: c.remaining(), Verdict: v, Latency: latency, Err: err, Retry: true, Route: c.st.e.table.Action(v.Class).Route}
+		Remaining: c.remaining(), Verdict: v, Latency: latency, Err: err, Retry: true, Route: c.st.e.table.Action(v.Class).Route, Reply: noReply}
 	c.obs.AttemptEnded(c.reqCtx, ev)
 	next := c.obs.AttemptStarted(c.reqCtx, AttemptStart{Stage: c.st.info, Model: c.model, Attempt: n + 1,
 		Breaker: breakerState(c.st), Remaining: c.remaining()})
@@ -394,33 +387,25 @@ func (c *Record) takeRotated() []rotation {
 }
 
 // close ends the chain's wait for the call and returns what its replies
-// said so far.
-func (c *Record) close() (Reply, int) {
+// said: the record's own Reply, which nothing writes once it is closed
+// (a later reply is late), or noReply.
+func (c *Record) close() *Reply {
 	if c == nil {
-		return Reply{}, 0
+		return noReply
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	c.flags |= recordClosed
-	if c.reply == nil {
-		return Reply{}, 0
+	rep := c.reply
+	c.mu.Unlock()
+	if rep == nil {
+		return noReply
 	}
-	return c.reply.Reply, int(c.reply.n)
+	return rep
 }
 
-// closeInto is close for a chain that writes the reply straight into
-// its event.
-func (c *Record) closeInto(to *Reply) {
-	if c == nil {
-		return
-	}
-	c.mu.Lock()
-	c.flags |= recordClosed
-	if c.reply != nil {
-		*to = c.reply.Reply
-	}
-	c.mu.Unlock()
-}
+// noReply is the Reply of a call whose responses reported nothing; the
+// events of every such call point to it, and nothing writes it.
+var noReply = new(Reply)
 
 // shut ends the chain's wait for the call, for a chain that has no use
 // for what it reported.
@@ -638,5 +623,5 @@ func (e *engine) late(c *Record, r Reply) {
 	if c.obs == nil {
 		return
 	}
-	c.obs.LateReplyReceived(c.reqCtx, LateReply{Stage: c.st.info, Model: c.model, Attempt: int(c.n), Member: c.CurrentMember(), Hedge: c.hedge, Reply: r})
+	c.obs.LateReplyReceived(c.reqCtx, LateReply{Stage: c.st.info, Model: c.model, Attempt: int(c.n), Member: c.CurrentMember(), Hedge: c.hedge, Reply: &r})
 }

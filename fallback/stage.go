@@ -334,9 +334,9 @@ func (s *stageRun[In, Out, A]) failed(r *request, ae *attemptEnd, mine *Record, 
 	}
 	// A rejected answer (or a partial one a tier returns with its error)
 	// was billed: observers that count cost need it.
-	desc, _ := mine.close()
+	desc := mine.close()
 	r.member = set.member
-	e.attemptFailed(r, st, s.model, s.n, latency, v, d, ae.err, &desc)
+	e.attemptFailed(r, st, s.model, s.n, latency, v, d, ae.err, desc)
 	r.member = ""
 	s.end, s.last = stageEnd{verdict: v, route: d.route, err: ae.err}, d
 	switch {

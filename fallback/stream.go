@@ -679,8 +679,13 @@ func (s *Stream[In, Chunk]) ended(n int, v classify.Verdict, err error, incomple
 	c, r, a := s.c, &s.r, s.at
 	latency := c.now() - a.start
 	// The tier's sequence has returned: what it reported is all there is.
-	d, _ := a.rec.close()
-	if finish != "" {
+	d := a.rec.close()
+	if finish != "" && d.Response.FinishReason != finish {
+		// The record is closed: its Reply is the chain's to finish. A
+		// stream that reported nothing gets one of its own.
+		if d == noReply {
+			d = new(Reply)
+		}
 		d.Response.FinishReason = finish
 	}
 	member := a.rec.CurrentMember()

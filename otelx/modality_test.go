@@ -21,7 +21,7 @@ func oneAttempt(inst *otelx.Instrumentation, chain *fallback.ChainInfo, rep fall
 	st := &chain.Stages[0]
 	ctx := inst.RequestStarted(context.Background(), fallback.RequestStart{Chain: chain})
 	actx := inst.AttemptStarted(ctx, fallback.AttemptStart{Stage: st, Model: st.Model, Attempt: 1, Remaining: deadline.Unlimited})
-	inst.AttemptEnded(actx, fallback.AttemptEnd{Stage: st, Model: st.Model, Attempt: 1, Latency: 10 * time.Millisecond, Reply: rep, Remaining: deadline.Unlimited})
+	inst.AttemptEnded(actx, fallback.AttemptEnd{Stage: st, Model: st.Model, Attempt: 1, Latency: 10 * time.Millisecond, Reply: &rep, Remaining: deadline.Unlimited})
 	inst.RequestEnded(ctx, fallback.RequestEnd{Chain: chain, Stage: st, Answered: true, Source: fallback.SourceTier, Latency: 10 * time.Millisecond, Remaining: deadline.Unlimited})
 }
 

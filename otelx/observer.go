@@ -142,9 +142,16 @@ func (i *Instrumentation) AttemptStarted(ctx context.Context, e fallback.Attempt
 // AttemptEnded records the attempt's metrics, ends its span and logs it.
 func (i *Instrumentation) AttemptEnded(ctx context.Context, e fallback.AttemptEnd) {
 	if r := i.request(ctx, e.Stage.Operation, e.Stage.Stream); r != nil {
+		if e.Reply == nil {
+			e.Reply = &noReply
+		}
 		i.attemptEnded(ctx, r, &e)
 	}
 }
+
+// noReply stands for the Reply of an event made by hand without one (the
+// chain's events always point to one); nothing writes it.
+var noReply fallback.Reply
 
 // TierSkipped counts and logs a skip.
 func (i *Instrumentation) TierSkipped(ctx context.Context, e fallback.TierSkip) {
@@ -442,10 +449,10 @@ func byModality(parts *[numModalities]int64, total int64) int {
 // all the same. It may run on another goroutine than the request's, so it
 // reads none of the request's moving state.
 func (i *Instrumentation) lateReply(ctx context.Context, r *reqState, e *fallback.LateReply) {
-	if !e.Reply.HasUsage {
+	if e.Reply == nil || !e.Reply.HasUsage {
 		return
 	}
-	i.usage(ctx, r, i.stage(keyOf(e.Stage, e.Model)), &e.Reply)
+	i.usage(ctx, r, i.stage(keyOf(e.Stage, e.Model)), e.Reply)
 }
 
 // validation returns the rule and reason of a rejected answer; a
@@ -463,7 +470,7 @@ func validation(e *fallback.AttemptEnd) (rule, reason string) {
 
 func (i *Instrumentation) attemptEnded(ctx context.Context, r *reqState, e *fallback.AttemptEnd) {
 	st := i.stageOf(r, e.Stage, e.Model)
-	rep := &e.Reply
+	rep := e.Reply
 	// A stream its consumer stopped ends without an error but with class
 	// Canceled: not a success.
 	ok := e.Err == nil && e.Verdict.Class == classify.OK
@@ -608,7 +615,7 @@ func (i *Instrumentation) attemptEnded(ctx context.Context, r *reqState, e *fall
 // failed is an Error with error.type, even when the chain absorbed the
 // failure (the request span, which describes the request, is not).
 func (i *Instrumentation) attemptSpanEnd(r *reqState, sp trace.Span, e *fallback.AttemptEnd, st *stageState, ok, committed bool, className, rule, reason string) {
-	rep := &e.Reply
+	rep := e.Reply
 	kv := r.opened
 	kv.sp = sp // the buffer holds what the span learnt as it started
 	kv.put(attrClass.String(className))

@@ -159,7 +159,7 @@ func BenchmarkLedger(b *testing.B) {
 	st := &chain.Stages[0]
 	start := fallback.RequestStart{Chain: chain}
 	attempt := fallback.AttemptStart{Stage: st, Model: "pro", Attempt: 1}
-	ended := fallback.AttemptEnd{Stage: st, Model: "pro", Attempt: 1, Reply: fallback.Reply{Usage: fallback.Usage{InputTokens: 1000, OutputTokens: 200}, HasUsage: true}}
+	ended := fallback.AttemptEnd{Stage: st, Model: "pro", Attempt: 1, Reply: &fallback.Reply{Usage: fallback.Usage{InputTokens: 1000, OutputTokens: 200}, HasUsage: true}}
 	end := fallback.RequestEnd{Chain: chain, Stage: st, Answered: true, UpstreamCalls: 1}
 	var tk spend.Ticket
 	b.ReportAllocs()
@@ -186,7 +186,7 @@ func BenchmarkLedgerNoLimits(b *testing.B) {
 	req := spend.Request{Tenant: "acme"}
 	chain := &fallback.ChainInfo{Stages: []fallback.StageInfo{{Tier: "pro", Model: "pro"}}}
 	st := &chain.Stages[0]
-	ended := fallback.AttemptEnd{Stage: st, Model: "pro", Attempt: 1, Reply: fallback.Reply{Usage: fallback.Usage{InputTokens: 1000, OutputTokens: 200}, HasUsage: true}}
+	ended := fallback.AttemptEnd{Stage: st, Model: "pro", Attempt: 1, Reply: &fallback.Reply{Usage: fallback.Usage{InputTokens: 1000, OutputTokens: 200}, HasUsage: true}}
 	end := fallback.RequestEnd{Chain: chain, Stage: st, Answered: true, UpstreamCalls: 1}
 	var tk spend.Ticket
 	b.ReportAllocs()

@@ -100,7 +100,7 @@ func (b *binding) AttemptEnded(ctx context.Context, e fallback.AttemptEnd) {
 	case t == nil:
 	case run(t):
 		t.attempt(b, &e)
-	case e.Reply.HasUsage:
+	case e.Reply != nil && e.Reply.HasUsage:
 		t.late(b, e.Stage, e.Model, e.Reply.Usage, true)
 	}
 }
@@ -129,7 +129,7 @@ func (b *binding) RequestEnded(ctx context.Context, e fallback.RequestEnd) {
 // abandoned call, a hedge that lost): it was billed all the same. It may
 // come from another goroutine, at any time: it goes to the account.
 func (b *binding) LateReplyReceived(ctx context.Context, e fallback.LateReply) {
-	if t := b.ticket(ctx); t != nil && e.Reply.HasUsage {
+	if t := b.ticket(ctx); t != nil && e.Reply != nil && e.Reply.HasUsage {
 		t.late(b, e.Stage, e.Model, e.Reply.Usage, false)
 	}
 }

@@ -210,7 +210,7 @@ func (t *Ticket) attempt(b *binding, e *fallback.AttemptEnd) {
 		ac.Class = classify.Unknown
 	}
 	r.calls++
-	if e.Reply.HasUsage {
+	if e.Reply != nil && e.Reply.HasUsage {
 		ac.Usage, ac.Billed = e.Reply.Usage, true
 		if idx >= 0 {
 			ac.Cost, ac.Priced = t.l.prices.entries[idx].cost(e.Reply.Usage), true

@@ -29,7 +29,7 @@ func Call[In, Out any](t testing.TB, tier fallback.ModelTier[In, Out], in In) (O
 	require.NoError(t, err)
 	var rep fallback.Reply
 	if ended := Of[fallback.AttemptEnd](&rec); len(ended) > 0 {
-		rep = ended[len(ended)-1].Reply
+		rep = *ended[len(ended)-1].Reply
 	}
 	return res.Value, rep
 }
@@ -126,8 +126,15 @@ func (r *Recorder) AttemptStarted(ctx context.Context, e fallback.AttemptStart) 
 	return ctx
 }
 
-// AttemptEnded records e.
-func (r *Recorder) AttemptEnded(_ context.Context, e fallback.AttemptEnd) { r.add(e) }
+// AttemptEnded records e. It panics when e has no Reply, which the chain
+// promises every AttemptEnd has, so that every test recording events
+// checks that promise.
+func (r *Recorder) AttemptEnded(_ context.Context, e fallback.AttemptEnd) {
+	if e.Reply == nil {
+		panic("reported: an AttemptEnd without its Reply")
+	}
+	r.add(e)
+}
 
 // TierSkipped records e.
 func (r *Recorder) TierSkipped(_ context.Context, e fallback.TierSkip) { r.add(e) }
@@ -144,5 +151,11 @@ func (r *Recorder) FirstChunkReceived(_ context.Context, e fallback.FirstChunk) 
 // ChunkReceived records e.
 func (r *Recorder) ChunkReceived(_ context.Context, e fallback.NextChunk) { r.add(e) }
 
-// LateReplyReceived records e.
-func (r *Recorder) LateReplyReceived(_ context.Context, e fallback.LateReply) { r.add(e) }
+// LateReplyReceived records e; as AttemptEnded, it panics when e has no
+// Reply.
+func (r *Recorder) LateReplyReceived(_ context.Context, e fallback.LateReply) {
+	if e.Reply == nil {
+		panic("reported: a LateReply without its Reply")
+	}
+	r.add(e)
+}
