@@ -500,8 +500,8 @@ func (l *Limiter) Allow(tokens int64) bool {
 
 // Wait admits one call of tokens tokens, waiting for its turn unless that
 // turn comes after ctx's deadline: then it returns a *LimitedError at once,
-// without waiting and without taking a turn. It returns ctx's error if
-// ctx ends first.
+// without waiting and without taking a turn. A turn at the deadline
+// itself is taken. It returns ctx's error if ctx ends first.
 func (l *Limiter) Wait(ctx context.Context, tokens int64) error {
 	for {
 		if err := ctx.Err(); err != nil {
@@ -527,9 +527,13 @@ func (l *Limiter) Wait(ctx context.Context, tokens int64) error {
 		select {
 		case <-t.C:
 		case <-ctx.Done():
-			t.Stop()
-			r.Cancel()
-			return ctx.Err()
+			if t.Stop() || !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				r.Cancel()
+				return ctx.Err()
+			}
+			// The turn came as the deadline passed: it was within the
+			// deadline, so it is taken, whichever of the two the select
+			// saw first.
 		}
 		if !r.retry {
 			return nil
