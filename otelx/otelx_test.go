@@ -843,6 +843,8 @@ func TestEventsWithoutStart(t *testing.T) {
 	chain := &fallback.ChainInfo{Operation: "generate_content", Stages: []fallback.StageInfo{{Operation: "generate_content", Tier: "pro"}}}
 	inst.AttemptEnded(ctx, fallback.AttemptEnd{Stage: &chain.Stages[0], Attempt: 1, Latency: 20 * time.Millisecond, Err: http503(),
 		Verdict: classify.Verdict{Class: classify.Transient, HTTPStatus: 503}})
+	// Made by hand, the events hold no Reply: read as nothing reported.
+	inst.LateReplyReceived(ctx, fallback.LateReply{Stage: &chain.Stages[0], Attempt: 1})
 	inst.RequestEnded(ctx, fallback.RequestEnd{Chain: chain, Verdict: classify.Verdict{Class: classify.Transient}, Err: http503()})
 	rm := h.collect(t)
 	assert.Equal(t, map[string]int64{kv(opAttr, proTier, otelx.AttrClass.String("transient")): 1}, ints(t, findMetric(t, rm, otelx.MetricAttempts)))
