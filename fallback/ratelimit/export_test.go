@@ -1,9 +1,14 @@
 package ratelimit
 
 import (
+	"context"
 	"math"
 	"time"
 )
+
+// TurnCame is turnCame: whether a wait for a turn due at due, which ctx
+// ended, takes its turn.
+func TurnCame(ctx context.Context, due time.Time) bool { return turnCame(ctx, due) }
 
 // TestBucket drives a bucket on explicit times (offsets from an epoch), as
 // golang.org/x/time/rate's tests drive its Limiter with AllowN(t, n).

@@ -519,26 +519,36 @@ func (l *Limiter) Wait(ctx context.Context, tokens int64) error {
 		if r.delay == 0 && !r.retry {
 			return nil
 		}
-		if limited && time.Until(d) < r.delay {
+		now := time.Now()
+		if limited && d.Sub(now) < r.delay {
 			r.Cancel()
 			return &LimitedError{Name: l.Name(), RetryIn: r.delay}
 		}
+		due := now.Add(r.delay)
 		t := time.NewTimer(r.delay)
 		select {
 		case <-t.C:
 		case <-ctx.Done():
-			if t.Stop() || !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			t.Stop()
+			if !turnCame(ctx, due) {
 				r.Cancel()
 				return ctx.Err()
 			}
-			// The turn came as the deadline passed: it was within the
-			// deadline, so it is taken, whichever of the two the select
-			// saw first.
 		}
 		if !r.retry {
 			return nil
 		}
 	}
+}
+
+// turnCame reports whether a wait for a turn due at due, which ctx ended,
+// still takes its turn: the deadline passed as the turn came. The turn was
+// due no later than the deadline, so it is the caller's, whichever of the
+// two the select saw first and whether or not its timer had fired (a
+// timer due in the same instant may not have). A caller who cancels gives
+// the turn back.
+func turnCame(ctx context.Context, due time.Time) bool {
+	return !time.Now().Before(due) && errors.Is(ctx.Err(), context.DeadlineExceeded)
 }
 
 // Adjust corrects the tokens a call was admitted with once its real usage

@@ -155,6 +155,49 @@ func TestWaitNeverOutlastsTheDeadline(t *testing.T) {
 	})
 }
 
+// TestWaitTakesATurnAtTheDeadline: a turn due at ctx's deadline itself is
+// within it, so Wait takes it. The turn's timer and the deadline fire at
+// the same instant, and the select in Wait sees them in either order; the
+// rounds make both orders occur (each round is its own limiter and
+// context), and every round must take its turn.
+func TestWaitTakesATurnAtTheDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		for round := range 200 {
+			l := newLimiter(t, ratelimit.Config{Name: "pro", Requests: 61, Burst: 1})
+			require.True(t, l.Allow(0))
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			start := time.Now()
+			err := l.Wait(ctx, 0)
+			cancel()
+			require.NoError(t, err, "round %d: the turn a second later, at the deadline, is refused", round)
+			require.Equal(t, time.Second, time.Since(start), "round %d", round)
+			assert.False(t, l.Allow(0), "round %d: the turn was taken, not given back", round)
+		}
+	})
+}
+
+// TestTurnAtTheDeadlineWhenTheDeadlineIsSeenFirst is the order the rounds
+// above rarely meet (the deadline's cancellation reaching Wait before its
+// timer does), decided directly: once the deadline has passed, a turn due
+// at it or before it is the caller's; a turn still to come, or a caller
+// who cancelled, gives it back.
+func TestTurnAtTheDeadlineWhenTheDeadlineIsSeenFirst(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		due := time.Now().Add(time.Second)
+		ctx, cancel := context.WithDeadline(context.Background(), due)
+		defer cancel()
+		<-ctx.Done()
+		assert.True(t, ratelimit.TurnCame(ctx, due), "due at the deadline")
+		assert.True(t, ratelimit.TurnCame(ctx, due.Add(-time.Millisecond)), "due before it")
+		assert.False(t, ratelimit.TurnCame(ctx, due.Add(time.Nanosecond)), "due after it")
+
+		canceled, cancelNow := context.WithCancel(context.Background())
+		time.Sleep(time.Second)
+		cancelNow()
+		assert.False(t, ratelimit.TurnCame(canceled, due), "the caller gave up")
+	})
+}
+
 // TestWaitEndsWithItsContext: a caller that gives up while waiting gets
 // its context's error and its turn goes back.
 func TestWaitEndsWithItsContext(t *testing.T) {
