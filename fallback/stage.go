@@ -257,7 +257,7 @@ func (e *engine) rotations(r *request, st *stage, model string, n int, rotated [
 		}
 		r.member = rot.member
 		d := decision{retry: true, outcome: breaker.Ignored, route: e.table.Action(rot.verdict.Class).Route}
-		e.attemptFailed(r, st, model, n+i, rot.latency, rot.verdict, d, rot.err, &Reply{})
+		e.attemptFailed(r, st, model, n+i, rot.latency, rot.verdict, d, rot.err, noReply)
 	}
 	r.member = ""
 	return len(rotated)
