@@ -42,6 +42,20 @@ func TestExactMatchNormalisesWhiteSpaceAndCase(t *testing.T) {
 	assert.Equal(t, "what is rag?", cache.NormalizeText(" What\u00a0is\u3000RAG? "), "Unicode spaces collapse too")
 }
 
+// A prompt holding a byte that is not UTF-8 is sent to the model with
+// U+FFFD in its place: any case of it, and the prompt as it was sent,
+// find its entry.
+func TestExactMatchOfAPromptThatIsNotUTF8(t *testing.T) {
+	c := newCache(t, cache.Config[string, string]{})
+	c.Put(bg, "WHAT IS \xff?", "an answer")
+	for _, q := range []string{"what is \xff?", "What is \xfe?", "what is \ufffd?"} {
+		out, hit, ok := c.Get(bg, q)
+		require.True(t, ok, "%q", q)
+		assert.Equal(t, "an answer", out)
+		assert.Equal(t, cache.HitExact, hit)
+	}
+}
+
 func TestExactLookupAllocatesNothing(t *testing.T) {
 	if raceEnabled {
 		t.Skip("allocation counts are not meaningful under the race detector")

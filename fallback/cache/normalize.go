@@ -9,8 +9,11 @@ import (
 
 // NormalizeText is the default exact-match normaliser: it trims the text,
 // collapses every run of white space to one space and lower-cases it, so
-// that "What is  RAG?\n" and "what is rag?" share an entry. Its cost is
-// linear in the text, about a nanosecond per byte of ASCII.
+// that "What is  RAG?\n" and "what is rag?" share an entry. A byte that is
+// not part of valid UTF-8 becomes U+FFFD, one per byte, as encoding/json
+// writes it in the request to the model: prompts the model is sent alike
+// share an entry, whatever their case. Its cost is linear in the text,
+// about a nanosecond per byte of ASCII.
 func NormalizeText(s string) string {
 	if isNormal(s) {
 		return s
@@ -61,7 +64,8 @@ func isNormal(s string) bool {
 			i++
 		case bMulti:
 			r, n := utf8.DecodeRuneInString(s[i:])
-			if unicode.IsSpace(r) || unicode.ToLower(r) != r {
+			if r == utf8.RuneError && n == 1 || unicode.IsSpace(r) || unicode.ToLower(r) != r {
+				// A byte that is not UTF-8 becomes U+FFFD.
 				return false
 			}
 			prevSpace = false

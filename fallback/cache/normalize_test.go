@@ -1,6 +1,7 @@
 package cache_test
 
 import (
+	"encoding/json"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -8,84 +9,75 @@ import (
 	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/tierguard/tierguard/fallback/cache"
 )
 
-// The normaliser as it was before its ASCII fast path: the reference.
-
-func oldNormalizeText(s string) string {
-	if oldIsNormal(s) {
-		return s
-	}
-	return string(oldAppendNormal(make([]byte, 0, len(s)), s))
-}
-
-// isNormal reports whether NormalizeText would return s unchanged, without
-// allocating: most prompts that reach a cache twice were built by code.
-func oldIsNormal(s string) bool {
-	if s == "" {
-		return true
-	}
-	prevSpace := true // no leading space
+// specNormalize is NormalizeText as its doc states it, written the plain
+// way: each byte that is not UTF-8 becomes U+FFFD, every rune is
+// lower-cased, runs of white space collapse to one space and the ends are
+// trimmed.
+func specNormalize(s string) string {
+	runes := make([]rune, 0, len(s))
 	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			switch {
-			case c == ' ':
-				if prevSpace {
-					return false
-				}
-				prevSpace = true
-			case c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f' || ('A' <= c && c <= 'Z'):
-				return false
-			default:
-				prevSpace = false
-			}
-			i++
-			continue
-		}
-		r, n := utf8.DecodeRuneInString(s[i:])
-		if unicode.IsSpace(r) || unicode.ToLower(r) != r {
-			return false
-		}
-		prevSpace = false
+		r, n := utf8.DecodeRuneInString(s[i:]) // utf8.RuneError, 1 for a byte that is not UTF-8
+		runes = append(runes, unicode.ToLower(r))
 		i += n
 	}
-	return !prevSpace
+	return strings.Join(strings.FieldsFunc(string(runes), unicode.IsSpace), " ")
 }
 
-func oldAppendNormal(dst []byte, s string) []byte {
-	first := true
-	for f := range strings.FieldsFuncSeq(s, unicode.IsSpace) {
-		if !first {
-			dst = append(dst, ' ')
-		}
-		first = false
-		for _, r := range f {
-			dst = utf8.AppendRune(dst, unicode.ToLower(r))
-		}
-	}
-	return dst
+// sentAs is the prompt as a JSON request carries it to the model:
+// encoding/json replaces each byte that is not UTF-8 with U+FFFD.
+func sentAs(t testing.TB, s string) string {
+	b, err := json.Marshal(s)
+	require.NoError(t, err)
+	var sent string
+	require.NoError(t, json.Unmarshal(b, &sent))
+	return sent
 }
 
-// NormalizeText agrees with its reference (the normaliser as it was) on random mixes of ASCII,
-// upper case, every kind of white space, multi-byte runes and invalid
-// bytes.
-func TestNormalizeTextAgreesWithItsReference(t *testing.T) {
+// checkNormal holds NormalizeText(s) to its spec, and to what the model is
+// sent: two prompts a JSON request carries alike share an entry.
+func checkNormal(t testing.TB, s string) bool {
+	got := cache.NormalizeText(s)
+	return assert.Equal(t, specNormalize(s), got, "%q", s) &&
+		assert.True(t, utf8.ValidString(got), "valid UTF-8: %q", s) &&
+		assert.Equal(t, got, cache.NormalizeText(got), "idempotent: %q", s) &&
+		assert.Equal(t, got, cache.NormalizeText(sentAs(t, s)), "the prompt as the model is sent it: %q", s)
+}
+
+// NormalizeText agrees with its spec on random mixes of ASCII, upper case,
+// every kind of white space, multi-byte runes and bytes that are not
+// UTF-8, alone and cut short.
+func TestNormalizeTextAgreesWithItsSpec(t *testing.T) {
 	parts := []string{"a", "b", "Z", "Q", "0", "?", " ", "  ", "\t", "\n", "\r\n", "\v", "\f", "\u00a0", "\u0085", "\u3000", "\u2028",
-		"é", "É", "Σ", "ß", "İ", "日本", "\xff", "\xe2\x82", "{", "}", "\x00"}
+		"é", "É", "Σ", "ß", "İ", "日本", "\xff", "\xe2\x82", "\x82", "\ufffd", "{", "}", "\x00"}
 	r := rand.New(rand.NewPCG(3, 4))
 	for range 20000 {
 		var b strings.Builder
 		for range r.IntN(12) {
 			b.WriteString(parts[r.IntN(len(parts))])
 		}
-		s := b.String()
-		got := cache.NormalizeText(s)
-		if !assert.Equal(t, oldNormalizeText(s), got, "%q", s) {
+		if !checkNormal(t, b.String()) {
 			return
 		}
-		assert.Equal(t, got, cache.NormalizeText(got), "idempotent: %q", s)
 	}
+}
+
+// Prompts that differ only in case share an entry when they hold bytes
+// that are not UTF-8 too: the model is sent U+FFFD for each.
+func TestBytesThatAreNotUTF8BecomeTheReplacementRune(t *testing.T) {
+	for _, s := range []string{"a\xff", "A\xff", "a\xfe", "A\ufffd", " a\xff  "} {
+		assert.Equal(t, "a\ufffd", cache.NormalizeText(s), "%q", s)
+	}
+	assert.Equal(t, "\ufffd\ufffd x", cache.NormalizeText("\xe2\x82 X"), "a rune cut short: one U+FFFD per byte, as encoding/json writes it")
+}
+
+func FuzzNormalizeText(f *testing.F) {
+	for _, s := range []string{"", "What is  RAG?\n", "a\xff", "A\xff", "\xe2\x82", "İ", "\u00a0x\u2028", "ß\ufffd"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) { checkNormal(t, s) })
 }
