@@ -48,3 +48,35 @@ func FuzzPutThenGet(f *testing.F) {
 		}
 	})
 }
+
+// FuzzSubstituteVars: whatever the values, SubstituteVars answers only
+// with the stored answer or a refusal, and a refill changes the answer
+// only where a stored value was: it never grows the answer by more than
+// the longer query values could, so an empty stored value (a slot that
+// matched nothing) cannot spread the query's value through the answer.
+func FuzzSubstituteVars(f *testing.F) {
+	f.Add("order 12 ships monday", "12", "34", "monday", "friday")
+	f.Add("abc", "", "X", "b", "b")
+	f.Add("aaaa", "a", "aa", "aa", "a")
+	f.Fuzz(func(t *testing.T, out, s1, q1, s2, q2 string) {
+		stored := []cache.Var{{Slot: "a", Value: s1}, {Slot: "b", Value: s2}}
+		query := []cache.Var{{Slot: "a", Value: q1}, {Slot: "b", Value: q2}}
+		got, ok := cache.SubstituteVars(bg, out, stored, query)
+		if !ok {
+			assert.Empty(t, got)
+			return
+		}
+		if s1 == q1 && s2 == q2 {
+			assert.Equal(t, out, got, "nothing differs")
+			return
+		}
+		for _, v := range []struct{ s, q string }{{s1, q1}, {s2, q2}} {
+			if v.s != v.q {
+				assert.NotEmpty(t, v.s, "an empty stored value that differs is refused")
+			}
+		}
+		// Each replaced value took at least one byte of the answer.
+		grow := max(len(q1), len(q2), 1)
+		assert.LessOrEqual(t, len(got), len(out)*grow, "%q → %q", out, got)
+	})
+}

@@ -214,8 +214,8 @@ func valueSet(vars []Var, free []bool) []string {
 // value in the same position, and refuses (false) when the prompts'
 // values do not pair up slot for slot, or when a value that differs does
 // not appear in the answer (the answer may depend on it in a way text
-// substitution cannot fix, such as a price). It gives up (false) when ctx
-// ends.
+// substitution cannot fix, such as a price) or is empty. It gives up
+// (false) when ctx ends.
 func SubstituteVars(ctx context.Context, out string, stored, query []Var) (string, bool) {
 	if len(stored) != len(query) {
 		return "", false
@@ -231,7 +231,9 @@ func SubstituteVars(ctx context.Context, out string, stored, query []Var) (strin
 		if stored[i].Value == query[i].Value {
 			continue
 		}
-		if !strings.Contains(out, stored[i].Value) {
+		if stored[i].Value == "" || !strings.Contains(out, stored[i].Value) {
+			// An empty value is in every answer and nowhere: replacing it
+			// would write the query's value between every two bytes.
 			return "", false
 		}
 		pairs = append(pairs, stored[i].Value, query[i].Value)
