@@ -1,12 +1,14 @@
 package spend_test
 
 import (
+	"encoding/json"
 	"math/big"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tierguard/tierguard/fallback"
 	"github.com/tierguard/tierguard/fallback/spend"
 )
 
@@ -38,5 +40,32 @@ func FuzzParseAmount(f *testing.F) {
 		var fromJSON spend.Amount
 		require.NoError(t, fromJSON.UnmarshalJSON(js))
 		require.Equal(t, a, fromJSON)
+	})
+}
+
+// FuzzParsePrices feeds ParsePrices hostile tables: it never panics, and a
+// table it accepts prices every model it lists in its group, never below
+// zero.
+func FuzzParsePrices(f *testing.F) {
+	f.Add([]byte(`{"currency":"USD","prices":[{"model":"gemini-2.5-pro","input":"1.25","output":"10","long_context_above":200000,"long_context":{"input":"2.5","output":"15"}}]}`))
+	f.Add([]byte(`{"currency":"USD","prices":[{"model":"x","input":1e-6,"output":0,"per_request":"0.001","cost_group":"batch"}],"cost_groups":{"batch":0.5}}`))
+	f.Add([]byte(`{"currency":"USD","prices":[]} {}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		p, err := spend.ParsePrices(data)
+		if err != nil {
+			return
+		}
+		var table struct {
+			Prices []struct {
+				Model     string `json:"model"`
+				CostGroup string `json:"cost_group"`
+			} `json:"prices"`
+		}
+		require.NoError(t, json.Unmarshal(data, &table))
+		for _, m := range table.Prices {
+			cost, ok := p.Cost(m.Model, m.CostGroup, fallback.Usage{InputTokens: 1 << 40, OutputTokens: 1 << 40, ReasoningOutputTokens: 1 << 20})
+			require.True(t, ok, "a listed model %q is priced in its group %q", m.Model, m.CostGroup)
+			require.GreaterOrEqual(t, cost, spend.Amount(0))
+		}
 	})
 }
