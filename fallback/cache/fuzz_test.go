@@ -49,11 +49,11 @@ func FuzzPutThenGet(f *testing.F) {
 	})
 }
 
-// FuzzSubstituteVars: whatever the values, SubstituteVars answers only
-// with the stored answer or a refusal, and a refill changes the answer
-// only where a stored value was: it never grows the answer by more than
-// the longer query values could, so an empty stored value (a slot that
-// matched nothing) cannot spread the query's value through the answer.
+// FuzzSubstituteVars: whatever the values, SubstituteVars refuses with an
+// empty answer, keeps the answer when no value differs, and otherwise
+// replaces only stored values that are not empty: the answer grows by no
+// more than the query's values could, so an empty stored value cannot
+// spread the query's value through the answer.
 func FuzzSubstituteVars(f *testing.F) {
 	f.Add("order 12 ships monday", "12", "34", "monday", "friday")
 	f.Add("abc", "", "X", "b", "b")
