@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"math"
 	"os"
 	"strconv"
 	"testing"
@@ -314,4 +315,20 @@ func TestStripedCounter(t *testing.T) {
 	}
 	assert.Equal(t, int64(1000), c.take())
 	assert.Zero(t, c.take())
+}
+
+// TestSharedStateOfAnyLength: a cooldown or a decision's age past what a
+// Duration holds reads as the longest one, not as a product that wrapped
+// into the past (which would read an open fleet as closed).
+func TestSharedStateOfAnyLength(t *testing.T) {
+	now := time.Now()
+	for _, ms := range []int64{math.MaxInt64 / int64(time.Millisecond), math.MaxInt64/int64(time.Millisecond) + 1, 1 << 62, math.MaxInt64} {
+		sh := sharedAt(now, int64(breaker.Open), 3, ms, ms, 1)
+		assert.True(t, sh.active(now.Add(100*365*24*time.Hour)), "open for %d ms is still open in a hundred years", ms)
+		assert.True(t, sh.decided.Before(now), "decided %d ms ago is in the past", ms)
+	}
+	sh := sharedAt(now, int64(breaker.Open), 3, -5, -5, 1)
+	assert.False(t, sh.active(now), "a negative time left is none")
+	assert.Equal(t, now, sh.decided, "a negative age is none")
+	assert.Equal(t, 1500*time.Millisecond, millis(1500))
 }

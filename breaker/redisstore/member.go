@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"math"
 	"math/rand/v2"
 	"strconv"
 	"sync"
@@ -33,11 +34,20 @@ func sharedAt(at time.Time, state, gen, remMs, ageMs, confirmed int64) shared {
 		state = int64(breaker.Closed)
 	}
 	sh := shared{state: breaker.State(state), gen: uint64(max(gen, 0)), confirmed: confirmed != 0}
-	sh.until = at.Add(time.Duration(max(remMs, 0)) * time.Millisecond)
+	sh.until = at.Add(millis(remMs))
 	if sh.gen > 0 {
-		sh.decided = at.Add(-time.Duration(max(ageMs, 0)) * time.Millisecond)
+		sh.decided = at.Add(-millis(ageMs))
 	}
 	return sh
+}
+
+// millis is ms milliseconds, negative ones read as none, and those past
+// what a Duration holds (about 292 years) as the longest: a product that
+// overflowed would turn a cooldown that ends never into one that ended
+// long ago.
+func millis(ms int64) time.Duration {
+	const most = math.MaxInt64 / int64(time.Millisecond)
+	return time.Duration(min(max(ms, 0), most)) * time.Millisecond
 }
 
 // active reports whether sh is an open state with more than the slack of
