@@ -14,6 +14,7 @@ import (
 
 	"github.com/tierguard/tierguard/classify"
 	"github.com/tierguard/tierguard/internal/keyed"
+	"github.com/tierguard/tierguard/internal/striped"
 )
 
 // State is a breaker's state. The numeric values are those of the state
@@ -174,7 +175,7 @@ type Breaker struct {
 	// idle breaker holds none.
 	probes atomic.Pointer[probeSlots]
 	// rejects counts refused calls; nil until the first one.
-	rejects atomic.Pointer[rejections]
+	rejects atomic.Pointer[striped.Counter]
 
 	mu sync.Mutex
 	// trips counts trips since the last close, for cooldown growth.

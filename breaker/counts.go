@@ -1,8 +1,7 @@
 package breaker
 
 import (
-	"math/rand/v2"
-	"sync/atomic"
+	"github.com/tierguard/tierguard/internal/striped"
 )
 
 // Counts is a snapshot of a breaker's figures in its current state, for
@@ -61,27 +60,16 @@ func (b *Breaker) Counts() Counts {
 	return c
 }
 
-// rejectStripes is the number of counters refusals are spread over.
-const rejectStripes = 8
-
-// rejections counts refused calls. During an outage every request takes
-// the reject path at once: one shared counter would make them all contend
-// on its cache line, so each refusal adds to one of a few padded stripes
-// picked at random.
-type rejections [rejectStripes]struct {
-	n atomic.Int64
-	_ [56]byte
-}
-
-// reject counts one refused call. The stripes are allocated on the first
-// refusal: most breakers never refuse anything.
+// reject counts one refused call. During an outage every request takes
+// the reject path at once, so the count is striped; its stripes are
+// allocated on the first refusal, as most breakers never refuse anything.
 func (b *Breaker) reject() {
 	r := b.rejects.Load()
 	if r == nil {
-		b.rejects.CompareAndSwap(nil, new(rejections))
+		b.rejects.CompareAndSwap(nil, new(striped.Counter))
 		r = b.rejects.Load()
 	}
-	r[rand.Uint32()%rejectStripes].n.Add(1)
+	r.Add(1)
 }
 
 // rejected returns the number of calls refused since the breaker was made.
@@ -90,9 +78,5 @@ func (b *Breaker) rejected() int64 {
 	if r == nil {
 		return 0
 	}
-	var n int64
-	for i := range r {
-		n += r[i].n.Load()
-	}
-	return n
+	return int64(r.Load())
 }

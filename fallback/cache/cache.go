@@ -10,6 +10,7 @@ import (
 
 	"github.com/tierguard/tierguard/breaker"
 	"github.com/tierguard/tierguard/fallback"
+	"github.com/tierguard/tierguard/internal/striped"
 )
 
 // entryOverhead is what an entry costs beyond its strings, answer and
@@ -102,7 +103,12 @@ type job[Out any] struct {
 }
 
 type counters struct {
-	exact, template, semantic, simplified, misses           atomic.Uint64
+	// exact is added to by every exact hit, which parallel lookups make at
+	// once: it is striped, and padded off the counters after it.
+	exact striped.Counter
+	_     [64]byte
+
+	template, semantic, simplified, misses                  atomic.Uint64
 	writes, rejected, evicted, expired, invalidated         atomic.Uint64
 	embedded, embedFailures, embedSkipped, dropped, applied atomic.Uint64
 	saved, storeErrors                                      atomic.Uint64
