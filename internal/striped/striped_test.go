@@ -14,6 +14,8 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
+// TestCounterSumsEveryAddition: additions from many goroutines at once,
+// whichever stripes they land on, all count.
 func TestCounterSumsEveryAddition(t *testing.T) {
 	var c striped.Counter
 	assert.Zero(t, c.Load())
