@@ -33,6 +33,16 @@ func TestCounterSumsEveryAddition(t *testing.T) {
 	assert.Equal(t, uint64(goroutines*each+5), c.Load())
 }
 
+// TestAddAllocatesNothing: a processor's token is made once and reused.
+func TestAddAllocatesNothing(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector's pools drop tokens")
+	}
+	var c striped.Counter
+	c.Add(1)
+	assert.Zero(t, testing.AllocsPerRun(1000, func() { c.Add(1) }))
+}
+
 // TestCounterKeepsItsStripesApart: a line of padding, then a line per
 // stripe.
 func TestCounterKeepsItsStripesApart(t *testing.T) {
