@@ -50,10 +50,22 @@ func (c *Counter) Load() uint64 {
 // token is a processor's stripe, the same for every Counter.
 type token struct{ stripe uint32 }
 
-// nextStripe numbers the tokens: those made one after another, as the
-// processors make theirs, get different stripes (a token lost to a
-// collection is made again with the next).
+// stripeTokens are the tokens the pool hands out, one per stripe: made
+// once, never written, so that a token the pool dropped (at a collection,
+// or at random under the race detector) is replaced without allocating.
+var stripeTokens = func() (ts [stripes]token) {
+	for i := range ts {
+		ts[i].stripe = uint32(i)
+	}
+	return ts
+}()
+
+// nextStripe numbers the tokens the pool makes: those made one after
+// another, as the processors make theirs, name different stripes.
 var nextStripe atomic.Uint32
 
-// tokens hands each processor its token.
-var tokens = sync.Pool{New: func() any { return &token{stripe: nextStripe.Add(1) % stripes} }}
+// tokens hands each processor its token. It is the process's, not a
+// Counter's, because it holds no count, only which stripe a processor
+// adds to: one pool serves every counter, where one per counter would
+// cost a breaker group a pool per key.
+var tokens = sync.Pool{New: func() any { return &stripeTokens[nextStripe.Add(1)%stripes] }}

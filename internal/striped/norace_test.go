@@ -1,5 +1,0 @@
-//go:build !race
-
-package striped_test
-
-const raceEnabled = false
