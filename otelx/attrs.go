@@ -39,6 +39,10 @@ type attrs struct {
 	add []metric.AddOption
 	rec []metric.RecordOption
 	obs []metric.ObserveOption
+	// zeroAt is, for each of the counters a zero count can be skipped on
+	// (see Instrumentation.addCount), the collection a 0 was last added
+	// in under this set, plus one (0: never).
+	zeroAt [numZeroCounters]atomic.Uint64
 }
 
 func newAttrs(kvs ...attribute.KeyValue) *attrs {

@@ -272,6 +272,9 @@ func (i *Instrumentation) breakerTransition(tr breaker.Transition) {
 // collect reports the watched guards' figures to the observable
 // instruments.
 func (i *Instrumentation) collect(_ context.Context, o metric.Observer) error {
+	// A new collection interval begins for every reader collecting now:
+	// the next 0 of a token counter is added again (see addCount).
+	i.collections.Add(1)
 	i.active.observe(o, i.m.active)
 	w := i.watched.Load()
 	for _, b := range w.breakers {

@@ -3,12 +3,16 @@ package otelx_test
 import (
 	"context"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/tierguard/tierguard/deadline"
 	"github.com/tierguard/tierguard/fallback"
@@ -18,8 +22,13 @@ import (
 // oneAttempt tells inst of a request answered by stage's first attempt,
 // whose reply is rep, through the Observer methods the chain calls.
 func oneAttempt(inst *otelx.Instrumentation, chain *fallback.ChainInfo, rep fallback.Reply) {
+	oneAttemptIn(context.Background(), inst, chain, rep)
+}
+
+// oneAttemptIn is oneAttempt for a request whose context is ctx.
+func oneAttemptIn(ctx context.Context, inst *otelx.Instrumentation, chain *fallback.ChainInfo, rep fallback.Reply) {
 	st := &chain.Stages[0]
-	ctx := inst.RequestStarted(context.Background(), fallback.RequestStart{Chain: chain})
+	ctx = inst.RequestStarted(ctx, fallback.RequestStart{Chain: chain})
 	actx := inst.AttemptStarted(ctx, fallback.AttemptStart{Stage: st, Model: st.Model, Attempt: 1, Remaining: deadline.Unlimited})
 	inst.AttemptEnded(actx, fallback.AttemptEnd{Stage: st, Model: st.Model, Attempt: 1, Latency: 10 * time.Millisecond, Reply: &rep, Remaining: deadline.Unlimited})
 	inst.RequestEnded(ctx, fallback.RequestEnd{Chain: chain, Stage: st, Answered: true, Source: fallback.SourceTier, Latency: 10 * time.Millisecond, Remaining: deadline.Unlimited})
@@ -178,4 +187,129 @@ func TestSchemaURL(t *testing.T) {
 	for _, s := range h.spans.Ended() {
 		assert.Equal(t, otelx.SchemaURL, s.InstrumentationScope().SchemaURL)
 	}
+}
+
+// A response that reports no cache or reasoning tokens makes those
+// series at 0, and every collection interval in which one reported 0
+// has its 0, for a cumulative reader and for a delta one; an interval in
+// which none reported has no delta point. (Within an interval, only the
+// first 0 of a series is measured.)
+func TestZeroTokenCountsInEveryInterval(t *testing.T) {
+	deltaReader := sdkmetric.NewManualReader(sdkmetric.WithTemporalitySelector(func(sdkmetric.InstrumentKind) metricdata.Temporality {
+		return metricdata.DeltaTemporality
+	}))
+	cumulativeReader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(deltaReader), sdkmetric.WithReader(cumulativeReader))
+	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+	inst, err := otelx.New(otelx.Options{MeterProvider: mp})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, inst.Close()) })
+	chain := chainInfo("gcp.gemini")
+	series := kv(otelx.AttrOperation.String("generate_content"), otelx.AttrProvider.String("gcp.gemini"),
+		otelx.AttrModel.String("gemini-2.5-pro"), otelx.AttrTier.String("pro"), otelx.AttrTokenModality.String("unknown"))
+	collect := func(r *sdkmetric.ManualReader) map[string]map[string]int64 {
+		var rm metricdata.ResourceMetrics
+		require.NoError(t, r.Collect(context.Background(), &rm))
+		got := map[string]map[string]int64{}
+		for _, name := range []string{otelx.MetricUsageCacheRead, otelx.MetricUsageCacheWrite, otelx.MetricUsageReasoning} {
+			if m, ok := lookupMetric(rm, name); ok {
+				got[name] = ints(t, m)
+			}
+		}
+		return got
+	}
+	zeros := map[string]map[string]int64{
+		otelx.MetricUsageCacheRead: {series: 0}, otelx.MetricUsageCacheWrite: {series: 0}, otelx.MetricUsageReasoning: {series: 0},
+	}
+	noCache := fallback.Reply{Usage: fallback.Usage{InputTokens: 10, OutputTokens: 2}, HasUsage: true}
+
+	for range 3 {
+		oneAttempt(inst, chain, noCache)
+	}
+	assert.Equal(t, zeros, collect(deltaReader), "the first interval")
+	assert.Equal(t, zeros, collect(cumulativeReader))
+
+	assert.NotContains(t, collect(deltaReader)[otelx.MetricUsageCacheRead], series, "an interval with no response")
+	for range 2 {
+		oneAttempt(inst, chain, noCache)
+	}
+	assert.Equal(t, zeros, collect(deltaReader), "a later interval has its 0 again")
+	assert.Equal(t, zeros, collect(cumulativeReader))
+
+	oneAttempt(inst, chain, fallback.Reply{Usage: fallback.Usage{InputTokens: 100, OutputTokens: 20, CacheReadInputTokens: 64, ReasoningOutputTokens: 4}, HasUsage: true})
+	oneAttempt(inst, chain, noCache)
+	assert.Equal(t, map[string]map[string]int64{
+		otelx.MetricUsageCacheRead: {series: 64}, otelx.MetricUsageCacheWrite: {series: 0}, otelx.MetricUsageReasoning: {series: 4},
+	}, collect(deltaReader))
+	assert.Equal(t, map[string]map[string]int64{
+		otelx.MetricUsageCacheRead: {series: 64}, otelx.MetricUsageCacheWrite: {series: 0}, otelx.MetricUsageReasoning: {series: 4},
+	}, collect(cumulativeReader))
+}
+
+// countingProvider counts the additions to the token counters named in
+// counted that reach the SDK.
+type countingProvider struct {
+	metric.MeterProvider
+	adds *atomic.Int64
+}
+
+func (p countingProvider) Meter(name string, opts ...metric.MeterOption) metric.Meter {
+	return countingMeter{p.MeterProvider.Meter(name, opts...), p.adds}
+}
+
+type countingMeter struct {
+	metric.Meter
+	adds *atomic.Int64
+}
+
+func (m countingMeter) Int64Counter(name string, opts ...metric.Int64CounterOption) (metric.Int64Counter, error) {
+	c, err := m.Meter.Int64Counter(name, opts...)
+	if name == otelx.MetricUsageCacheWrite {
+		c = countingCounter{c, m.adds}
+	}
+	return c, err
+}
+
+type countingCounter struct {
+	metric.Int64Counter
+	adds *atomic.Int64
+}
+
+func (c countingCounter) Add(ctx context.Context, n int64, opts ...metric.AddOption) {
+	c.adds.Add(1)
+	c.Int64Counter.Add(ctx, n, opts...)
+}
+
+// Within a collection interval, a series' 0 is measured once; a request
+// with labels of its own measures its own.
+func TestZeroTokenCountMeasuredOncePerInterval(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+	var adds atomic.Int64
+	inst, err := otelx.New(otelx.Options{MeterProvider: countingProvider{mp, &adds}})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, inst.Close()) })
+	chain := chainInfo("gcp.gemini")
+	noCache := fallback.Reply{Usage: fallback.Usage{InputTokens: 10, OutputTokens: 2}, HasUsage: true}
+	for range 5 {
+		oneAttempt(inst, chain, noCache)
+	}
+	assert.Equal(t, int64(1), adds.Load(), "five zeros, one measurement")
+	var rm metricdata.ResourceMetrics
+	require.NoError(t, reader.Collect(context.Background(), &rm))
+	oneAttempt(inst, chain, noCache)
+	oneAttempt(inst, chain, noCache)
+	assert.Equal(t, int64(2), adds.Load(), "one more in the next interval")
+	oneAttempt(inst, chain, fallback.Reply{Usage: fallback.Usage{InputTokens: 10, CacheWriteInputTokens: 3}, HasUsage: true})
+	assert.Equal(t, int64(3), adds.Load(), "a count that is not 0 is always added")
+
+	labelled, err := otelx.New(otelx.Options{MeterProvider: countingProvider{mp, &adds}, MetricAttributes: []attribute.Key{"team"}})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, labelled.Close()) })
+	ctx := otelx.WithAttributes(context.Background(), attribute.String("team", "search"))
+	for range 2 {
+		oneAttemptIn(ctx, labelled, chain, noCache)
+	}
+	assert.Equal(t, int64(5), adds.Load(), "a request's own labels make its own series")
 }

@@ -413,10 +413,44 @@ func (i *Instrumentation) usage(ctx context.Context, r *reqState, st *stageState
 			i.m.usageOut.Add(ctx, out[m], r.add(st.usageAttrs(model, m))...)
 		}
 	}
-	ia := r.add(st.usageAttrs(model, inMod))
-	i.m.cacheRead.Add(ctx, u.CacheReadInputTokens, ia...)
-	i.m.cacheWrite.Add(ctx, u.CacheWriteInputTokens, ia...)
-	i.m.reasoning.Add(ctx, u.ReasoningOutputTokens, r.add(st.usageAttrs(model, outMod))...)
+	ia := st.usageAttrs(model, inMod)
+	i.addCount(ctx, r, i.m.cacheRead, zeroCacheRead, ia, u.CacheReadInputTokens)
+	i.addCount(ctx, r, i.m.cacheWrite, zeroCacheWrite, ia, u.CacheWriteInputTokens)
+	i.addCount(ctx, r, i.m.reasoning, zeroReasoning, st.usageAttrs(model, outMod), u.ReasoningOutputTokens)
+}
+
+// The counters whose zero counts addCount skips once made.
+const (
+	zeroCacheRead = iota
+	zeroCacheWrite
+	zeroReasoning
+	numZeroCounters
+)
+
+// addCount adds n to counter c (one of the zero counters, which) under
+// a. A response that reports 0 cache or reasoning tokens still makes the
+// series, so that a dashboard reads 0 rather than nothing. Adding 0 again
+// within the same collection interval changes nothing a reader exports,
+// and it would cost a measurement, a few hundred nanoseconds of the
+// SDK's work, on most responses: few report cache writes (Gemini never
+// does). So a 0 is added once per collection for a set. A request with
+// labels of its own (Options.MetricAttributes) adds every 0, since its
+// set is its own. One 0 reported while a collection runs may count in
+// the interval that ends; a delta reader then has no point for the
+// series in the next interval, unless another response reports for it,
+// and the OpenTelemetry data model reads a missing delta point as no
+// change.
+func (i *Instrumentation) addCount(ctx context.Context, r *reqState, c metric.Int64Counter, which int, a *attrs, n int64) {
+	if n != 0 || r.extra != nil {
+		c.Add(ctx, n, r.add(a)...)
+		return
+	}
+	now := i.collections.Load() + 1
+	if a.zeroAt[which].Load() == now {
+		return
+	}
+	c.Add(ctx, 0, a.add...)
+	a.zeroAt[which].Store(now)
 }
 
 // byModality completes a side's breakdown by modality: what total leaves

@@ -109,6 +109,9 @@ type Instrumentation struct {
 	watched atomic.Pointer[watchList]
 	// active counts the requests in flight, for the active_requests gauge.
 	active activeSet
+	// collections counts the gauge callback's runs, one per collection
+	// by any reader: the intervals addCount adds one 0 in.
+	collections atomic.Uint64
 	// waits caches the queue-wait attribute sets per bulkhead name.
 	waits sync.Map
 	// transitions caches transition attribute sets.
