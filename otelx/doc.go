@@ -99,6 +99,9 @@
 // that a counter's modalities add up to what was billed. The cache and
 // reasoning counters, which no provider breaks down, take their side's
 // modality when one modality makes all of it, and "unknown" otherwise.
+// A response that reports none of them still makes their series at 0:
+// that 0 is measured once per series and collection interval, as adding
+// it again would change nothing exported and cost a measurement.
 // The per-operation histograms are not by modality (the conventions keep
 // percentiles whole). An attempt that reported no usage records none.
 //
