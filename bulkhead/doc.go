@@ -9,9 +9,9 @@
 // rejects at once.
 //
 // Acquire and Release are an atomic add each on the fast path, with no
-// lock, no retry and no allocation, on one word of one cache line, and a
-// load of another word of that line that says whether there is more to do
-// (a queue, observers, a bulkhead found full). Do holds a slot around a
+// lock, no retry and no allocation, on one word alone on its cache line,
+// and a load of a word on another line that says whether there is more to
+// do (a queue, observers, a bulkhead found full). Do holds a slot around a
 // function and releases it with defer, so a panic leaks no slot. Stats gives accepted, rejected,
 // in-flight and waiting figures; Observe sees every call as an Event
 // (permitted, rejected, finished), with the queue wait of those that

@@ -5,14 +5,23 @@ import (
 	"unsafe"
 )
 
-// TestFastPathFieldsShareALine guards the layout that keeps an idle
-// bulkhead small and a slot taken and returned on one cache line: a
-// Bulkhead is one line, the word every call writes and every field the
-// fast path reads included.
-func TestFastPathFieldsShareALine(t *testing.T) {
+// TestStateHasALineOfItsOwn guards the layout of the fast path: the
+// fields it reads (max, flags) on one cache line, the word every call
+// writes (state) alone on the next, so that a core reading the flags does
+// not fetch the line another core is writing. A Bulkhead is two lines,
+// its size class one of 64-byte-aligned objects.
+func TestStateHasALineOfItsOwn(t *testing.T) {
 	var b Bulkhead
-	if size := unsafe.Sizeof(b); size > cacheLine {
-		t.Errorf("a Bulkhead is %d bytes, want at most %d", size, cacheLine)
+	if size := unsafe.Sizeof(b); size != 2*cacheLine {
+		t.Errorf("a Bulkhead is %d bytes, want %d", size, 2*cacheLine)
+	}
+	if off := unsafe.Offsetof(b.state); off != cacheLine {
+		t.Errorf("state is at offset %d, want %d (the second line, alone)", off, cacheLine)
+	}
+	for name, off := range map[string]uintptr{"max": unsafe.Offsetof(b.max), "flags": unsafe.Offsetof(b.flags), "extra": unsafe.Offsetof(b.extra)} {
+		if off >= cacheLine {
+			t.Errorf("%s is at offset %d, want it on the first line", name, off)
+		}
 	}
 }
 
