@@ -439,7 +439,9 @@ const (
 // the interval that ends; a delta reader then has no point for the
 // series in the next interval, unless another response reports for it,
 // and the OpenTelemetry data model reads a missing delta point as no
-// change.
+// change. The intervals are counted by the gauge callback: should views
+// drop every instrument it observes, the SDK never calls it, and a 0 is
+// added once per set for good.
 func (i *Instrumentation) addCount(ctx context.Context, r *reqState, c metric.Int64Counter, which int, a *attrs, n int64) {
 	if n != 0 || r.extra != nil {
 		c.Add(ctx, n, r.add(a)...)
