@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tierguard/tierguard/classify"
@@ -97,11 +98,14 @@ type Record struct {
 	// tokens is the stage's estimate for the call, for the limiters of a
 	// pool's members.
 	tokens int64
-	// n is the attempt's number; hedge is set for a hedge's call.
-	n     int32
-	hedge bool
-	// flags are the record's states (see recordClosed), under mu.
-	flags uint8
+	// n is the attempt's number.
+	n int32
+	// state holds the record's flags (see recordClosed), set under mu
+	// where they go with a change of the fields it guards; recordTouched
+	// and recordClosed are read without it, so that the chain settles and
+	// closes the record of a call that reported nothing without taking
+	// the lock.
+	state atomic.Uint32
 
 	mu sync.Mutex
 	// reply is what the call's responses reported, and members what a
@@ -118,21 +122,40 @@ type Record struct {
 	waited time.Duration
 }
 
-// The states of a record, in its flags: closed once the chain stopped
+// The states of a record, in its state: closed once the chain stopped
 // waiting for the call; counted once the tier counts its own calls
 // (CountCalls); memberFailure when the attempt's failure is its member's
 // alone (an exhausted quota: the member is parked, not the tier); asked
 // when a decorator read the record (its estimate, its rules, its tokens):
-// the stage then keeps making records.
+// the stage then keeps making records; hedge for a hedge's call; touched
+// once anything but the chain changed the record, or is about to.
 const (
-	recordClosed uint8 = 1 << iota
+	recordClosed uint32 = 1 << iota
 	recordCounted
 	recordMemberFailure
 	recordAsked
+	recordHedge
+	recordTouched
 )
 
-// is reports whether flag f is set; c.mu is held.
-func (c *Record) is(f uint8) bool { return c.flags&f != 0 }
+// is reports whether flag f is set.
+func (c *Record) is(f uint32) bool { return c.state.Load()&f != 0 }
+
+// set sets flag f; c.mu is held.
+func (c *Record) set(f uint32) { c.state.Or(f) }
+
+// lockTouched takes c.mu for a change that comes from outside the chain,
+// marking the record touched first. A change marks the record before it
+// reads recordClosed, and close sets recordClosed before it reads the
+// mark: whichever of the two comes second in the order of atomic
+// operations sees the other's. A close that found the record untouched
+// therefore needs no lock (nothing was written, and whatever comes later
+// finds the record closed: a report is then late), and one that found it
+// touched takes the lock to read what was written.
+func (c *Record) lockTouched() {
+	c.state.Or(recordTouched)
+	c.mu.Lock()
+}
 
 // members is what a call's record holds of a tier's members: calls
 // counts the upstream calls the tier made, at is the member of the
@@ -178,7 +201,7 @@ func (c *Record) Report(r Reply) {
 	if c == nil {
 		return
 	}
-	c.mu.Lock()
+	c.lockTouched()
 	if !c.is(recordClosed) {
 		if c.reply == nil {
 			c.reply = new(Reply)
@@ -199,8 +222,8 @@ func (c *Record) CountCalls() {
 	if c == nil {
 		return
 	}
-	c.mu.Lock()
-	c.flags |= recordCounted
+	c.lockTouched()
+	c.set(recordCounted)
 	c.mu.Unlock()
 }
 
@@ -211,9 +234,9 @@ func (c *Record) Member(id string) {
 	if c == nil {
 		return
 	}
-	c.mu.Lock()
+	c.lockTouched()
 	m := c.spread()
-	c.flags |= recordCounted
+	c.set(recordCounted)
 	m.calls, m.at = m.calls+1, id
 	c.mu.Unlock()
 }
@@ -230,7 +253,7 @@ func (c *Record) Rotated(ctx context.Context, err error, v classify.Verdict, lat
 	if c == nil {
 		return ctx
 	}
-	c.mu.Lock()
+	c.lockTouched()
 	defer c.mu.Unlock()
 	m := c.spread()
 	rot := rotation{member: m.at, err: err, verdict: v, latency: latency}
@@ -238,7 +261,7 @@ func (c *Record) Rotated(ctx context.Context, err error, v classify.Verdict, lat
 	// runs beside the first call (the chain reports its calls once the
 	// race is over), or no longer the chain's (closed). Holding the lock,
 	// so that the chain's own events wait for these.
-	rot.told = c.obs != nil && !c.hedge && !c.is(recordClosed)
+	rot.told = c.obs != nil && !c.is(recordHedge|recordClosed)
 	m.rotated = append(m.rotated, rot)
 	if !rot.told {
 		return ctx
@@ -301,8 +324,8 @@ func (c *Record) MemberFailed() {
 	if c == nil {
 		return
 	}
-	c.mu.Lock()
-	c.flags |= recordMemberFailure
+	c.lockTouched()
+	c.set(recordMemberFailure)
 	c.mu.Unlock()
 }
 
@@ -327,9 +350,9 @@ func (c *Record) Tokens() (int64, bool) {
 	if c == nil {
 		return 0, false
 	}
-	c.mu.Lock()
+	c.lockTouched()
 	defer c.mu.Unlock()
-	c.flags |= recordAsked
+	c.set(recordAsked)
 	if c.reply == nil {
 		return 0, false
 	}
@@ -351,7 +374,7 @@ type settlement struct {
 
 // settled is what the tier reported of its calls, read once it returned.
 func (c *Record) settled() settlement {
-	if c == nil {
+	if c == nil || !c.is(recordTouched) {
 		return settlement{calls: 1}
 	}
 	c.mu.Lock()
@@ -393,8 +416,11 @@ func (c *Record) close() *Reply {
 	if c == nil {
 		return noReply
 	}
+	if c.state.Or(recordClosed)&recordTouched == 0 {
+		// Nothing reported, and from now on a report is late.
+		return noReply
+	}
 	c.mu.Lock()
-	c.flags |= recordClosed
 	rep := c.reply
 	c.mu.Unlock()
 	if rep == nil {
@@ -410,12 +436,9 @@ var noReply = new(Reply)
 // shut ends the chain's wait for the call, for a chain that has no use
 // for what it reported.
 func (c *Record) shut() {
-	if c == nil {
-		return
+	if c != nil {
+		c.state.Or(recordClosed)
 	}
-	c.mu.Lock()
-	c.flags |= recordClosed
-	c.mu.Unlock()
 }
 
 // merge adds a second reply of one call: a tier that made several
@@ -595,24 +618,22 @@ func (c *Record) Waited(d time.Duration) {
 	if c == nil || d <= 0 {
 		return
 	}
-	c.mu.Lock()
+	c.lockTouched()
 	c.waited += d
 	c.mu.Unlock()
 }
 
 // ask marks the record read by a decorator.
-func (c *Record) ask() {
-	c.mu.Lock()
-	c.flags |= recordAsked
-	c.mu.Unlock()
-}
+func (c *Record) ask() { c.state.Or(recordAsked | recordTouched) }
 
 // hedgeOf returns the record of the hedge of c's attempt, on st with
 // model, built on base; on the same tier it avoids the member avoid.
 func (c *Record) hedgeOf(base context.Context, st *stage, model, avoid string) *Record {
-	h := &Record{Context: base, reqCtx: c.reqCtx, obs: c.obs, deadlineAt: c.deadlineAt, st: st, model: model, n: c.n, hedge: true, tokens: c.tokens}
+	h := &Record{Context: base, reqCtx: c.reqCtx, obs: c.obs, deadlineAt: c.deadlineAt, st: st, model: model, n: c.n, tokens: c.tokens}
+	h.state.Store(recordHedge)
 	if avoid != "" {
 		h.members = &members{avoid: avoid}
+		h.state.Store(recordHedge | recordTouched)
 	}
 	return h
 }
@@ -623,5 +644,5 @@ func (e *engine) late(c *Record, r Reply) {
 	if c.obs == nil {
 		return
 	}
-	c.obs.LateReplyReceived(c.reqCtx, LateReply{Stage: c.st.info, Model: c.model, Attempt: int(c.n), Member: c.CurrentMember(), Hedge: c.hedge, Reply: &r})
+	c.obs.LateReplyReceived(c.reqCtx, LateReply{Stage: c.st.info, Model: c.model, Attempt: int(c.n), Member: c.CurrentMember(), Hedge: c.is(recordHedge), Reply: &r})
 }

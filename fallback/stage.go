@@ -277,10 +277,11 @@ func (s *stageRun[In, Out, A]) answered(r *request, res Out, ae *attemptEnd, min
 		// enough to move the quantile up.
 		st.latency.Observe(latency)
 	}
-	if mine != nil && set.member == "" && !won && !set.asked {
+	if mine != nil && set.member == "" && !won && !set.asked && !st.plain.Load() {
 		// A success that named no member, and no decorator read its
 		// record: the tier is plain, and needs no call record when nothing
-		// else listens.
+		// else listens. (Stored once: a store on every success would take
+		// the stage's line from every other core.)
 		st.plain.Store(true)
 	}
 	// lost is what the first call counts for when the hedge won: nothing,

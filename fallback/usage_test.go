@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"runtime"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -189,4 +191,52 @@ func TestRecordIsSafeForConcurrentUse(t *testing.T) {
 	require.Len(t, a, 1)
 	assert.Equal(t, "#b", a[0].Member, "the member of the last call")
 	assert.Equal(t, 2, res.UpstreamCalls, "one call per member reported")
+}
+
+// tokenCount counts the input tokens observers are told of: those riding
+// an attempt's end and those reported late.
+type tokenCount struct {
+	fallback.NopObserver
+	inTime, late atomic.Int64
+}
+
+func (o *tokenCount) AttemptEnded(_ context.Context, e fallback.AttemptEnd) {
+	o.inTime.Add(e.Reply.Usage.InputTokens)
+}
+
+func (o *tokenCount) LateReplyReceived(_ context.Context, e fallback.LateReply) {
+	o.late.Add(e.Reply.Usage.InputTokens)
+}
+
+// Reports racing the chain's close of their call's record are each
+// counted once: on the attempt's end when the chain still waited for the
+// call, or as a late reply after it. The tier returns while the goroutines
+// it started report, so that the close meets them at every point of
+// their reports; run with -race.
+func TestReportsRacingTheCloseCountOnce(t *testing.T) {
+	const requests, reporters = 300, 8
+	var obs tokenCount
+	var wg sync.WaitGroup
+	var calls atomic.Int64
+	c := newChain(t, fallback.Config[string, string]{
+		Stages: []fallback.Stage[string, string]{{Tier: fallback.Tier("pro", func(ctx context.Context, _ string) (string, error) {
+			for range reporters {
+				wg.Go(func() { fallback.Report(ctx, fallback.Reply{Usage: fallback.Usage{InputTokens: 1}, HasUsage: true}) })
+			}
+			// Returning after a varying lead, so that some reports come
+			// in time, some during the close and some after it.
+			for range calls.Add(1) % (2 * reporters) {
+				runtime.Gosched()
+			}
+			return "x", nil
+		})}},
+		Observer: &obs,
+	})
+	for range requests {
+		_, err := c.Do(context.Background(), "q")
+		require.NoError(t, err)
+	}
+	wg.Wait()
+	assert.Equal(t, int64(requests*reporters), obs.inTime.Load()+obs.late.Load(), "every report once")
+	t.Logf("in time %d, late %d", obs.inTime.Load(), obs.late.Load())
 }
