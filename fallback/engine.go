@@ -318,7 +318,10 @@ func (e *engine) beginAs(ctx context.Context, r *request, shared bool) {
 	var now time.Time
 	if r.timing || e.total > 0 {
 		r.start = e.now()
-		now = e.epoch.Add(r.start)
+		if e.total > 0 {
+			// Only a Total of the chain's own makes a deadline from it.
+			now = e.epoch.Add(r.start)
+		}
 	}
 	r.budget, r.left, r.hasLeft = budget.NewLeftAt(ctx, e.total, now)
 	r.sum.TierIndex = -1
