@@ -9,6 +9,7 @@ import (
 
 	"github.com/failsafe-go/failsafe-go"
 
+	"github.com/tierguard/tierguard/fallback"
 	"github.com/tierguard/tierguard/fallback/spend"
 )
 
@@ -218,7 +219,8 @@ func BenchmarkLedger(b *testing.B) {
 // BenchmarkOtel is a request's metrics on the OpenTelemetry SDK (a manual
 // reader, tracing off): a one-tier chain instrumented by otelx, against
 // the same measurements written by hand around the same chain not
-// observed (OtelFloor), and that chain not instrumented.
+// observed (OtelFloor) and observed by a do-nothing observer, and that
+// chain not instrumented and observed by the do-nothing observer alone.
 func BenchmarkOtel(b *testing.B) {
 	bench(b, func() []contender {
 		mp, _ := SDKMeterProvider()
@@ -235,6 +237,13 @@ func BenchmarkOtel(b *testing.B) {
 		ctx := context.Background()
 		floorChain, _ := OtelChain(nil)
 		floored := Unobserved(ctx, floorChain)
+		// The floor around the chain observed by an observer that does
+		// nothing: what any observer costs the chain (its clock reads per
+		// attempt, the attempt's call record, the events), with the same
+		// measurements by hand. otelx against it is otelx's own cost.
+		nopChain, _ := OtelChain(nil)
+		nopChain.Observe(fallback.NopObserver{})
+		observedFloor := Unobserved(ctx, nopChain)
 		return []contender{
 			{"tierguard", func() bool {
 				res, err := tg.Do(ctx, "q")
@@ -244,8 +253,16 @@ func BenchmarkOtel(b *testing.B) {
 				v, err := floor.Do(ctx, floored)
 				return err == nil && v == Answer
 			}},
+			{"otel-floor-observed", func() bool {
+				v, err := floor.Do(ctx, observedFloor)
+				return err == nil && v == Answer
+			}},
 			{"tierguard-uninstrumented", func() bool {
 				res, err := bare.Do(ctx, "q")
+				return err == nil && res.Value == Answer
+			}},
+			{"tierguard-nop-observed", func() bool {
+				res, err := nopChain.Do(ctx, "q")
 				return err == nil && res.Value == Answer
 			}},
 		}
