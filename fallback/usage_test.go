@@ -212,9 +212,9 @@ func (o *tokenCount) LateReplyReceived(_ context.Context, e fallback.LateReply) 
 // counted once: on the attempt's end when the chain still waited for the
 // call, or as a late reply after it. The tier returns while the goroutines
 // it started report, so that the close meets them at every point of
-// their reports; run with -race.
+// their reports; 64 callers at once, run with -race.
 func TestReportsRacingTheCloseCountOnce(t *testing.T) {
-	const requests, reporters = 300, 8
+	const requests, reporters, concurrent = 320, 8, 64
 	var obs tokenCount
 	var wg sync.WaitGroup
 	var calls atomic.Int64
@@ -232,10 +232,16 @@ func TestReportsRacingTheCloseCountOnce(t *testing.T) {
 		})}},
 		Observer: &obs,
 	})
-	for range requests {
-		_, err := c.Do(context.Background(), "q")
-		require.NoError(t, err)
+	var callers sync.WaitGroup
+	for range concurrent {
+		callers.Go(func() {
+			for range requests / concurrent {
+				_, err := c.Do(context.Background(), "q")
+				assert.NoError(t, err)
+			}
+		})
 	}
+	callers.Wait()
 	wg.Wait()
 	assert.Equal(t, int64(requests*reporters), obs.inTime.Load()+obs.late.Load(), "every report once")
 	t.Logf("in time %d, late %d", obs.inTime.Load(), obs.late.Load())
