@@ -1,6 +1,7 @@
 package retry
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -190,7 +191,7 @@ var defaultTable = classify.DefaultTable()
 // attempt n+1: min(MaxDelay, BaseDelay·2ⁿ⁻¹), randomised by the policy's
 // Jitter. n below 1 counts as 1.
 func (p Policy) Backoff(n int) time.Duration {
-	base, maxDelay := cmpOr(p.BaseDelay, defaultBaseDelay), cmpOr(p.MaxDelay, defaultMaxDelay)
+	base, maxDelay := cmp.Or(p.BaseDelay, defaultBaseDelay), cmp.Or(p.MaxDelay, defaultMaxDelay)
 	ceiling := base
 	for i := 1; i < n && ceiling < maxDelay; i++ {
 		if ceiling > maxDelay/2 {
@@ -237,7 +238,7 @@ func (p Policy) Decide(n int, v classify.Verdict, retryable bool, fits func(wait
 	if p.Budget != nil {
 		p.Budget.Failure()
 	}
-	switch maxAttempts := cmpOr(p.MaxAttempts, defaultMaxAttempts); {
+	switch maxAttempts := cmp.Or(p.MaxAttempts, defaultMaxAttempts); {
 	case maxAttempts > 0 && n >= maxAttempts:
 		a.Stop = AttemptsExhausted
 	case p.Budget != nil && !p.Budget.Allow():
@@ -251,15 +252,6 @@ func (p Policy) Decide(n int, v classify.Verdict, retryable bool, fits func(wait
 		}
 	}
 	return a
-}
-
-// cmpOr returns v, or def when v is zero.
-func cmpOr[T comparable](v, def T) T {
-	var zero T
-	if v == zero {
-		return def
-	}
-	return v
 }
 
 // Do calls fn until it succeeds or the policy stops, sleeping between

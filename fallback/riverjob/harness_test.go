@@ -1,6 +1,7 @@
 package riverjob_test
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"io"
@@ -92,9 +93,9 @@ type chainOpts struct {
 
 func newChain(t testing.TB, srv *fakegemini.Server, o chainOpts) *fallback.Chain[string, gemrest.Response] {
 	t.Helper()
-	o.total = cmpOr(o.total, 2*time.Second)
-	o.tryTimeout = cmpOr(o.tryTimeout, time.Second)
-	o.quotaCooldown = cmpOr(o.quotaCooldown, 2*time.Second)
+	o.total = cmp.Or(o.total, 2*time.Second)
+	o.tryTimeout = cmp.Or(o.tryTimeout, time.Second)
+	o.quotaCooldown = cmp.Or(o.quotaCooldown, 2*time.Second)
 	var stages []fallback.Stage[string, gemrest.Response]
 	for _, m := range []struct{ name, model string }{{"pro", "gemini-2.5-pro"}, {"flash", "gemini-2.5-flash"}} {
 		c, err := gemrest.New(gemrest.Config{BaseURL: srv.URL(), Model: m.model, Name: m.name, HTTPClient: srv.Client()})
@@ -116,14 +117,6 @@ func newChain(t testing.TB, srv *fakegemini.Server, o chainOpts) *fallback.Chain
 	chain, err := fallback.New(fallback.Config[string, gemrest.Response]{Stages: stages, Total: o.total, QuotaCooldown: o.quotaCooldown})
 	require.NoError(t, err)
 	return chain
-}
-
-func cmpOr[T comparable](v, def T) T {
-	var zero T
-	if v == zero {
-		return def
-	}
-	return v
 }
 
 // openSQLite opens a fresh River database in a file of its own, migrated
@@ -171,7 +164,7 @@ func newEnv(t testing.TB, o envOpts) *env {
 		e.store = newMemStore()
 		o.cfg.Store = e.store
 	}
-	o.cfg.RetryPolicy = fixedRetry(cmpOr(o.retryAfter, 20*time.Millisecond))
+	o.cfg.RetryPolicy = fixedRetry(cmp.Or(o.retryAfter, 20*time.Millisecond))
 	w, err := riverjob.NewWorker[extractArgs](o.cfg)
 	require.NoError(t, err)
 	e.worker = w
@@ -184,10 +177,10 @@ func newEnv(t testing.TB, o envOpts) *env {
 	workers := river.NewWorkers()
 	river.AddWorker(workers, w)
 	e.client, err = river.NewClient(riversqlite.New(e.db), &river.Config{
-		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: cmpOr(o.maxWorkers, 4)}},
+		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: cmp.Or(o.maxWorkers, 4)}},
 		Workers:           workers,
-		MaxAttempts:       cmpOr(o.maxAttempts, 3),
-		RetryPolicy:       fixedRetry(cmpOr(o.retryAfter, 20*time.Millisecond)),
+		MaxAttempts:       cmp.Or(o.maxAttempts, 3),
+		RetryPolicy:       fixedRetry(cmp.Or(o.retryAfter, 20*time.Millisecond)),
 		FetchCooldown:     5 * time.Millisecond,
 		FetchPollInterval: 20 * time.Millisecond,
 		Logger:            slog.New(slog.NewTextHandler(io.Discard, nil)),

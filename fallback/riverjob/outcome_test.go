@@ -1,6 +1,7 @@
 package riverjob_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -111,7 +112,7 @@ func TestClassOutcomes(t *testing.T) {
 			if tc.class == classify.DeadlineExhausted {
 				o.total, o.tryTimeout = 400*time.Millisecond, 5*time.Second
 			}
-			e := newEnv(t, envOpts{cfg: riverjob.Config[string, gemrest.Response]{Chain: newChain(t, srv, o)}, maxAttempts: cmpOr(tc.maxAttempts, 3), retryAfter: time.Minute})
+			e := newEnv(t, envOpts{cfg: riverjob.Config[string, gemrest.Response]{Chain: newChain(t, srv, o)}, maxAttempts: cmp.Or(tc.maxAttempts, 3), retryAfter: time.Minute})
 			ins := e.insert(riverjob.Args[string]{Tenant: "acme", Scenario: "extract", Key: "k-" + tc.name, Input: "invoice 42"}, nil)
 
 			ev := e.waitEvents(ins.Job.ID, 1)[0]

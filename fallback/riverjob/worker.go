@@ -1,6 +1,7 @@
 package riverjob
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"math/rand/v2"
@@ -55,16 +56,9 @@ func NewWorker[A JobArgs[In], In, Out any](cfg Config[In, Out]) (*Worker[A, In, 
 	if w.policy == nil {
 		w.policy = &river.DefaultClientRetryPolicy{}
 	}
-	w.cfg.TenantBusySnooze = cmpOr(cfg.TenantBusySnooze, defaultTenantBusySnooze)
-	w.cfg.QuotaSnooze = cmpOr(cfg.QuotaSnooze, defaultQuotaSnooze)
+	w.cfg.TenantBusySnooze = cmp.Or(cfg.TenantBusySnooze, defaultTenantBusySnooze)
+	w.cfg.QuotaSnooze = cmp.Or(cfg.QuotaSnooze, defaultQuotaSnooze)
 	return w, nil
-}
-
-func cmpOr(v, def time.Duration) time.Duration {
-	if v == 0 {
-		return def
-	}
-	return v
 }
 
 // Timeout is the job's timeout: the chain's total deadline and the time to

@@ -1,6 +1,7 @@
 package spend
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -226,8 +227,8 @@ func New(cfg Config) (*Ledger, error) {
 	}
 	l := &Ledger{
 		prices: cfg.Prices, tenants: make(map[string]*account, len(cfg.Tenants)), def: cfg.Default,
-		refuseUnknown: cfg.RefuseUnknown, maxTenants: int64(cmpOr(cfg.MaxTenants, defaultMaxTenants)),
-		levels: levels, shedAt: cmpOr(cfg.ShedAt, defaultShedAt), showTenant: cfg.TenantInErrors,
+		refuseUnknown: cfg.RefuseUnknown, maxTenants: int64(cmp.Or(cfg.MaxTenants, defaultMaxTenants)),
+		levels: levels, shedAt: cmp.Or(cfg.ShedAt, defaultShedAt), showTenant: cfg.TenantInErrors,
 		unpriced: cfg.Unpriced,
 	}
 	loc := cfg.Location
@@ -241,8 +242,8 @@ func New(cfg Config) (*Ledger, error) {
 	l.overflow = l.newAccount("", cfg.Default)
 	l.tripped = &sync.Map{}
 	if cfg.Store != nil {
-		interval := cmpOr(cfg.SyncInterval, defaultSyncInterval)
-		l.store = startSyncer(l, cfg.Store, interval, cmpOr(cfg.SyncTimeout, interval), cmpOr(cfg.MaxStaleness, 10*interval), cfg.OnStoreError)
+		interval := cmp.Or(cfg.SyncInterval, defaultSyncInterval)
+		l.store = startSyncer(l, cfg.Store, interval, cmp.Or(cfg.SyncTimeout, interval), cmp.Or(cfg.MaxStaleness, 10*interval), cfg.OnStoreError)
 	}
 	return l, nil
 }
@@ -256,14 +257,6 @@ func costFields(a Allowance) string {
 		return "DailyCost"
 	}
 	return "MonthlyCost"
-}
-
-func cmpOr[T comparable](v, def T) T {
-	var zero T
-	if v == zero {
-		return def
-	}
-	return v
 }
 
 // Close stops the ledger's timer (it moves the periods on at midnight) and
