@@ -5,7 +5,9 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"runtime"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -183,11 +185,38 @@ type Breaker struct {
 	keyed  bool
 	member Member
 
-	// listeners are added by Observe; copy-on-write under mu.
-	listeners atomic.Pointer[[]*listener]
+	// hooks holds what Observe and Attach added, nil until the first;
+	// copy-on-write under mu. One pointer for both keeps a Breaker in its
+	// 96-byte size class: a Group holds one per key.
+	hooks atomic.Pointer[hooks]
 }
 
 type listener struct{ fn func(Transition) }
+
+// hooks are a breaker's listeners and attachments. A published hooks is
+// never changed but for its attachments' holds, counted under the
+// breaker's mu.
+type hooks struct {
+	listeners []*listener
+	attached  []*attachment
+}
+
+// attachment is a value attached by Attach, and how many callers hold it.
+type attachment struct {
+	key, value any
+	holds      int
+}
+
+// withLocked publishes a copy of b's hooks changed by edit; b.mu is held.
+func (b *Breaker) withLocked(edit func(h *hooks)) {
+	var next hooks
+	if cur := b.hooks.Load(); cur != nil {
+		next.listeners = append(next.listeners, cur.listeners...)
+		next.attached = append(next.attached, cur.attached...)
+	}
+	edit(&next)
+	b.hooks.Store(&next)
+}
 
 // New returns a breaker configured by cfg, or an error naming every invalid
 // field.
@@ -585,8 +614,8 @@ func (b *Breaker) announce(tr Transition, publish bool) {
 	if publish && b.member != nil {
 		b.member.Transitioned(tr)
 	}
-	if ls := b.listeners.Load(); ls != nil {
-		for _, l := range *ls {
+	if h := b.hooks.Load(); h != nil {
+		for _, l := range h.listeners {
 			l.fn(tr)
 		}
 	}
@@ -601,26 +630,57 @@ func (b *Breaker) Observe(fn func(Transition)) (remove func()) {
 	l := &listener{fn: fn}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	var next []*listener
-	if cur := b.listeners.Load(); cur != nil {
-		next = append(next, *cur...)
-	}
-	next = append(next, l)
-	b.listeners.Store(&next)
+	b.withLocked(func(h *hooks) { h.listeners = append(h.listeners, l) })
 	return func() {
 		b.mu.Lock()
 		defer b.mu.Unlock()
-		cur := b.listeners.Load()
-		if cur == nil {
-			return
-		}
-		kept := make([]*listener, 0, len(*cur))
-		for _, x := range *cur {
-			if x != l {
-				kept = append(kept, x)
+		b.withLocked(func(h *hooks) {
+			h.listeners = slices.DeleteFunc(h.listeners, func(x *listener) bool { return x == l })
+		})
+	}
+}
+
+// Attach returns the value attached to b under key — made by calling
+// newValue, the first time a key is asked for — and the function that lets
+// go of it. The value stays attached until everyone who got it has let go,
+// then goes, and asking again makes a new one. It lets code that watches
+// breakers it did not create share state per breaker without a registry
+// of its own: otelx keeps there what must happen once per breaker however
+// many chains and Instrumentations watch it, such as counting a
+// transition. key must be comparable (Attach panics otherwise), and of a
+// type of the caller's own, as a context key is, so that two packages
+// cannot collide. newValue runs under b's lock: it must not use b. Calling
+// detach more than once lets go once.
+func (b *Breaker) Attach(key any, newValue func() any) (value any, detach func()) {
+	if key == nil || !reflect.TypeOf(key).Comparable() {
+		panic("breaker: Attach key is not comparable")
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var a *attachment
+	if h := b.hooks.Load(); h != nil {
+		for _, x := range h.attached {
+			if x.key == key {
+				a = x
 			}
 		}
-		b.listeners.Store(&kept)
+	}
+	if a == nil {
+		a = &attachment{key: key, value: newValue()}
+		b.withLocked(func(h *hooks) { h.attached = append(h.attached, a) })
+	}
+	a.holds++
+	var once sync.Once
+	return a.value, func() {
+		once.Do(func() {
+			b.mu.Lock()
+			defer b.mu.Unlock()
+			if a.holds--; a.holds == 0 {
+				b.withLocked(func(h *hooks) {
+					h.attached = slices.DeleteFunc(h.attached, func(x *attachment) bool { return x == a })
+				})
+			}
+		})
 	}
 }
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -199,6 +201,8 @@ type extra struct {
 
 	obsMu   sync.Mutex
 	obsList []*observerEntry
+	// attached holds what Attach attached; under obsMu.
+	attached []*attachment
 
 	mu    sync.Mutex
 	queue []*waiter
@@ -554,6 +558,49 @@ func (b *Bulkhead) Observe(fn func(Event)) (remove func()) {
 }
 
 type observerEntry struct{ fn func(Event) }
+
+// Attach returns the value attached to b under key — made by calling
+// newValue, the first time a key is asked for — and the function that lets
+// go of it. The value stays attached until everyone who got it has let go,
+// then goes, and asking again makes a new one. It lets code that watches
+// bulkheads it did not create share state per bulkhead without a
+// registry of its own: otelx keeps there what must happen once per
+// bulkhead however many chains and Instrumentations watch it, such as
+// reporting its figures. key must be comparable (Attach panics otherwise),
+// and of a type of the caller's own, as a context key is, so that two
+// packages cannot collide. newValue runs under a lock of b: it must not
+// use b. Calling detach more than once lets go once.
+func (b *Bulkhead) Attach(key any, newValue func() any) (value any, detach func()) {
+	if key == nil || !reflect.TypeOf(key).Comparable() {
+		panic("bulkhead: Attach key is not comparable")
+	}
+	x := b.ext()
+	x.obsMu.Lock()
+	defer x.obsMu.Unlock()
+	i := slices.IndexFunc(x.attached, func(a *attachment) bool { return a.key == key })
+	if i < 0 {
+		i = len(x.attached)
+		x.attached = append(x.attached, &attachment{key: key, value: newValue()})
+	}
+	a := x.attached[i]
+	a.holds++
+	var once sync.Once
+	return a.value, func() {
+		once.Do(func() {
+			x.obsMu.Lock()
+			defer x.obsMu.Unlock()
+			if a.holds--; a.holds == 0 {
+				x.attached = slices.DeleteFunc(x.attached, func(y *attachment) bool { return y == a })
+			}
+		})
+	}
+}
+
+// attachment is a value attached by Attach, and how many callers hold it.
+type attachment struct {
+	key, value any
+	holds      int
+}
 
 func (b *Bulkhead) publishObserversLocked(x *extra) {
 	if len(x.obsList) == 0 {
