@@ -21,6 +21,14 @@
 // unregisters the gauge callback and every watch. The package depends on the
 // OpenTelemetry API only; bring your own SDK and exporter.
 //
+// A breaker or bulkhead shared by several chains may be watched by as many
+// Instrumentations — a unary and a stream chain, each instrumented with
+// Instrument — and each of its transitions, queue waits and figures is
+// still exported once per MeterProvider and logged once per log handler,
+// by the first of them still open; the last to close unsubscribes. What
+// they share hangs off the guard itself (breaker.Breaker.Attach,
+// bulkhead.Bulkhead.Attach), not off a registry of the package.
+//
 // # Metrics
 //
 // The gen_ai.* names follow the OpenTelemetry GenAI semantic conventions

@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
@@ -21,36 +20,41 @@ type watchList struct {
 	bulkheads []*watchedBulkhead
 }
 
+// watchedGuard is one guard an Instrumentation watches: its share of the
+// guard's watchers, until stop.
+type watchedGuard struct {
+	i      *Instrumentation
+	attrs  *attrs
+	shared *watchers
+	detach func()
+	once   sync.Once
+}
+
+func (w *watchedGuard) stop() {
+	w.once.Do(func() {
+		w.shared.leave(w.i)
+		w.detach()
+	})
+}
+
 type watchedBreaker struct {
-	b     *breaker.Breaker
-	attrs *attrs
-	unsub func()
-	once  sync.Once
+	watchedGuard
+	b *breaker.Breaker
 }
 
-func (w *watchedBreaker) stop() { w.once.Do(w.unsub) }
-
-// watchedBulkhead is what otelx observes a bulkhead with; unwatching
-// removes it.
 type watchedBulkhead struct {
-	i       *Instrumentation
-	b       *bulkhead.Bulkhead
-	attrs   *attrs
-	stopped atomic.Bool
-	remove  func()
-}
-
-// event records a queued acquisition's wait.
-func (w *watchedBulkhead) event(e bulkhead.Event) {
-	if e.Queued && !w.stopped.Load() {
-		w.i.waited(e.Bulkhead, e.Wait, e.Kind == bulkhead.Permitted)
-	}
+	watchedGuard
+	b *bulkhead.Bulkhead
 }
 
 // WatchBreaker exports b's state as tierguard.breaker.state and counts and
 // logs its transitions, until unwatch is called or the Instrumentation is
 // closed. Its tierguard.breaker.transitions series start at 0, every pair
-// of states, so that the first trip shows in a rate. Watching a watched breaker again returns the first unwatch.
+// of states, so that the first trip shows in a rate. Watching a watched
+// breaker again returns the first unwatch. However many Instrumentations
+// watch b, each transition is counted once per MeterProvider and logged
+// once per log handler, by the first of them still open: two chains on
+// one breaker can be instrumented separately.
 func (i *Instrumentation) WatchBreaker(b *breaker.Breaker) (unwatch func()) {
 	i.mu.Lock()
 	defer i.mu.Unlock()
@@ -63,9 +67,10 @@ func (i *Instrumentation) WatchBreaker(b *breaker.Breaker) (unwatch func()) {
 			return func() { i.unwatchBreaker(w) }
 		}
 	}
-	w := &watchedBreaker{b: b, attrs: newAttrs(attrBreaker.String(b.Name()))}
+	w := &watchedBreaker{b: b, watchedGuard: watchedGuard{i: i, attrs: newAttrs(attrBreaker.String(b.Name()))}}
 	i.zeroTransitions(b.Name())
-	w.unsub = b.Observe(i.breakerTransition)
+	w.shared, w.detach = watchersOf(b.Attach)
+	w.shared.join(i, func() func() { return b.Observe(w.shared.breakerTransition) })
 	next := &watchList{breakers: append(slices.Clip(cur.breakers), w), bulkheads: cur.bulkheads}
 	i.watched.Store(next)
 	return func() { i.unwatchBreaker(w) }
@@ -88,7 +93,9 @@ func (i *Instrumentation) unwatchBreaker(w *watchedBreaker) {
 // WatchBulkhead exports b's accepted, rejected, in-flight, queued and limit
 // figures and records its queue waits, until unwatch is called or the
 // Instrumentation is closed. Watching a watched bulkhead again returns the
-// first unwatch.
+// first unwatch. However many Instrumentations watch b, its figures and
+// waits are exported once per MeterProvider, as WatchBreaker's
+// transitions are.
 func (i *Instrumentation) WatchBulkhead(b *bulkhead.Bulkhead) (unwatch func()) {
 	i.mu.Lock()
 	defer i.mu.Unlock()
@@ -101,15 +108,17 @@ func (i *Instrumentation) WatchBulkhead(b *bulkhead.Bulkhead) (unwatch func()) {
 			return func() { i.unwatchBulkhead(w) }
 		}
 	}
-	w := &watchedBulkhead{i: i, b: b, attrs: newAttrs(attrBulkhead.String(b.Name()))}
-	// Only a bulkhead with a MaxWait queues, and its configuration is
-	// fixed: one without never reports a queue wait, and observing it
-	// would cost each of its acquisitions a call for nothing.
-	if b.Config().MaxWait > 0 {
-		w.remove = b.Observe(w.event)
-	} else {
-		w.remove = func() {}
-	}
+	w := &watchedBulkhead{b: b, watchedGuard: watchedGuard{i: i, attrs: newAttrs(attrBulkhead.String(b.Name()))}}
+	w.shared, w.detach = watchersOf(b.Attach)
+	w.shared.join(i, func() func() {
+		// Only a bulkhead with a MaxWait queues, and its configuration is
+		// fixed: one without never reports a queue wait, and observing it
+		// would cost each of its acquisitions a call for nothing.
+		if b.Config().MaxWait > 0 {
+			return b.Observe(w.shared.bulkheadEvent)
+		}
+		return func() {}
+	})
 	next := &watchList{breakers: cur.breakers, bulkheads: append(slices.Clip(cur.bulkheads), w)}
 	i.watched.Store(next)
 	return func() { i.unwatchBulkhead(w) }
@@ -126,8 +135,7 @@ func (i *Instrumentation) unwatchBulkhead(w *watchedBulkhead) {
 	}
 	i.watched.Store(next)
 	i.mu.Unlock()
-	w.stopped.Store(true)
-	w.remove()
+	w.stop()
 }
 
 // WatchBreakerGroup watches every breaker of g, those created later
@@ -198,14 +206,19 @@ type waitKey struct {
 	acquired bool
 }
 
-func (i *Instrumentation) waited(name string, wait time.Duration, acquired bool) {
+// recordWait records a queued acquisition's wait.
+func (i *Instrumentation) recordWait(name string, wait time.Duration, acquired bool) {
 	k := waitKey{name, acquired}
 	v, ok := i.waits.Load(k)
 	if !ok {
 		v, _ = i.waits.LoadOrStore(k, newAttrs(attrBulkhead.String(name), attrAcquired.Bool(acquired)))
 	}
+	i.m.queueWait.Record(context.Background(), wait.Seconds(), v.(*attrs).rec...)
+}
+
+// logWait logs a queued acquisition's wait.
+func (i *Instrumentation) logWait(name string, wait time.Duration, acquired bool) {
 	ctx := context.Background()
-	i.m.queueWait.Record(ctx, wait.Seconds(), v.(*attrs).rec...)
 	if i.logEnabled(ctx, slog.LevelDebug) {
 		i.logger.LogAttrs(ctx, slog.LevelDebug, "bulkhead wait", slog.String(logComponent, logComponentValue),
 			slog.String("bulkhead", name), slog.Duration("queue_wait", wait), slog.Bool("acquired", acquired))
@@ -245,11 +258,14 @@ func (i *Instrumentation) zeroTransitions(name string) {
 	}
 }
 
-// breakerTransition counts and logs one transition. It runs in the
-// goroutine that caused it (a request, or the cooldown timer).
-func (i *Instrumentation) breakerTransition(tr breaker.Transition) {
+// countTransition counts one transition.
+func (i *Instrumentation) countTransition(tr breaker.Transition) {
+	i.m.transitions.Add(context.Background(), 1, i.transitionAttrs(tr.Name, tr.From, tr.To).add...)
+}
+
+// logTransition logs one transition.
+func (i *Instrumentation) logTransition(tr breaker.Transition) {
 	ctx := context.Background()
-	i.m.transitions.Add(ctx, 1, i.transitionAttrs(tr.Name, tr.From, tr.To).add...)
 	level, msg := slog.LevelInfo, "circuit "+tr.To.String()
 	if tr.To == breaker.Open {
 		level = slog.LevelWarn
@@ -276,11 +292,20 @@ func (i *Instrumentation) collect(_ context.Context, o metric.Observer) error {
 	// the next 0 of a token counter is added again (see addCount).
 	i.collections.Add(1)
 	i.active.observe(o, i.m.active)
+	// A guard watched through several Instrumentations on one
+	// MeterProvider is reported by one of them: the SDK adds up what the
+	// callbacks observe of an observable counter under one set of
+	// attributes, so each would count the bulkhead's calls once more.
 	w := i.watched.Load()
 	for _, b := range w.breakers {
-		o.ObserveInt64(i.m.breakerState, int64(b.b.State()), b.attrs.obs...)
+		if b.shared.reports(i) {
+			o.ObserveInt64(i.m.breakerState, int64(b.b.State()), b.attrs.obs...)
+		}
 	}
 	for _, b := range w.bulkheads {
+		if !b.shared.reports(i) {
+			continue
+		}
 		s := b.b.Stats()
 		o.ObserveInt64(i.m.bhAccepted, int64(s.Accepted), b.attrs.obs...)
 		o.ObserveInt64(i.m.bhRejected, int64(s.Rejected), b.attrs.obs...)

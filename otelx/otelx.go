@@ -95,6 +95,12 @@ type Instrumentation struct {
 	tenantLabels bool
 	prevNames    bool
 
+	// meterKey and logKey say where the Instrumentation exports to — its
+	// MeterProvider, its logger's handler (nil without a logger) — so
+	// that a guard watched by several exports and logs each event once
+	// per destination (see watchers).
+	meterKey, logKey any
+
 	registration metric.Registration
 	closed       atomic.Bool
 	// detach removes the Instrumentation from the chains it was attached
@@ -177,6 +183,10 @@ func New(opts Options) (*Instrumentation, error) {
 		prevNames:    opts.PreviousNames,
 		tenantLabels: opts.TenantLabels,
 		labelled:     opts.Logger != nil || len(opts.MetricAttributes) > 0,
+	}
+	i.meterKey = identity(mp, i)
+	if opts.Logger != nil {
+		i.logKey = identity(opts.Logger.Handler(), opts.Logger)
 	}
 	i.reg.Store(&registry{stages: map[stageKey]*stageState{}, infos: map[*fallback.StageInfo]*stageState{}, chains: map[*fallback.ChainInfo]*opState{}, ops: map[opKey]*opState{}, endpoints: map[endpointKey]endpoint{}, prev: i.prevNames})
 	i.watched.Store(&watchList{})
@@ -318,8 +328,7 @@ func (i *Instrumentation) Close() error {
 		b.stop()
 	}
 	for _, b := range w.bulkheads {
-		b.stopped.Store(true)
-		b.remove()
+		b.stop()
 	}
 	if err != nil {
 		return fmt.Errorf("otelx: unregistering the gauge callback: %w", err)
