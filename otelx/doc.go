@@ -124,6 +124,17 @@
 // breaker state is closed 0, half-open 1, open 2. tierguard.degraded is
 // true for any answer but the first tier's.
 //
+// When a chain is watched, tierguard.requests starts at 0 every outcome
+// the chain can have (an answer from each tier, the cache or the default,
+// a failure of each class), and tierguard.breaker.transitions every pair
+// of states of a watched breaker: a Prometheus rate or increase never
+// counts a series' first sample, so a series born at 1 loses its first
+// request. A request's labels (Options.MetricAttributes) make series of
+// their own: those of the values declared in Options.KnownLabels start at
+// 0 with the others, those of a value first seen at run time at their
+// first count — the PromQL of the outage example (examples/outage) counts
+// a series born within its window whole.
+//
 // tierguard.active_requests is read when the metrics are collected, from
 // counters the requests keep as they start and end (two atomic additions
 // per request, not two measurements); with Options.MetricAttributes, past

@@ -89,3 +89,57 @@ func ExampleInstrument() {
 	// tierguard.attempts{gen_ai.operation.name=generate_content,tierguard.class=transient,tierguard.tier.name=pro} 1
 	// tierguard.requests{gen_ai.operation.name=generate_content,tierguard.degraded=true,tierguard.source=tier,tierguard.tier.name=flash} 1
 }
+
+// Tenants known up front start at 0: a Prometheus rate or increase counts
+// their first requests too. Declaring them is no opt-in of its own: the
+// tenant label is on metrics because MetricAttributes lists it.
+func ExampleOptions_knownLabels() {
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	defer func() { _ = mp.Shutdown(context.Background()) }()
+
+	pro := fallback.Tier("pro", func(context.Context, string) (string, error) { return "answer", nil })
+	chain, err := fallback.New(fallback.Config[string, string]{Stages: []fallback.Stage[string, string]{{Tier: pro}}})
+	if err != nil {
+		panic(err)
+	}
+	inst, err := otelx.Instrument(chain, otelx.Options{
+		MeterProvider:    mp,
+		MetricAttributes: []attribute.Key{otelx.KeyTenant},
+		KnownLabels:      []attribute.KeyValue{otelx.KeyTenant.String("acme"), otelx.KeyTenant.String("globex")},
+	})
+	if err != nil {
+		panic(err)
+	}
+	defer func() { _ = inst.Close() }()
+
+	answers := func() {
+		var rm metricdata.ResourceMetrics
+		if err := reader.Collect(context.Background(), &rm); err != nil {
+			panic(err)
+		}
+		for _, m := range rm.ScopeMetrics[0].Metrics {
+			if m.Name != "tierguard.requests" {
+				continue
+			}
+			var lines []string
+			for _, p := range m.Data.(metricdata.Sum[int64]).DataPoints {
+				tenant, labelled := p.Attributes.Value(otelx.KeyTenant)
+				if source, _ := p.Attributes.Value("tierguard.source"); labelled && source.AsString() == "tier" {
+					lines = append(lines, fmt.Sprintf("%s answered by pro: %d", tenant.AsString(), p.Value))
+				}
+			}
+			sort.Strings(lines)
+			fmt.Println(lines)
+		}
+	}
+	answers()
+	ctx := fallback.WithRequest(context.Background(), fallback.Request{Tenant: "acme"})
+	if _, err := chain.Do(ctx, "q"); err != nil {
+		panic(err)
+	}
+	answers()
+	// Output:
+	// [acme answered by pro: 0 globex answered by pro: 0]
+	// [acme answered by pro: 1 globex answered by pro: 0]
+}

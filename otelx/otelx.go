@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -41,6 +42,18 @@ type Options struct {
 	// each distinct value of a listed label is a new time series, and each
 	// request with such labels costs a few allocations more.
 	MetricAttributes []attribute.Key
+	// KnownLabels declares label values known before any request (the
+	// tenants, the scenarios), so that their series of tierguard.requests
+	// start at 0 as the unlabelled ones do: every outcome each watched
+	// chain can have, for every combination of the declared values (one
+	// value of each declared key). A Prometheus rate or increase then
+	// counts a tenant's first requests, which it cannot for a series whose
+	// first sample is already above 0. Each key must be listed in
+	// MetricAttributes: declaring values never puts a label on a metric by
+	// itself. A request labelled with a value not declared starts its own
+	// series at its first count. Each combination is one more series per
+	// outcome; at most 2000 combinations.
+	KnownLabels []attribute.KeyValue
 	// TenantLabels puts the request's tenant (its fallback.Request's) on
 	// spans and log events. Off by default: a tenant id is often personal
 	// data. The request id and the scenario always label spans and log
@@ -94,6 +107,9 @@ type Instrumentation struct {
 	// tenantLabels is Options.TenantLabels.
 	tenantLabels bool
 	prevNames    bool
+	// known are the label sets of Options.KnownLabels, each in the order
+	// of MetricAttributes.
+	known [][]attribute.KeyValue
 
 	// meterKey and logKey say where the Instrumentation exports to — its
 	// MeterProvider, its logger's handler (nil without a logger) — so
@@ -175,6 +191,10 @@ func New(opts Options) (*Instrumentation, error) {
 		tp = otel.GetTracerProvider()
 	}
 	_, noopTP := tp.(tracenoop.TracerProvider)
+	known, err := knownLabelSets(opts.MetricAttributes, opts.KnownLabels)
+	if err != nil {
+		return nil, err
+	}
 	i := &Instrumentation{
 		tracer:       tp.Tracer(ScopeName, trace.WithSchemaURL(SchemaURL)),
 		traces:       !noopTP,
@@ -183,6 +203,7 @@ func New(opts Options) (*Instrumentation, error) {
 		prevNames:    opts.PreviousNames,
 		tenantLabels: opts.TenantLabels,
 		labelled:     opts.Logger != nil || len(opts.MetricAttributes) > 0,
+		known:        known,
 	}
 	i.meterKey = identity(mp, i)
 	if opts.Logger != nil {
@@ -286,11 +307,10 @@ func (i *Instrumentation) zeroRequests(reg *registry, op string, stages []fallba
 	if o == nil {
 		return
 	}
-	i.m.requests.Add(ctx, 0, o.cache[1].add...)
-	i.m.requests.Add(ctx, 0, o.def[1].add...)
+	outcomes := []*attrs{o.cache[1], o.def[1]}
 	for c, a := range o.failed {
 		if c != int(classify.OK) {
-			i.m.requests.Add(ctx, 0, a.add...)
+			outcomes = append(outcomes, a)
 		}
 	}
 	for _, s := range stages {
@@ -302,8 +322,57 @@ func (i *Instrumentation) zeroRequests(reg *registry, op string, stages []fallba
 		if s.TierIndex > 0 {
 			d = 1
 		}
-		i.m.requests.Add(ctx, 0, st.result[d].add...)
+		outcomes = append(outcomes, st.result[d])
 	}
+	for _, a := range outcomes {
+		i.m.requests.Add(ctx, 0, a.add...)
+		// A labelled request's set is its outcome's with its labels
+		// added (reqState.merge): the same set for a declared value.
+		for _, labels := range i.known {
+			i.m.requests.Add(ctx, 0, metric.WithAttributeSet(attribute.NewSet(append(a.set.ToSlice(), labels...)...)))
+		}
+	}
+}
+
+// maxKnownLabelSets bounds the combinations of Options.KnownLabels: each
+// is a series per outcome of every chain, and a cross product grows fast.
+const maxKnownLabelSets = 2000
+
+// knownLabelSets returns every combination of the declared values, one
+// value of each declared key, in the order of keys.
+func knownLabelSets(keys []attribute.Key, known []attribute.KeyValue) ([][]attribute.KeyValue, error) {
+	if len(known) == 0 {
+		return nil, nil
+	}
+	byKey := map[attribute.Key][]attribute.KeyValue{}
+	for _, kv := range known {
+		if !slices.Contains(keys, kv.Key) {
+			return nil, fmt.Errorf("otelx: KnownLabels declares %s, which MetricAttributes does not list", kv.Key)
+		}
+		if !slices.Contains(byKey[kv.Key], kv) {
+			byKey[kv.Key] = append(byKey[kv.Key], kv)
+		}
+	}
+	sets := [][]attribute.KeyValue{nil}
+	seen := map[attribute.Key]bool{}
+	for _, k := range keys {
+		values := byKey[k]
+		if len(values) == 0 || seen[k] {
+			continue
+		}
+		seen[k] = true
+		if len(sets)*len(values) > maxKnownLabelSets {
+			return nil, fmt.Errorf("otelx: KnownLabels makes more than %d label sets", maxKnownLabelSets)
+		}
+		next := make([][]attribute.KeyValue, 0, len(sets)*len(values))
+		for _, set := range sets {
+			for _, v := range values {
+				next = append(next, append(slices.Clip(set), v))
+			}
+		}
+		sets = next
+	}
+	return sets, nil
 }
 
 // Close stops the Instrumentation: the gauge callback is unregistered, the
