@@ -44,11 +44,16 @@
 // It prints a progress line every second, then a summary: jobs completed
 // (and by which tier), discarded (and why), attempts retried and snoozed,
 // upstream calls per job — overall and during the outage, against the
-// chain's own limit of 4 calls per request — and the dead-letter list.
-// It exits 1 when an invariant breaks: a job neither completed nor
-// discarded, a result stored twice or for a discarded job, a job attempt
-// or a job during the outage making more upstream calls than the chain's
-// limit, a duplicate submission run as a job of its own.
+// chain's own limit of 4 calls per request — the upstream calls as the
+// workers, the tiers' HTTP client and the server counted them, and the
+// dead-letter list. It exits 1 when an invariant breaks: a job neither
+// completed nor discarded, a result stored twice or for a discarded job,
+// a job attempt making more upstream calls than the chain's limit, the
+// outage's jobs making more than that limit each while the breakers were
+// closed, a duplicate submission run as a job of its own, or the three
+// counts of upstream calls disagreeing: the workers' and the client's
+// must be equal, and the server's short of them by no more than the
+// requests cut before an answer (the server never reads some of those).
 package main
 
 import (

@@ -14,7 +14,7 @@ type phase int
 
 const (
 	phHealthy    phase = iota // until Steps jobs completed
-	phOutage                  // both models 503, until Steps jobs each failed a second attempt in it
+	phOutage                  // both models 503, until Steps jobs each had a second attempt failed by it
 	phRecovery                // until Steps jobs completed on pro
 	phProQuota                // pro out of daily quota, until Steps jobs completed on flash
 	phBothQuotas              // flash out too, until Steps attempts were snoozed for quota
@@ -44,7 +44,9 @@ func (st *story) attempted(job int64, rep riverjob.Report, at time.Duration) {
 	case phHealthy:
 		count = rep.Outcome == riverjob.Completed
 	case phOutage:
-		if rep.Outcome == riverjob.Retried {
+		// What the summary puts down to the outage, so that the jobs
+		// counted here are among those it counts.
+		if rep.Outcome == riverjob.Retried && failedByOutage(rep) {
 			p.fails[job]++
 			count = p.fails[job] == 2
 		}
@@ -81,25 +83,6 @@ func (st *story) setPacedScripts(ph phase) {
 		pro, flash = []fakegemini.Rule{quota}, []fakegemini.Rule{quota}
 	}
 	st.setScripts(pro, flash)
-}
-
-// outageWindow is when the outage began and ended, since the story's
-// start; for a paced outage still going on, it ends now.
-func (st *story) outageWindow() (from, to time.Duration) {
-	c := st.cfg
-	if c.Steps == 0 {
-		return c.OutageStart, c.OutageStart + c.OutageLen
-	}
-	p := &st.pacing
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	switch {
-	case p.phase < phOutage:
-		return 0, 0
-	case p.phase == phOutage:
-		return p.began[phOutage], time.Since(st.start)
-	}
-	return p.began[phOutage], p.began[phRecovery]
 }
 
 // timeline says when each phase was.

@@ -3,10 +3,12 @@ package main
 import (
 	"fmt"
 	"io"
+	"net/http"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/tierguard/tierguard/fallback"
 	"github.com/tierguard/tierguard/fallback/riverjob"
 )
 
@@ -38,17 +40,26 @@ type summary struct {
 	snoozedJobs   int
 	snoozeWhy     map[string]int
 	open          int
-	calls         int
 	perJob        []int
 	maxPerAttempt int
 	outageJobs    []int
 	// outageRetried is, for each of outageJobs, how many of its attempts
 	// the outage failed and River retried.
 	outageRetried []int
-	timeline      string
-	quotaCalls    int
-	serverCalls   map[string]int64
-	final         map[int64]riverjob.Outcome
+	// outageOpen counts the attempts the outage failed that passed a tier
+	// over for its open breaker.
+	outageOpen int
+	timeline   string
+	quotaCalls int
+	final      map[int64]riverjob.Outcome
+
+	// The upstream calls, counted three times: reported is the sum of
+	// the workers' reports (every attempt, replays included), client
+	// what the tiers' requests came to on the client side, serverCalls
+	// what the fake server's handlers read, by model.
+	reported    int
+	client      clientCalls
+	serverCalls map[string]int64
 }
 
 // fill reads the recorder and the fake server.
@@ -58,10 +69,6 @@ func (r *recorder) fill(s *summary, st *story) {
 	s.attempts = r.counts
 	s.byTier, s.discarded, s.snoozeWhy, s.final = map[string]int{}, map[string]int{}, map[string]int{}, map[int64]riverjob.Outcome{}
 	s.timeline = st.timeline()
-	outFrom, outTo := st.outageWindow()
-	if outTo > outFrom {
-		outTo += st.cfg.Deadline
-	}
 	for _, id := range s.jobs {
 		as := r.byJob[id]
 		var first []attempt // before any replay
@@ -90,12 +97,15 @@ func (r *recorder) fill(s *summary, st *story) {
 		for _, a := range first {
 			calls += a.report.UpstreamCalls
 			s.maxPerAttempt = max(s.maxPerAttempt, a.report.UpstreamCalls)
-			// The outage's calls are those of the attempts it failed: an
-			// attempt that ended in it, or up to a deadline after it, and
-			// did not complete.
-			if a.at >= outFrom && a.at < outTo && a.report.Outcome != riverjob.Completed {
+			// The outage's calls are those of the attempts it failed, told
+			// by what failed them rather than by when they ended: under
+			// load an attempt may end well after the fault that failed it.
+			if failedByOutage(a.report) {
 				inOutage += a.report.UpstreamCalls
 				touched = true
+				if slices.ContainsFunc(a.report.Tiers, func(t riverjob.TierReport) bool { return t.Skip == fallback.SkipOpen.String() }) {
+					s.outageOpen++
+				}
 				if a.report.Outcome == riverjob.Retried {
 					retriedIn++
 				}
@@ -109,7 +119,6 @@ func (r *recorder) fill(s *summary, st *story) {
 				s.quotaCalls += a.report.UpstreamCalls
 			}
 		}
-		s.calls += calls
 		s.perJob = append(s.perJob, calls)
 		if touched {
 			s.outageJobs = append(s.outageJobs, inOutage)
@@ -122,22 +131,32 @@ func (r *recorder) fill(s *summary, st *story) {
 			s.snoozedJobs++
 		}
 	}
+	// Every attempt the workers reported, replays and the attempts of
+	// jobs still open included: the client and the server saw them all.
+	s.reported = r.calls
+	s.client = st.calls.snapshot()
 	s.serverCalls = map[string]int64{}
 	for m, ms := range st.srv.Stats() {
 		s.serverCalls[m] = ms.Requests
 	}
-	r.countReplays(s)
 }
 
-// countReplays adds the replays' calls to the server's count check.
-func (r *recorder) countReplays(s *summary) {
-	for _, as := range r.byJob {
-		for _, a := range as {
-			if a.replayed {
-				s.calls += a.report.UpstreamCalls
-			}
+// failedByOutage reports whether the outage failed an attempt: it did not
+// complete, and a tier answered 503 or was passed over for an open
+// breaker. Nothing else in the story answers 503, and quota and invalid
+// answers do not count against a breaker; a loaded machine's timeouts do,
+// so an attempt may be put down to the outage that a breaker opened by
+// timeouts failed, which only makes the outage's figures larger.
+func failedByOutage(rep riverjob.Report) bool {
+	if rep.Outcome == riverjob.Completed {
+		return false
+	}
+	for _, t := range rep.Tiers {
+		if t.HTTPStatus == http.StatusServiceUnavailable || t.Skip == fallback.SkipOpen.String() {
+			return true
 		}
 	}
+	return false
 }
 
 // violations are the invariants the run broke.
@@ -149,19 +168,17 @@ func (s *summary) violations() []string {
 	if s.maxPerAttempt > attemptLimit {
 		v = append(v, fmt.Sprintf("a job attempt made %d upstream calls, more than the chain's %d", s.maxPerAttempt, attemptLimit))
 	}
-	// Upstream amplification during the outage: calls per job. Beyond a
-	// job's first attempt, only the breakers' half-open probes reach the
-	// upstream, a few per cooldown whichever jobs carry them.
-	if amp := mean(s.outageJobs); s.cfg.Breakers && amp > attemptLimit {
-		v = append(v, fmt.Sprintf("%.2f upstream calls per job during the outage, more than the chain's %d: the queue multiplied the chain's retries", amp, attemptLimit))
+	// Upstream amplification during the outage. Until a breaker opens, a
+	// job pays at most the chain's limit; once open, only its probes reach
+	// the upstream, and how many of those there are follows how many
+	// cooldowns the outage lasted, which is the clock's business, not the
+	// queue's. So the bound is on the 503s no breaker stood in front of:
+	// a job retried by River before the breakers opened would break it.
+	if s.cfg.Breakers && s.client.Closed503 > attemptLimit*len(s.outageJobs) {
+		v = append(v, fmt.Sprintf("the outage's %d jobs had %d calls answered 503 while the breakers were closed, more than the chain's %d per job: the queue multiplied the chain's retries",
+			len(s.outageJobs), s.client.Closed503, attemptLimit))
 	}
-	var server int64
-	for _, n := range s.serverCalls {
-		server += n
-	}
-	if int64(s.calls) != server {
-		v = append(v, fmt.Sprintf("the workers reported %d upstream calls, the server counted %d", s.calls, server))
-	}
+	v = append(v, s.countViolations()...)
 	for id, o := range s.final {
 		key := s.keyOf[id]
 		writes := s.stored[key]
@@ -184,6 +201,32 @@ func (s *summary) violations() []string {
 	}
 	if s.replayedDone != s.replayed {
 		v = append(v, fmt.Sprintf("%d of %d replayed dead letters did not complete", s.replayed-s.replayedDone, s.replayed))
+	}
+	return v
+}
+
+// countViolations checks the three counts of upstream calls against each
+// other. The workers and the client count the same event, the chain
+// handing a request to the tier's HTTP client, so they agree exactly. The
+// server counts a request once its handler has read it: never one the
+// client did not send, and not one cut before it got that far, which a
+// loaded machine (a deadline ending while the request waits for a
+// connection or a CPU) makes more likely. So server ≤ workers ≤ server +
+// cut, and equal when nothing was cut.
+func (s *summary) countViolations() []string {
+	var v []string
+	if s.reported != s.client.Sent {
+		v = append(v, fmt.Sprintf("the workers reported %d upstream calls, the tiers sent %d requests", s.reported, s.client.Sent))
+	}
+	server := 0
+	for _, n := range s.serverCalls {
+		server += int(n)
+	}
+	switch {
+	case server > s.reported:
+		v = append(v, fmt.Sprintf("the server counted %d upstream calls, more than the %d the workers reported", server, s.reported))
+	case s.reported > server+s.client.Cut:
+		v = append(v, fmt.Sprintf("the workers reported %d upstream calls, the server counted %d, and only %d were cut before an answer", s.reported, server, s.client.Cut))
 	}
 	return v
 }
@@ -263,8 +306,11 @@ func (s *summary) print(w io.Writer) {
 		}
 		fmt.Fprintf(w, "outage: %d jobs had attempts it failed; upstream calls per job in those attempts (amplification): mean %.2f, p99 %d, max %d (the chain's limit per request: %d; %d jobs above it, %s)\n",
 			len(s.outageJobs), mean(s.outageJobs), pct(s.outageJobs, 0.99), slices.Max(s.outageJobs), attemptLimit, over, why)
+		fmt.Fprintf(w, "        503 answers: %d while the tier's breaker was closed (%.2f per job, the chain's limit %d), %d to breaker probes\n",
+			s.client.Closed503, float64(s.client.Closed503)/float64(len(s.outageJobs)), attemptLimit, s.client.Probe503)
 	}
-	fmt.Fprintf(w, "upstream calls counted by the server: pro %d, flash %d\n", s.serverCalls[proModel], s.serverCalls[flashModel])
+	fmt.Fprintf(w, "upstream calls: %d reported by the workers, %d sent by the tiers (%d cut before an answer), %d counted by the server (pro %d, flash %d)\n",
+		s.reported, s.client.Sent, s.client.Cut, s.serverCalls[proModel]+s.serverCalls[flashModel], s.serverCalls[proModel], s.serverCalls[flashModel])
 
 	fmt.Fprintf(w, "\ndead letters (River's discarded and cancelled jobs; replay one with client.JobRetry):\n")
 	for i, dl := range s.deadLetters {
@@ -288,7 +334,7 @@ func (s *summary) print(w io.Writer) {
 	if v := s.violations(); len(v) > 0 {
 		fmt.Fprintf(w, "\nINVARIANTS BROKEN:\n  %s\n", strings.Join(v, "\n  "))
 	} else {
-		held := "nothing lost, every completed job stored once, no discarded result stored, no duplicate run"
+		held := "nothing lost, every completed job stored once, no discarded result stored, no duplicate run, the upstream calls counted alike by the workers and the tiers (the server missing only cut ones)"
 		if c.Breakers {
 			held += ", no queue-level multiplication of upstream calls"
 		}

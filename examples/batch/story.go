@@ -79,6 +79,8 @@ type story struct {
 	fixed atomic.Bool
 	// pacing moves a story paced by the workers (cfg.Steps) on.
 	pacing pacing
+	// calls counts the tiers' requests on their way to srv.
+	calls *callCounter
 }
 
 func newStory(cfg config, start time.Time) *story {
@@ -96,6 +98,7 @@ func newStory(cfg config, start time.Time) *story {
 		fakegemini.Model{ID: proModel, InputTokenLimit: tokenLimit},
 		fakegemini.Model{ID: flashModel, InputTokenLimit: tokenLimit},
 	))
+	st.calls = newCallCounter(st.srv.Client().Transport)
 	if cfg.Steps > 0 {
 		st.setPacedScripts(phHealthy)
 		return st
@@ -170,8 +173,10 @@ const attemptLimit = 4
 func (st *story) buildChain() (*fallback.Chain[contract, gemrest.Response], []*breaker.Breaker, error) {
 	var stages []fallback.Stage[contract, gemrest.Response]
 	var breakers []*breaker.Breaker
+	hc := *st.srv.Client()
+	hc.Transport = st.calls
 	for _, t := range []struct{ name, model string }{{"pro", proModel}, {"flash", flashModel}} {
-		c, err := gemrest.New(gemrest.Config{BaseURL: st.srv.URL(), APIKey: "demo-key", Model: t.model, Name: t.name, HTTPClient: st.srv.Client()})
+		c, err := gemrest.New(gemrest.Config{BaseURL: st.srv.URL(), APIKey: "demo-key", Model: t.model, Name: t.name, HTTPClient: &hc})
 		if err != nil {
 			return nil, nil, err
 		}
@@ -181,6 +186,7 @@ func (st *story) buildChain() (*fallback.Chain[contract, gemrest.Response], []*b
 		}
 		if st.cfg.Breakers {
 			breakers = append(breakers, b)
+			st.calls.breakers[t.model] = b
 		}
 		// A retry budget per tier (gRPC's retry throttling): once the
 		// outage has drained it, an attempt is not retried on the same
