@@ -20,7 +20,7 @@ VULNDB_DIR ?= $(or $(TMPDIR),/tmp)/tierguard-vulndb-$(VULNDB_VERSION)
 # of the Go the modules are developed with (go.work's toolchain line).
 VULN_TOOLCHAIN ?= $(shell sed -n 's/^toolchain //p' go.work)
 
-.PHONY: install-check snippets report-png test fmt-check vet race vuln vulndb tidy bench bench-lib bench-compare bench-cache-index fuzz cover demo lint scenarios soak soak-race fleet
+.PHONY: install-check snippets report-png test fmt-check vet race vuln vulndb tidy bench bench-lib bench-compare bench-cache-index fuzz cover demo lint scenarios soak soak-race fleet stress
 
 ## test: gofmt check, go vet and race tests over every module (what CI runs)
 test: fmt-check vet race
@@ -34,6 +34,23 @@ vet:
 
 race:
 	@set -e; for m in $(MODULES); do echo "go test -race $$m"; (cd $$m && $(GO) test -race -count=1 ./...); done
+
+## stress: make test with a busy loop on every core and, beside it, a second go test -race -count=1 ./... of the root module; fails if either fails; prints the load average at start, peak and end, and the elapsed time
+stress:
+	@set -m; pgs=(); samples=$$(mktemp); \
+	stop() { for g in "$${pgs[@]}"; do kill -- -$$g 2>/dev/null; done; rm -f "$$samples"; }; \
+	trap stop EXIT; trap 'exit 130' INT; trap 'exit 143' TERM; \
+	cores=$$(nproc); load() { cut -d' ' -f1-3 /proc/loadavg; }; \
+	echo "stress: load at start $$(load); $$cores busy loops"; start=$$(date +%s); \
+	for i in $$(seq $$cores); do (while :; do :; done) & pgs+=($$!); done; \
+	(while :; do cut -d' ' -f1 /proc/loadavg >> "$$samples"; sleep 5; done) & pgs+=($$!); \
+	(set -o pipefail; $(MAKE) --no-print-directory test 2>&1 | sed -u 's/^/[test] /') & tp=$$!; pgs+=($$tp); \
+	(set -o pipefail; $(GO) test -race -count=1 ./... 2>&1 | sed -u 's/^/[race] /') & rp=$$!; pgs+=($$rp); \
+	set +m; \
+	wait $$tp; test_rc=$$?; wait $$rp; race_rc=$$?; \
+	pgs=("$${pgs[@]:0:$$((cores + 1))}"); \
+	echo "stress: make test exit $$test_rc, go test -race ./... exit $$race_rc; load at end $$(load), peak $$(sort -g "$$samples" | tail -1) (1-min, sampled every 5 s); $$(( $$(date +%s) - start )) s"; \
+	[ $$test_rc -eq 0 ] && [ $$race_rc -eq 0 ]
 
 ## install-check: go get every released module from a file-based module proxy built from the checkout, in a fresh module outside it, and build a program that calls each (~10 s once the dependencies are compiled)
 install-check:
