@@ -36,6 +36,8 @@ race:
 	@set -e; for m in $(MODULES); do echo "go test -race $$m"; (cd $$m && $(GO) test -race -count=1 ./...); done
 
 ## stress: make test with a busy loop on every core and, beside it, a second go test -race -count=1 ./... of the root module; fails if either fails; prints the load average at start, peak and end, and the elapsed time
+# Each background job gets a process group of its own (set -m), so that
+# the exit trap ends it with all it started, however the target ends.
 stress:
 	@set -m; pgs=(); samples=$$(mktemp); \
 	stop() { for g in "$${pgs[@]}"; do kill -- -$$g 2>/dev/null; done; rm -f "$$samples"; }; \
