@@ -408,8 +408,20 @@ func (r *race[In, Out]) runHedge(hc *hedgeCall, hctx context.Context) {
 	var res hedged[Out]
 	released := false
 	detach.Run(func() {
+		if !hc.end.phase.CompareAndSwap(hedgeWaiting, hedgeCalling) {
+			// The race ended before the call started: it makes none.
+			released = true
+			hc.release(classify.Verdict{Class: classify.Canceled}, breaker.Ignored, 0)
+			res = hedged[Out]{err: context.Canceled, hedge: true}
+			return
+		}
 		t0 := c.now()
 		out, err := c.tiers[hc.end.stage.index].Call(hctx, r.in)
+		hc.end.callErr = err
+		if !hc.end.phase.CompareAndSwap(hedgeCalling, hedgeReturned) {
+			// The race ended during the call: this goroutine settles it.
+			c.settleLate(&hc.end)
+		}
 		if err == nil {
 			err = c.check(hc.end.stage, out)
 		}

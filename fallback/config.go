@@ -236,6 +236,72 @@ type stageSpec struct {
 	hedge                 Hedge
 	// members are the breakers of the tier's members (a pool's).
 	members []*breaker.Breaker
+	// outdated names the methods of a contract the chain no longer
+	// calls that the tier (or a tier it wraps) still has, each with what
+	// to write instead.
+	outdated []string
+}
+
+// outdatedMethod is a method of a tier contract the chain no longer
+// calls: a tier that still has it was written for an earlier release, and
+// what it meant to say (usage to bill, the model a call used) would be
+// silently lost.
+type outdatedMethod struct {
+	has     func(tier any) bool
+	name    string
+	instead string
+}
+
+// outdatedUnary and outdatedStream are the removed contracts of a unary
+// and a streaming tier (see CHANGELOG.md). A ModelFor method is outdated
+// only on a stage without a ModelFor of its own (modelFor unset): with
+// one, the stage knows each call's model, and the method may well be
+// what it was set to.
+func outdatedUnary[In, Out any](modelFor bool) []outdatedMethod {
+	return append([]outdatedMethod{
+		{func(t any) bool { _, ok := t.(interface{ Usage(Out) (Usage, bool) }); return ok }, "Usage(out)",
+			"call fallback.Report(ctx, fallback.Reply{Usage: u, HasUsage: true}) in Call, once per response"},
+		{func(t any) bool { _, ok := t.(interface{ Response(Out) (ResponseInfo, bool) }); return ok }, "Response(out)",
+			"call fallback.Report(ctx, fallback.Reply{Response: info}) in Call, once per response"},
+	}, modelForMethod[In](modelFor)...)
+}
+
+func outdatedStream[In, Chunk any](modelFor bool) []outdatedMethod {
+	return append([]outdatedMethod{
+		{func(t any) bool { _, ok := t.(interface{ ChunkUsage(Chunk) (Usage, bool) }); return ok }, "ChunkUsage(chunk)",
+			"call fallback.Report once as the stream's sequence returns, with the last usage its chunks carried"},
+		{func(t any) bool { _, ok := t.(interface{ ChunkResponse(Chunk) (ResponseInfo, bool) }); return ok }, "ChunkResponse(chunk)",
+			"call fallback.Report once as the stream's sequence returns, with the response's description"},
+	}, modelForMethod[In](modelFor)...)
+}
+
+func modelForMethod[In any](set bool) []outdatedMethod {
+	if set {
+		return nil
+	}
+	return []outdatedMethod{{func(t any) bool { _, ok := t.(interface{ ModelFor(In) string }); return ok }, "ModelFor(in)",
+		"set the stage's ModelFor (to the method itself, if it still says the model)"}}
+}
+
+// outdatedOf lists the outdated methods tier has, itself or any tier it
+// wraps (Unwrap), however deep.
+func outdatedOf(tier any, methods []outdatedMethod) []string {
+	var found []string
+	seen := make([]bool, len(methods))
+	for range 64 {
+		for j, m := range methods {
+			if !seen[j] && m.has(tier) {
+				seen[j] = true
+				found = append(found, fmt.Sprintf("method %s (on %T), which the chain no longer calls: %s", m.name, tier, m.instead))
+			}
+		}
+		u, ok := tier.(interface{ Unwrap() any })
+		if !ok {
+			break
+		}
+		tier = u.Unwrap()
+	}
+	return found
 }
 
 func (cfg *Config[In, Out]) shared() shared {
@@ -257,6 +323,7 @@ func (cfg *Config[In, Out]) specs() []stageSpec {
 		if s.Tier != nil {
 			specs[i].name = s.Tier.Name()
 			specs[i].endpoint(s.Tier)
+			specs[i].outdated = outdatedOf(s.Tier, outdatedUnary[In, Out](s.ModelFor != nil))
 		}
 	}
 	return specs
@@ -329,6 +396,9 @@ func check(kind string, sh shared, specs []stageSpec) error {
 			if d.v < 0 {
 				errs = append(errs, fmt.Errorf("stage %d (%s): negative %s %v", i, s.name, d.name, d.v))
 			}
+		}
+		for _, m := range s.outdated {
+			errs = append(errs, fmt.Errorf("stage %d (%s): tier has %s", i, s.name, m))
 		}
 		if s.invalidRetries < 0 {
 			errs = append(errs, fmt.Errorf("stage %d (%s): negative InvalidOutputRetries %d", i, s.name, s.invalidRetries))

@@ -1,6 +1,7 @@
 package fallback
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strconv"
@@ -121,6 +122,15 @@ func (e *Error) Unwrap() []error {
 	return errs
 }
 
+// Is reports whether the request ended because its caller cancelled it,
+// for target context.Canceled: whatever the tier returned on its way out
+// (its own error, a wrapped one), errors.Is(err, context.Canceled) then
+// holds, as it does for the context's own error. Other targets are
+// matched through the tiers' errors (Unwrap).
+func (e *Error) Is(target error) bool {
+	return target == context.Canceled && e.Cause.Class == classify.Canceled
+}
+
 // Verdict returns the deciding verdict, so that classify.Classify of a
 // chain's error names why the request failed.
 func (e *Error) Verdict() classify.Verdict { return e.Cause }
@@ -197,6 +207,11 @@ func buildError(stages []stage, trail []Attempt, cause classify.Verdict, closed 
 		e.Tiers[i] = TierFailure{Tier: stages[i].name, TierIndex: i, Outcome: TierNotReached}
 	}
 	for _, a := range trail {
+		if a.Hedge && a.Skip != NotSkipped {
+			// A hedge that found nowhere to go says nothing of the tier's
+			// fate in this request.
+			continue
+		}
 		t := &e.Tiers[a.TierIndex]
 		prev, prevErr := t.Verdict, t.Err
 		t.Verdict, t.Err = a.Verdict, a.Err

@@ -2,6 +2,8 @@ package fallback
 
 import (
 	"context"
+	"errors"
+	"sync/atomic"
 	"time"
 
 	"github.com/tierguard/tierguard/breaker"
@@ -29,18 +31,74 @@ type hedgeEnd struct {
 	// rec is the hedge's call record, when the request listens: what it
 	// reported, and the member it went to.
 	rec *Record
+	// phase is where the hedge's call stands (hedgeWaiting, ...), shared
+	// by the race and the hedge's goroutine: it decides who settles the
+	// call's upstream calls, so that each is counted once. callErr is the
+	// tier's error, written before phase becomes hedgeReturned: the race
+	// may end before it takes the hedge's result.
+	phase   atomic.Int32
+	callErr error
 }
+
+// The phases of a hedge's call. The race ends while the hedge's call is
+// waiting to start (it then never starts), calling (it settles its calls
+// itself when it returns, as a LateReply), or returned (the attempt settles
+// them with its own).
+const (
+	hedgeWaiting int32 = iota
+	hedgeCalling
+	hedgeReturned
+	hedgeDropped     // the race ended before the call started: no call
+	hedgeSettleLater // the race ended during the call
+)
 
 // hedgeEnded records the call that lost a hedged attempt's race (or the
 // hedge that failed): an upstream call in the trail, flagged Hedge when it
 // was the hedge. loser is that call's record: what it reported so far
 // rides its event, and a reply after this is late.
 func (e *engine) hedgeEnded(r *request, st *stage, model string, n int, he *hedgeEnd, loser *Record) {
+	if !he.won {
+		switch {
+		case he.phase.CompareAndSwap(hedgeWaiting, hedgeDropped):
+			// Its call never started, and now never will.
+			he.rec.close()
+			st.hedges.Refund()
+			return
+		case he.phase.CompareAndSwap(hedgeCalling, hedgeSettleLater):
+			// Still calling: what its tier will have called is known
+			// when it returns, and settled then (settleLate).
+			he.rec.close()
+			e.hedgeLost(r, he, n)
+			return
+		}
+	}
 	reply := loser.close()
 	// The hedge's own upstream calls; the first call's are counted with
 	// its attempt.
-	hedgeCalls := he.rec.settled().calls
-	r.sum.UpstreamCalls += hedgeCalls
+	hset := he.rec.settled()
+	if !he.won {
+		herr := he.err
+		if herr == nil {
+			herr = he.callErr
+		}
+		var se *SkipError
+		switch {
+		case errors.As(herr, &se) && (he.rec == nil || hset.calls == 0):
+			// The tier made no call: a pool with no other member in
+			// rotation, a limiter's turn refused.
+			e.hedgeSkipped(r, st, he, se.Skip, herr)
+			return
+		case he.rec != nil && hset.calls == 0:
+			// Its tier counts its calls and made none (it saw the race
+			// was over): nothing to tell.
+			st.hedges.Refund()
+			return
+		}
+	}
+	r.sum.UpstreamCalls += hset.calls
+	// A hedge's member calls that failed before its last were kept from
+	// observers while it raced (Record.Rotated): each is a call of its own.
+	e.rotations(r, he.stage, he.model, n, hset.rotated)
 	a := Attempt{Tier: he.stage.name, TierIndex: he.stage.index, Model: he.model, N: n, Member: loser.CurrentMember(), Hedge: true, Latency: he.latency, Err: he.err}
 	a.Verdict = classify.Verdict{Class: classify.Canceled, Reason: "lost the race to the first call"}
 	if he.won {
@@ -63,6 +121,52 @@ func (e *engine) hedgeEnded(r *request, st *stage, model string, n int, he *hedg
 		ev.Verdict, ev.Latency, ev.Err = a.Verdict, a.Latency, a.Err
 		ev.Reply = reply
 		r.obs.AttemptEnded(r.ctx, ev)
+	}
+}
+
+// hedgeLost records a hedge that lost the race while its call was still
+// running: on the trail, as a call that lost; its upstream calls, and so
+// its AttemptEnd's place, go to observers when it returns (settleLate).
+func (e *engine) hedgeLost(r *request, he *hedgeEnd, n int) {
+	on := he.stage
+	a := Attempt{Tier: on.name, TierIndex: on.index, Model: he.model, N: n, Member: he.rec.CurrentMember(), Hedge: true, Err: he.err,
+		Verdict: classify.Verdict{Class: classify.Canceled, Reason: "lost the race to the first call"}}
+	if he.err != nil {
+		// Abandoned for ignoring its context.
+		a.Verdict = on.classifier.Classify(he.err)
+	}
+	r.sum.record(a)
+}
+
+// settleLate reports the upstream calls of a hedge whose attempt ended
+// while it ran, now that it returned: a LateReply with its calls, for
+// observers that count them (a cost ledger). Its responses' usage went
+// out as late replies of their own as they came.
+func (e *engine) settleLate(he *hedgeEnd) {
+	c := he.rec
+	if c == nil || c.obs == nil {
+		return
+	}
+	calls := c.settled().calls
+	if calls == 0 {
+		return
+	}
+	c.obs.LateReplyReceived(c.reqCtx, LateReply{Stage: c.st.info, Model: c.model, Attempt: int(c.n), Member: c.CurrentMember(),
+		Hedge: true, Reply: noReply, Calls: calls})
+}
+
+// hedgeSkipped records a hedge whose tier made no call: a skip on the
+// trail, marked Hedge, and a TierSkip to observers — never an attempt, which
+// a cost ledger counts as a call. The hedge budget it took goes back to st,
+// the stage whose attempt it hedged.
+func (e *engine) hedgeSkipped(r *request, st *stage, he *hedgeEnd, why Skip, err error) {
+	st.hedges.Refund()
+	on := he.stage
+	v := skipVerdict(why, false)
+	r.sum.record(Attempt{Tier: on.name, TierIndex: on.index, Model: he.model, Hedge: true, Skip: why, Verdict: v, Err: err})
+	if r.obs != nil {
+		r.obs.TierSkipped(r.ctx, TierSkip{Stage: on.info, Model: he.model, Skip: why, Hedge: true, Verdict: v, Err: err,
+			Route: e.table.Action(v.Class).Route, Breaker: breakerState(on), Remaining: r.remaining()})
 	}
 }
 

@@ -198,6 +198,11 @@ type TierSkip struct {
 	Model string
 	// Skip says why.
 	Skip Skip
+	// Hedge is set when the skip is a hedge's: the tier it went to made
+	// no call (a pool with no other member in rotation, a limiter's turn
+	// refused). The request goes on waiting for the call it hedged; Route
+	// is what a skip of the tier itself would have done.
+	Hedge bool
 	// Verdict is the skip's outcome, Err its error, and Route where the
 	// request goes.
 	Verdict classify.Verdict
@@ -284,11 +289,13 @@ type NextChunk struct {
 	Latency time.Duration
 }
 
-// LateReply reports a billed upstream response that arrived after the
-// chain stopped waiting for its call (Observer.LateReplyReceived): a call
-// abandoned for ignoring its context (Config.AbandonAfter), the loser of a
-// hedged race. A reply that arrives in time rides its AttemptEnd instead,
-// so that a ledger counting both counts every response once.
+// LateReply reports what a call told the chain after the chain stopped
+// waiting for it (Observer.LateReplyReceived): a billed response of a call
+// abandoned for ignoring its context (Config.AbandonAfter) or of the loser
+// of a hedged race, and the upstream calls of a hedge that was still
+// running when its attempt ended. A reply that arrives in time rides its
+// AttemptEnd instead, so that a ledger counting both counts every response
+// and every call once.
 type LateReply struct {
 	// Stage, Model, Attempt, Member and Hedge are the call's.
 	Stage   *StageInfo
@@ -297,8 +304,15 @@ type LateReply struct {
 	Member  string
 	Hedge   bool
 	// Reply is what the response reported; as AttemptEnd.Reply, never
-	// nil and not to be modified.
+	// nil and not to be modified. A report of Calls alone carries an
+	// empty one.
 	Reply *Reply
+	// Calls counts upstream calls that no AttemptEnd counted: those of a
+	// hedge still running when its attempt ended, known once it returned
+	// (0 when it made none: cancelled before its tier called out, or its
+	// pool had no member to call). An AttemptEnd stands for one call; a
+	// ledger adds Calls to those.
+	Calls int
 }
 
 // Observers combines observers; each sees every event, in order, and each

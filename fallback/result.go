@@ -89,7 +89,8 @@ type Attempt struct {
 	// Member names the pool member the call used ("#" and a short hash
 	// of its key, never the key); "" for a tier that is not a Pool.
 	Member string
-	// Hedge is set for the second call of a hedged attempt.
+	// Hedge is set for the second call of a hedged attempt, or, with
+	// Skip, for a hedge whose tier made no call.
 	Hedge bool
 	// Skip says why the tier was passed over; NotSkipped for a call.
 	Skip Skip

@@ -218,22 +218,25 @@ func (p *Pool[In, Out]) Call(ctx context.Context, in In) (Out, error) {
 		}
 	}
 	key := p.stickyKey(in)
-	var zero Out
-	var last error
-	for {
-		m, tok, probe, why := p.p.enter(key, tried, tokens)
-		if m < 0 {
-			switch {
-			case last != nil:
-				return zero, last
-			case why == outAuth:
-				return zero, errAllAuth
-			}
-			return zero, &fallback.SkipError{Tier: p.p.name, Skip: fallback.Skip(why)}
+	m, tok, probe, why := p.p.enter(key, tried, tokens)
+	if m < 0 {
+		if why == outAuth {
+			return *new(Out), errAllAuth
 		}
+		return *new(Out), &fallback.SkipError{Tier: p.p.name, Skip: fallback.Skip(why)}
+	}
+	for {
 		tried |= 1 << m
 		out, v, latency, err := p.callMember(ctx, rec, m, tok, probe, rules, tokens, in)
-		if err == nil || !rotates(v.Class) || ctx.Err() != nil || !p.p.another(tried) {
+		next := -1
+		if err != nil && rotates(v.Class) && ctx.Err() == nil {
+			// The next member is taken before the failure is reported as a
+			// rotation: a rotation is followed by a call, so the failure
+			// is told once, as a rotation or as the attempt's end, never
+			// both.
+			next, tok, probe, _ = p.p.enter(key, tried, tokens)
+		}
+		if next < 0 {
 			if err != nil && (v.Class == classify.QuotaExhausted || v.Class == classify.RateLimited) {
 				// This member is parked, or cooling down; the tier is not.
 				rec.MemberFailed()
@@ -241,7 +244,7 @@ func (p *Pool[In, Out]) Call(ctx context.Context, in In) (Out, error) {
 			return out, err
 		}
 		ctx = rec.Rotated(ctx, err, v, latency)
-		last = err
+		m = next
 	}
 }
 
@@ -603,18 +606,6 @@ func (p *pool) done(m int, tok breaker.Token, v classify.Verdict, o breaker.Outc
 			p.tell(MemberEvent{Pool: p.name, Member: pm.id, Out: MemberAuth, For: p.authCooldown, Verdict: v})
 		}
 	}
-}
-
-// another reports whether a member not in tried is in rotation.
-func (p *pool) another(tried uint64) bool {
-	for i := range p.members {
-		if tried&(1<<i) == 0 && p.members[i].Check(p.epoch) == park.None {
-			if b := p.members[i].breaker; b == nil || b.State() != breaker.Open {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // index returns the position of the member named id, or -1.

@@ -93,20 +93,27 @@ func (b *binding) RequestStarted(ctx context.Context, _ fallback.RequestStart) c
 }
 
 // AttemptEnded records the attempt into the request's Ticket, or, once
-// the ticket is closed, its usage into the account.
+// the ticket is closed, the call and its usage into the account: a shared
+// execution outlives the caller who started it, and whichever of the two
+// ends first, each of its calls is counted.
 func (b *binding) AttemptEnded(ctx context.Context, e fallback.AttemptEnd) {
 	t := b.ticket(ctx)
 	switch {
 	case t == nil:
 	case run(t):
 		t.attempt(b, &e)
-	case e.Reply != nil && e.Reply.HasUsage:
-		t.late(b, e.Stage, e.Model, e.Reply.Usage, true)
+	default:
+		t.late(b, e.Stage, e.Model, e.Reply, 1)
 	}
 }
 
-// TierSkipped records the skip into the request's Ticket.
+// TierSkipped records the skip into the request's Ticket. A hedge's skip
+// is not the tier's: the call it hedged decides what the request's
+// fallback stands for.
 func (b *binding) TierSkipped(ctx context.Context, e fallback.TierSkip) {
+	if e.Hedge {
+		return
+	}
 	if t := b.ticket(ctx); t != nil && run(t) {
 		t.skipped(b, &e)
 	}
@@ -126,11 +133,12 @@ func (b *binding) RequestEnded(ctx context.Context, e fallback.RequestEnd) {
 }
 
 // LateReplyReceived records a response nobody waited for any more (an
-// abandoned call, a hedge that lost): it was billed all the same. It may
-// come from another goroutine, at any time: it goes to the account.
+// abandoned call, a hedge that lost), billed all the same, and the calls
+// of a hedge that returned after its attempt ended. It may come from
+// another goroutine, at any time: it goes to the account.
 func (b *binding) LateReplyReceived(ctx context.Context, e fallback.LateReply) {
-	if t := b.ticket(ctx); t != nil && e.Reply != nil && e.Reply.HasUsage {
-		t.late(b, e.Stage, e.Model, e.Reply.Usage, false)
+	if t := b.ticket(ctx); t != nil && (e.Calls > 0 || e.Reply != nil && e.Reply.HasUsage) {
+		t.late(b, e.Stage, e.Model, e.Reply, max(e.Calls, 0))
 	}
 }
 

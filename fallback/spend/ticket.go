@@ -357,17 +357,28 @@ func (t *Ticket) commitCrossing(a *account, cal *calendar, fallbackAnswer bool) 
 	t.l.emit(&cross)
 }
 
-// late records usage that reached the ledger outside the request's own
-// run: an attempt that ended after End closed the ticket (a shared
-// execution that outlived the request that started it), or a response
-// that came after the chain stopped waiting for its call
+// late records a call or usage that reached the ledger outside the
+// request's own run: an attempt that ended after End closed the ticket (a
+// shared execution that outlived the request that started it), or a
+// response that came after the chain stopped waiting for its call
 // (fallback.LateReply). Its tokens and cost still count, against the
 // tenant's limits and in its totals; the request's Record does not hold
-// them. call is set for an attempt's end, whose call counts too (a late
-// reply's call was counted when its attempt ended). It touches only the
-// account, under its lock.
-func (t *Ticket) late(b *binding, st *fallback.StageInfo, model string, u fallback.Usage, call bool) {
+// them. calls counts the upstream calls it stands for that nothing counted
+// yet, billed or not: 1 for an attempt's end, a hedge's own for its late
+// settlement, 0 for a reply of a call counted when its attempt ended. It
+// touches only the account, under its lock.
+func (t *Ticket) late(b *binding, st *fallback.StageInfo, model string, rep *fallback.Reply, calls int) {
 	l, a := t.l, t.acct
+	billed := rep != nil && rep.HasUsage
+	if !billed {
+		if calls > 0 {
+			a.mu.Lock()
+			a.totals.Calls += int64(calls)
+			a.mu.Unlock()
+		}
+		return
+	}
+	u := rep.Usage
 	idx := b.price(st.TierIndex, model)
 	var cost Amount
 	if idx >= 0 {
@@ -386,9 +397,7 @@ func (t *Ticket) late(b *binding, st *fallback.StageInfo, model string, u fallba
 	}
 	a.dirty = true
 	s := &a.totals
-	if call {
-		s.Calls++
-	}
+	s.Calls += int64(calls)
 	addUsage(&s.Usage, u)
 	s.Cost = addSat(s.Cost, cost)
 	if idx < 0 {

@@ -70,6 +70,10 @@ func (p *provider) books() (fallback.Usage, spend.Amount, int) {
 //	          abandoned call)
 //	cancel    like slow; the caller cancels at 30 ms
 //	shared    answers after 50 ms; requests in pairs share one execution
+//	blink     like shared, but one of the pair has left before it asks
+//	limited   its first call gets a 429 with a 100 ms Retry-After
+//	          (unbilled): the pool rotates to the other key, the first
+//	          cools down, and the hedge finds no member while it does
 type model struct {
 	p     *provider
 	name  string // the tier's name
@@ -115,8 +119,15 @@ func (m *model) Call(ctx context.Context, in string) (string, error) {
 		time.Sleep(300 * time.Millisecond)
 	case "stuck":
 		time.Sleep(time.Second)
-	case "shared":
+	case "shared", "blink":
 		if err := wait(50 * time.Millisecond); err != nil {
+			return "", err
+		}
+	case "limited":
+		if n == 1 {
+			return "", classify.Wrap(errors.New("429"), classify.Verdict{Class: classify.RateLimited, HTTPStatus: 429, RetryAfter: 100 * time.Millisecond, Reason: "scripted"})
+		}
+		if err := wait(80 * time.Millisecond); err != nil {
 			return "", err
 		}
 	}
@@ -133,7 +144,7 @@ var notBad = validate.Func[string](func(s string) error {
 
 // wireChain is pro, a pool of two keys hedged on each other, then flash,
 // then a default answer, with AbandonAfter and shared executions.
-func wireChain(t *testing.T, p *provider, wrap bool) *fallback.Chain[string, string] {
+func wireChain(t *testing.T, p *provider, wrap, keyed bool) *fallback.Chain[string, string] {
 	t.Helper()
 	thePool, err := pool.New(pool.Config[string, string]{Name: "pro", Members: []pool.Member[string, string]{
 		{Key: "key-1", Tier: &model{p: p, name: "pro-1", model: "pro", primary: true}},
@@ -149,21 +160,24 @@ func wireChain(t *testing.T, p *provider, wrap bool) *fallback.Chain[string, str
 		var sw chaos.Switch
 		pro.Tier, pro.Hedge = chaos.Tier[string, string](thePool, &sw), fallback.Hedge{}
 	}
-	c, err := fallback.New(fallback.Config[string, string]{
+	cfg := fallback.Config[string, string]{
 		Stages: []fallback.Stage[string, string]{
 			pro,
 			{Tier: &model{p: p, name: "flash", model: "flash"}, Model: "flash", Validate: notBad},
 		},
 		Total:        2 * time.Second,
 		AbandonAfter: 20 * time.Millisecond,
-		Key: func(in string) string {
-			if kind, rest, _ := strings.Cut(in, ":"); kind == "shared" {
-				return rest[:len(rest)-1] // pairs: shared:12a, shared:12b
+		Default:      func(context.Context, string) (string, bool) { return "default", true },
+	}
+	if keyed {
+		cfg.Key = func(in string) string {
+			if kind, rest, _ := strings.Cut(in, ":"); kind == "shared" || kind == "blink" {
+				return kind + rest[:len(rest)-1] // pairs: shared:12a, shared:12b
 			}
 			return ""
-		},
-		Default: func(context.Context, string) (string, bool) { return "default", true },
-	})
+		}
+	}
+	c, err := fallback.New(cfg)
 	require.NoError(t, err)
 	return c
 }
@@ -172,19 +186,21 @@ func wireChain(t *testing.T, p *provider, wrap bool) *fallback.Chain[string, str
 // calls, retries, fallbacks after invalid answers, a pool hedged on its
 // members, hedge losers the provider finished, calls abandoned and billed
 // late, shared executions, cancellations — the ledger's tokens and cost
-// equal the provider's own count exactly, every request is counted once,
-// and no failed request counts as answered.
+// equal the provider's own count exactly, and so do its calls (with
+// shared executions whose starter left before they began, and hedges that
+// found their pool's other key cooling down); every request is counted
+// once, and no failed request counts as answered.
 func TestLedgerMatchesTheProvider(t *testing.T) {
-	for _, wrap := range []bool{false, true} {
-		t.Run(fmt.Sprintf("wrapped_pool=%v", wrap), func(t *testing.T) {
+	for _, tc := range []struct{ wrap, keyed bool }{{false, true}, {true, true}, {false, false}} {
+		t.Run(fmt.Sprintf("wrapped_pool=%v/key=%v", tc.wrap, tc.keyed), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				p := &provider{prices: testPrices(t)}
 				l := newLedger(t, spend.Config{Prices: p.prices})
-				c := wireChain(t, p, wrap)
+				c := wireChain(t, p, tc.wrap, tc.keyed)
 				_, err := l.Attach(c)
 				require.NoError(t, err)
 
-				kinds := []string{"ok", "retry", "invalid", "slow", "stubborn", "stuck", "cancel", "shared"}
+				kinds := []string{"ok", "retry", "invalid", "slow", "stubborn", "stuck", "cancel", "shared", "blink", "limited"}
 				const callers, each = 64, 8
 				var answered, failed atomic.Int64
 				var wg sync.WaitGroup
@@ -193,15 +209,19 @@ func TestLedgerMatchesTheProvider(t *testing.T) {
 						for i := range each {
 							kind := kinds[(g+i)%len(kinds)]
 							in := fmt.Sprintf("%s:%d-%d", kind, g, i)
-							if kind == "shared" {
+							if kind == "shared" || kind == "blink" {
 								// The caller after g asks the same at the same time.
-								in = fmt.Sprintf("shared:%d-%d%c", g/2, i, 'a'+g%2)
+								in = fmt.Sprintf("%s:%d-%d%c", kind, g/2, i, 'a'+g%2)
 							}
 							tk, err := l.Admit(context.Background(), spend.Request{Tenant: "acme"}, spend.Estimate{})
 							require.NoError(t, err)
 							ctx, cancel := context.WithCancel(tk)
-							if kind == "cancel" {
+							switch {
+							case kind == "cancel":
 								time.AfterFunc(30*time.Millisecond, cancel)
+							case kind == "blink" && g%2 == 0:
+								// Gone before the execution it starts has begun.
+								cancel()
 							}
 							_, err = c.Do(ctx, in)
 							cancel()
@@ -225,6 +245,7 @@ func TestLedgerMatchesTheProvider(t *testing.T) {
 				assert.Equal(t, usage.InputTokens, tot.Usage.InputTokens, "input tokens")
 				assert.Equal(t, usage.OutputTokens, tot.Usage.OutputTokens, "output tokens")
 				assert.Equal(t, cost, tot.Cost, "cost")
+				assert.Equal(t, p.calls.Load(), tot.Calls, "calls: the provider's own count")
 				assert.Positive(t, sent)
 				assert.Equal(t, int64(callers*each), tot.Requests, "every request once")
 				assert.Equal(t, answered.Load(), tot.Answered, "answered as the callers saw it")
