@@ -261,7 +261,12 @@ func outdatedUnary[In, Out any](modelFor bool) []outdatedMethod {
 	return append([]outdatedMethod{
 		{func(t any) bool { _, ok := t.(interface{ Usage(Out) (Usage, bool) }); return ok }, "Usage(out)",
 			"call fallback.Report(ctx, fallback.Reply{Usage: u, HasUsage: true}) in Call, once per response"},
-		{func(t any) bool { _, ok := t.(interface{ Response(Out) (ResponseInfo, bool) }); return ok }, "Response(out)",
+		{func(t any) bool {
+			_, ok := t.(interface {
+				Response(Out) (ResponseInfo, bool)
+			})
+			return ok
+		}, "Response(out)",
 			"call fallback.Report(ctx, fallback.Reply{Response: info}) in Call, once per response"},
 	}, modelForMethod[In](modelFor)...)
 }
@@ -270,7 +275,12 @@ func outdatedStream[In, Chunk any](modelFor bool) []outdatedMethod {
 	return append([]outdatedMethod{
 		{func(t any) bool { _, ok := t.(interface{ ChunkUsage(Chunk) (Usage, bool) }); return ok }, "ChunkUsage(chunk)",
 			"call fallback.Report once as the stream's sequence returns, with the last usage its chunks carried"},
-		{func(t any) bool { _, ok := t.(interface{ ChunkResponse(Chunk) (ResponseInfo, bool) }); return ok }, "ChunkResponse(chunk)",
+		{func(t any) bool {
+			_, ok := t.(interface {
+				ChunkResponse(Chunk) (ResponseInfo, bool)
+			})
+			return ok
+		}, "ChunkResponse(chunk)",
 			"call fallback.Report once as the stream's sequence returns, with the response's description"},
 	}, modelForMethod[In](modelFor)...)
 }

@@ -183,12 +183,18 @@ func TestCallerCancelMatchesContextCanceled(t *testing.T) {
 // usageTierOld is a tier written for the release before fallback.Report:
 // it still says its usage and its model through methods the chain no
 // longer calls.
-type usageTierOld struct{ fallback.ModelTier[string, string] }
+type usageTierOld struct {
+	fallback.ModelTier[string, string]
+}
 
-func (usageTierOld) Usage(string) (fallback.Usage, bool)           { return fallback.Usage{InputTokens: 1}, true }
-func (usageTierOld) Response(string) (fallback.ResponseInfo, bool) { return fallback.ResponseInfo{}, false }
+func (usageTierOld) Usage(string) (fallback.Usage, bool) { return fallback.Usage{InputTokens: 1}, true }
+func (usageTierOld) Response(string) (fallback.ResponseInfo, bool) {
+	return fallback.ResponseInfo{}, false
+}
 
-type modelForTierOld struct{ fallback.ModelTier[string, string] }
+type modelForTierOld struct {
+	fallback.ModelTier[string, string]
+}
 
 func (modelForTierOld) ModelFor(string) string { return "gemini-2.5-pro" }
 
@@ -199,7 +205,9 @@ type chunkUsageTierOld struct {
 func (chunkUsageTierOld) ChunkUsage(chunk) (fallback.Usage, bool) { return fallback.Usage{}, false }
 
 // wrapper is a decorator that says what it wraps.
-type wrapper struct{ fallback.ModelTier[string, string] }
+type wrapper struct {
+	fallback.ModelTier[string, string]
+}
 
 func (w wrapper) Unwrap() any { return w.ModelTier }
 
@@ -237,7 +245,9 @@ func TestNewRefusesTiersWrittenForRemovedContracts(t *testing.T) {
 	})
 }
 
-type unrelatedUsage struct{ fallback.ModelTier[string, string] }
+type unrelatedUsage struct {
+	fallback.ModelTier[string, string]
+}
 
 func (unrelatedUsage) Usage() string { return "a report of its own" }
 
