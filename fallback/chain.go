@@ -86,7 +86,10 @@ func (c *Chain[In, Out]) Do(ctx context.Context, in In) (Result[Out], error) {
 			c.exit(&r, st, &s.h, o)
 			c.answeredBy(&r, win, win.index > 0)
 			if c.cache != nil {
-				c.cache.Put(r.ctx, in, out)
+				// The write-back is the request's work: within its budget,
+				// the chain's own Total included.
+				c.cache.Put(r.localContext(), in, out)
+				r.finish()
 			} else {
 				r.doneAt = r.lastRead
 			}

@@ -111,6 +111,14 @@ type Stage[In, Out any] struct {
 	// Config.AbandonAfter applies to them as to any call, and a panic or
 	// runtime.Goexit in either is raised again on the caller's goroutine
 	// (a panic as a *PanicError with its stack). Unary chains only.
+	//
+	// A hedge is a call like any other: it starts only when the time the
+	// request has left, less what the later tiers are owed (Reserve), is
+	// at least its tier's MinAttempt (100 ms by default) — with a 100 ms
+	// Total, a hedge 10 ms in does not start. When its tier then makes no
+	// call (its pool has no other member in rotation, its limiter refuses
+	// the turn), it is a skip marked Hedge on the trail and a TierSkip,
+	// never an upstream call.
 	Hedge Hedge
 }
 

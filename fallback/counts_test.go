@@ -334,3 +334,84 @@ func TestEveryUpstreamCallIsToldOnce(t *testing.T) {
 		})
 	}
 }
+
+// slowCache is a cache whose write-back takes as long as its context
+// lets it.
+type slowCache struct {
+	deadline time.Time
+	has      bool
+}
+
+func (c *slowCache) Get(context.Context, string) (string, string, bool) { return "", "", false }
+func (c *slowCache) Put(ctx context.Context, _, _ string) {
+	c.deadline, c.has = ctx.Deadline()
+	<-ctx.Done()
+}
+
+func (c *slowCache) streamCache() fallback.StreamCache[string, chunk] { return slowStreamCache{c} }
+
+type slowStreamCache struct{ c *slowCache }
+
+func (s slowStreamCache) Get(context.Context, string) (chunk, string, bool) { return chunk{}, "", false }
+func (s slowStreamCache) Put(ctx context.Context, in, text string) { s.c.Put(ctx, in, text) }
+
+// The cache's write-back is the request's work: its context ends with the
+// chain's own Total, not only with the caller's deadline, so a slow Put
+// cannot hold the request past its budget.
+func TestCacheWriteBackIsBoundByTheChainsTotal(t *testing.T) {
+	t.Run("unary", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			cache := &slowCache{}
+			c := newChain(t, fallback.Config[string, string]{Total: 200 * time.Millisecond,
+				Stages: []fallback.Stage[string, string]{{Tier: slowTier("pro", new(atomic.Int64), func() time.Duration { return 50 * time.Millisecond })}},
+				Cache:  cache})
+			start := time.Now()
+			_, err := c.Do(context.Background(), "q")
+			require.NoError(t, err)
+			require.True(t, cache.has, "Put's context has the request's deadline")
+			assert.Equal(t, start.Add(200*time.Millisecond), cache.deadline)
+			assert.Equal(t, 200*time.Millisecond, time.Since(start), "the write-back ends with the budget")
+		})
+	})
+	t.Run("stream", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			cache := &slowCache{}
+			pro := &streamFake{name: "pro", def: streamScript{chunks: words("a", "b"), finishing: true}}
+			c := newStreamChain(t, fallback.StreamConfig[string, chunk]{Total: 200 * time.Millisecond,
+				Stages: []fallback.StreamStage[string, chunk]{{Tier: pro.tier()}}, Cache: cache.streamCache()})
+			start := time.Now()
+			_, err := collect(c.Stream(context.Background(), "q"))
+			require.NoError(t, err)
+			require.True(t, cache.has)
+			assert.Equal(t, 200*time.Millisecond, time.Since(start))
+		})
+	})
+}
+
+// A hedge starts only with at least its tier's MinAttempt left: under a
+// 100 ms Total a hedge due 10 ms in is not made with the default 100 ms
+// MinAttempt, and is with a MinAttempt of 20 ms.
+func TestHedgeNeedsTheStagesMinAttempt(t *testing.T) {
+	for _, tc := range []struct {
+		minAttempt time.Duration
+		calls      int64
+	}{{0, 1}, {20 * time.Millisecond, 2}} {
+		t.Run("MinAttempt="+tc.minAttempt.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var aCalls, bCalls atomic.Int64
+				slow := func() time.Duration { return 60 * time.Millisecond }
+				thePool, err := pool.New(pool.Config[string, string]{Name: "pro", Members: []pool.Member[string, string]{
+					{Key: "key-a", Tier: slowTier("a", &aCalls, slow)}, {Key: "key-b", Tier: slowTier("b", &bCalls, slow)},
+				}})
+				require.NoError(t, err)
+				c := newChain(t, fallback.Config[string, string]{Total: 100 * time.Millisecond, Stages: []fallback.Stage[string, string]{
+					{Tier: thePool, MinAttempt: tc.minAttempt, Retry: retry.Policy{MaxAttempts: 1}, Hedge: fallback.Hedge{Delay: 10 * time.Millisecond, MaxExtra: 1}},
+				}})
+				_, err = c.Do(context.Background(), "q")
+				require.NoError(t, err)
+				synctest.Wait()
+				assert.Equal(t, tc.calls, aCalls.Load()+bCalls.Load())
+			})
+		})
+	}
+}

@@ -648,7 +648,9 @@ func (s *Stream[In, Chunk]) settle(h *held, n int, in In) (ie *IncompleteError, 
 		outcome = breaker.Success
 		s.ended(n, classify.Verdict{}, nil, false, a.finish)
 		if c.cache != nil {
-			c.cache.Put(r.ctx, in, a.text.String())
+			// Within the request's budget, the chain's Total included.
+			c.cache.Put(r.localContext(), in, a.text.String())
+			r.finish()
 		}
 		c.end(r, nil, classify.Verdict{}, s.chunks)
 		return nil, true

@@ -120,7 +120,10 @@ type Cache[In, Out any] interface {
 	// fixed set of words, never part of the prompt: observers export it.
 	Get(ctx context.Context, in In) (out Out, hit string, ok bool)
 	// Put stores an answer for in that came from a tier and passed its
-	// validator. A cache that only serves does nothing.
+	// validator. A cache that only serves does nothing. It runs in the
+	// request, before Do returns: ctx ends with the request's budget (the
+	// chain's Total included), and work that could outlast it must stop
+	// when ctx is done.
 	Put(ctx context.Context, in In, out Out)
 }
 
@@ -131,7 +134,8 @@ type StreamCache[In, Chunk any] interface {
 	// Get returns a cached answer for in as a chunk, and how it matched,
 	// as Cache.Get.
 	Get(ctx context.Context, in In) (chunk Chunk, hit string, ok bool)
-	// Put stores the assembled text of a validated stream for in.
+	// Put stores the assembled text of a validated stream for in, within
+	// the request's budget as Cache.Put.
 	Put(ctx context.Context, in In, text string)
 }
 
