@@ -352,7 +352,9 @@ func (c *slowCache) streamCache() fallback.StreamCache[string, chunk] { return s
 
 type slowStreamCache struct{ c *slowCache }
 
-func (s slowStreamCache) Get(context.Context, string) (chunk, string, bool) { return chunk{}, "", false }
+func (s slowStreamCache) Get(context.Context, string) (chunk, string, bool) {
+	return chunk{}, "", false
+}
 func (s slowStreamCache) Put(ctx context.Context, in, text string) { s.c.Put(ctx, in, text) }
 
 // The cache's write-back is the request's work: its context ends with the

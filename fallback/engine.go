@@ -1,6 +1,7 @@
 package fallback
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"reflect"
@@ -88,10 +89,10 @@ func newEngine(kind string, sh shared, specs []stageSpec) (*engine, error) {
 		return nil, err
 	}
 	e := &engine{
-		op: cmpOr(sh.op, "generate_content"), stages: make([]stage, len(specs)), total: sh.total,
+		op: cmp.Or(sh.op, "generate_content"), stages: make([]stage, len(specs)), total: sh.total,
 		table: classify.DefaultTable(), catalog: nilCatalog(sh.catalog),
-		quotaPark: cmpOr(sh.quotaPark, defaultQuotaCooldown), maxQuotaPark: cmpOr(sh.maxQuotaPark, defaultMaxQuotaCooldown),
-		retirePark: cmpOr(sh.retirePark, defaultRetiredRecheck), abandonAfter: sh.abandonAfter, measure: sh.measure,
+		quotaPark: cmp.Or(sh.quotaPark, defaultQuotaCooldown), maxQuotaPark: cmp.Or(sh.maxQuotaPark, defaultMaxQuotaCooldown),
+		retirePark: cmp.Or(sh.retirePark, defaultRetiredRecheck), abandonAfter: sh.abandonAfter, measure: sh.measure,
 		stream: sh.stream, epoch: time.Now(),
 	}
 	e.maxQuotaPark = max(e.maxQuotaPark, e.quotaPark)
@@ -102,18 +103,18 @@ func newEngine(kind string, sh shared, specs []stageSpec) (*engine, error) {
 	if classifier == nil {
 		classifier = classify.Func(classify.Classify)
 	}
-	minAttempt := cmpOr(sh.minAttempt, defaultMinAttempt)
+	minAttempt := cmp.Or(sh.minAttempt, defaultMinAttempt)
 	for i, s := range specs {
 		st := &e.stages[i]
 		*st = stage{
 			e: e, name: s.name, model: s.model, provider: s.provider, address: s.address, port: s.port,
 			index: i, bulkhead: s.bulkhead, breaker: s.breaker,
 			policy: s.retry.WithDefaults(), classifier: s.classifier, reserve: s.reserve,
-			try:            budget.Try{Cap: s.cap, MinUseful: cmpOr(s.minAttempt, minAttempt)},
+			try:            budget.Try{Cap: s.cap, MinUseful: cmp.Or(s.minAttempt, minAttempt)},
 			invalidRetries: s.invalidRetries, hedge: s.hedge,
 		}
 		if s.hedge.enabled() {
-			st.hedges.Init(cmpOr(s.hedge.MaxExtra, defaultHedgeExtra))
+			st.hedges.Init(cmp.Or(s.hedge.MaxExtra, defaultHedgeExtra))
 			st.latency.Init(s.hedge.Quantile, s.hedge.Delay)
 		}
 		if st.classifier == nil {
@@ -143,14 +144,6 @@ func nilCatalog(c Catalog) Catalog {
 		return nil
 	}
 	return c
-}
-
-func cmpOr[T comparable](v, def T) T {
-	var zero T
-	if v == zero {
-		return def
-	}
-	return v
 }
 
 // base is what both chains add to the engine for their input type.
