@@ -253,52 +253,51 @@ type stageSpec struct {
 // outdatedMethod is a method of a tier contract the chain no longer
 // calls: a tier that still has it was written for an earlier release, and
 // what it meant to say (usage to bill, the model a call used) would be
-// silently lost.
+// silently lost. A method of the same name and another signature is the
+// tier's own business.
 type outdatedMethod struct {
-	has     func(tier any) bool
 	name    string
+	arg     reflect.Type
+	results []reflect.Type
 	instead string
 }
 
-// outdatedUnary and outdatedStream are the removed contracts of a unary
-// and a streaming tier (see CHANGELOG.md). A ModelFor method is outdated
-// only on a stage without a ModelFor of its own (modelFor unset): with
-// one, the stage knows each call's model, and the method may well be
-// what it was set to.
-func outdatedUnary[In, Out any](modelFor bool) []outdatedMethod {
-	return append([]outdatedMethod{
-		{func(t any) bool { _, ok := t.(interface{ Usage(Out) (Usage, bool) }); return ok }, "Usage(out)",
-			"call fallback.Report(ctx, fallback.Reply{Usage: u, HasUsage: true}) in Call, once per response"},
-		{func(t any) bool {
-			_, ok := t.(interface {
-				Response(Out) (ResponseInfo, bool)
-			})
-			return ok
-		}, "Response(out)",
-			"call fallback.Report(ctx, fallback.Reply{Response: info}) in Call, once per response"},
-	}, modelForMethod[In](modelFor)...)
-}
-
-func outdatedStream[In, Chunk any](modelFor bool) []outdatedMethod {
-	return append([]outdatedMethod{
-		{func(t any) bool { _, ok := t.(interface{ ChunkUsage(Chunk) (Usage, bool) }); return ok }, "ChunkUsage(chunk)",
-			"call fallback.Report once as the stream's sequence returns, with the last usage its chunks carried"},
-		{func(t any) bool {
-			_, ok := t.(interface {
-				ChunkResponse(Chunk) (ResponseInfo, bool)
-			})
-			return ok
-		}, "ChunkResponse(chunk)",
-			"call fallback.Report once as the stream's sequence returns, with the response's description"},
-	}, modelForMethod[In](modelFor)...)
-}
-
-func modelForMethod[In any](set bool) []outdatedMethod {
-	if set {
-		return nil
+// on reports whether t has the method, with its signature.
+func (m outdatedMethod) on(t reflect.Type) bool {
+	f, ok := t.MethodByName(m.name)
+	// A method of a concrete type takes its receiver first.
+	if !ok || f.Type.NumIn() != 2 || f.Type.In(1) != m.arg || f.Type.NumOut() != len(m.results) {
+		return false
 	}
-	return []outdatedMethod{{func(t any) bool { _, ok := t.(interface{ ModelFor(In) string }); return ok }, "ModelFor(in)",
-		"set the stage's ModelFor (to the method itself, if it still says the model)"}}
+	for i, r := range m.results {
+		if f.Type.Out(i) != r {
+			return false
+		}
+	}
+	return true
+}
+
+// outdatedMethods are the removed contracts of a tier whose answers (or
+// chunks) are of type T and whose input is In (see CHANGELOG.md): prefix
+// is "" for a unary tier, "Chunk" for a streaming one. A ModelFor method
+// is outdated only on a stage without a ModelFor of its own (modelFor
+// unset): with one, the stage knows each call's model, and the method may
+// well be what it was set to.
+func outdatedMethods[In, T any](prefix string, modelFor bool) []outdatedMethod {
+	usage, info, ok := reflect.TypeFor[Usage](), reflect.TypeFor[ResponseInfo](), reflect.TypeFor[bool]()
+	report := "call fallback.Report(ctx, fallback.Reply{...}) in Call, once per response"
+	if prefix != "" {
+		report = "call fallback.Report once as the stream's sequence returns, with what its chunks said"
+	}
+	ms := []outdatedMethod{
+		{name: prefix + "Usage", arg: reflect.TypeFor[T](), results: []reflect.Type{usage, ok}, instead: report},
+		{name: prefix + "Response", arg: reflect.TypeFor[T](), results: []reflect.Type{info, ok}, instead: report},
+	}
+	if !modelFor {
+		ms = append(ms, outdatedMethod{name: "ModelFor", arg: reflect.TypeFor[In](), results: []reflect.Type{reflect.TypeFor[string]()},
+			instead: "set the stage's ModelFor (to the method itself, if it still says the model)"})
+	}
+	return ms
 }
 
 // outdatedOf lists the outdated methods tier has, itself or any tier it
@@ -307,10 +306,11 @@ func outdatedOf(tier any, methods []outdatedMethod) []string {
 	var found []string
 	seen := make([]bool, len(methods))
 	for range 64 {
+		t := reflect.TypeOf(tier)
 		for j, m := range methods {
-			if !seen[j] && m.has(tier) {
+			if !seen[j] && m.on(t) {
 				seen[j] = true
-				found = append(found, fmt.Sprintf("method %s (on %T), which the chain no longer calls: %s", m.name, tier, m.instead))
+				found = append(found, fmt.Sprintf("method %s (on %v), which the chain no longer calls: %s", m.name, t, m.instead))
 			}
 		}
 		u, ok := tier.(interface{ Unwrap() any })
@@ -341,7 +341,7 @@ func (cfg *Config[In, Out]) specs() []stageSpec {
 		if s.Tier != nil {
 			specs[i].name = s.Tier.Name()
 			specs[i].endpoint(s.Tier)
-			specs[i].outdated = outdatedOf(s.Tier, outdatedUnary[In, Out](s.ModelFor != nil))
+			specs[i].outdated = outdatedOf(s.Tier, outdatedMethods[In, Out]("", s.ModelFor != nil))
 		}
 	}
 	return specs

@@ -331,7 +331,11 @@ func (c *Record) MemberFailed() {
 
 // CurrentMember is the member the call is on now (see Member); "" for a
 // tier without members.
-func (c *Record) CurrentMember() string {
+func (c *Record) CurrentMember() string { return c.member(func(m *members) string { return m.at }) }
+
+// member reads one of the record's member names with f; "" when the
+// tier named none.
+func (c *Record) member(f func(*members) string) string {
 	if c == nil {
 		return ""
 	}
@@ -340,7 +344,7 @@ func (c *Record) CurrentMember() string {
 	if c.members == nil {
 		return ""
 	}
-	return c.members.at
+	return f(c.members)
 }
 
 // Tokens is the sum of the input and output tokens reported so far, and
@@ -554,17 +558,7 @@ func attemptContext(b budget.Budget, base context.Context, per, remaining time.D
 
 // Avoid is the member another call of the same attempt holds — set for
 // a hedge on the same tier, so that it goes to another member; "" otherwise.
-func (c *Record) Avoid() string {
-	if c == nil {
-		return ""
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.members == nil {
-		return ""
-	}
-	return c.members.avoid
-}
+func (c *Record) Avoid() string { return c.member(func(m *members) string { return m.avoid }) }
 
 // Estimate is the stage's estimate of the call's tokens (Stage.Tokens), 0
 // when it has none.

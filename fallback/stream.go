@@ -182,7 +182,7 @@ func (cfg *StreamConfig[In, Chunk]) specs() []stageSpec {
 		if s.Tier != nil {
 			specs[i].name = s.Tier.Name()
 			specs[i].endpoint(s.Tier)
-			specs[i].outdated = outdatedOf(s.Tier, outdatedStream[In, Chunk](s.ModelFor != nil))
+			specs[i].outdated = outdatedOf(s.Tier, outdatedMethods[In, Chunk]("Chunk", s.ModelFor != nil))
 		}
 		specs[i].idle = s.IdleTimeout
 	}
