@@ -218,12 +218,15 @@ func (c *Record) Report(r Reply) {
 // Member: one that then names none made no upstream call (every member
 // out of rotation), and its *SkipError is a skip, not a failure. A tier
 // that does not call it counts as one upstream call per attempt.
-func (c *Record) CountCalls() {
+func (c *Record) CountCalls() { c.mark(recordCounted) }
+
+// mark sets flag f as a change from outside the chain (see lockTouched).
+func (c *Record) mark(f uint32) {
 	if c == nil {
 		return
 	}
 	c.lockTouched()
-	c.set(recordCounted)
+	c.set(f)
 	c.mu.Unlock()
 }
 
@@ -320,14 +323,7 @@ func (n *nextCall) Value(key any) any {
 // MemberFailed says that the attempt's failure is its member's alone (an
 // exhausted quota, a cool-down the tier applied to that member): the chain
 // does not park the whole tier for it.
-func (c *Record) MemberFailed() {
-	if c == nil {
-		return
-	}
-	c.lockTouched()
-	c.set(recordMemberFailure)
-	c.mu.Unlock()
-}
+func (c *Record) MemberFailed() { c.mark(recordMemberFailure) }
 
 // CurrentMember is the member the call is on now (see Member); "" for a
 // tier without members.
