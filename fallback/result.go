@@ -146,7 +146,11 @@ type Summary struct {
 	TierIndex int
 	// Degraded is set for any answer but the first tier's.
 	Degraded bool
-	// UpstreamCalls counts the calls made to tiers.
+	// UpstreamCalls counts the calls made to tiers that were settled
+	// with the request: each one an AttemptEnd to observers. A hedge still
+	// calling when its race ended is settled when it returns, and its
+	// calls reach observers then (LateReply.Calls), not this count; a
+	// hedge whose tier made no call (a skip marked Hedge) is not one.
 	UpstreamCalls int
 
 	deadline    time.Time
