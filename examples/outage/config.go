@@ -52,6 +52,10 @@ type config struct {
 	// beforeTraffic, when set, runs once the chains are instrumented and
 	// before the first request (a test waits there for a first scrape).
 	beforeTraffic func()
+	// undeclared are tenants left out of otelx's KnownLabels, whose
+	// series appear with their first requests (a test of the queries
+	// that count them).
+	undeclared []string
 }
 
 func defaultConfig() config {

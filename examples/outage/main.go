@@ -94,7 +94,8 @@
 //     conventions and tierguard.*), read from an in-process OpenTelemetry
 //     SDK MeterProvider with a ManualReader, one row per series: counters
 //     and gauges with their value, histograms with count, sum, mean and
-//     max;
+//     max; the requests' series are by tenant (the three tenants are
+//     declared to otelx, so that each starts at 0);
 //   - with -report FILE: one HTML page, charts drawn as inline SVG that
 //     scales to the window's width (it loads nothing from anywhere), each
 //     axis titled: answers per second by source (stacked), each tier's

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -121,7 +122,8 @@ func run(ctx context.Context, cfg config, progress io.Writer) (*summary, error) 
 		if streams != nil {
 			chains = append(chains, streams)
 		}
-		if m, err = newMeters(cfg.Metrics, cfg.reader, ledger, chains...); err != nil {
+		known := slices.DeleteFunc(slices.Clone(tenants), func(t string) bool { return slices.Contains(cfg.undeclared, t) })
+		if m, err = newMeters(cfg.Metrics, cfg.reader, ledger, known, chains...); err != nil {
 			return nil, err
 		}
 	}
