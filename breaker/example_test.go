@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tierguard/tierguard/breaker"
@@ -76,3 +78,38 @@ type statusError struct {
 
 func (e *statusError) Error() string   { return e.err.Error() }
 func (e *statusError) StatusCode() int { return e.code }
+
+// Two watchers of one breaker that must count each transition once — the
+// instrumentation of two chains, say — share what they attach to it: the
+// first to come subscribes, the second finds the subscription made.
+func ExampleBreaker_Attach() {
+	b, err := breaker.New(breaker.Config{Name: "gemini-pro"})
+	if err != nil {
+		panic(err)
+	}
+	type tripsKey struct{} // a key type of the watchers' own
+	type trips struct {
+		subscribe sync.Once
+		n         atomic.Int64
+	}
+	watch := func() (*trips, func()) {
+		v, detach := b.Attach(tripsKey{}, func() any { return &trips{} })
+		t := v.(*trips)
+		t.subscribe.Do(func() {
+			b.Observe(func(tr breaker.Transition) {
+				if tr.To == breaker.Open {
+					t.n.Add(1)
+				}
+			})
+		})
+		return t, detach
+	}
+	unary, detachUnary := watch()
+	stream, detachStream := watch()
+	defer detachUnary()
+	defer detachStream()
+	b.ForceOpen()
+	fmt.Println("trips:", unary.n.Load(), "shared:", unary == stream)
+	// Output:
+	// trips: 1 shared: true
+}
