@@ -43,7 +43,10 @@
 // golang.org/x/time/rate's Limiter of the same rate and burst — the tests
 // run both through the same random sequences of AllowN, ReserveN and
 // Cancel — with two deliberate differences: costs are whole nanoseconds,
-// rounded up (never more generous than the configured rate), and a
+// rounded up from the exact rate (never more generous than the configured
+// rate, whatever it is: a burst of one that takes centuries to come back
+// admits one call, and many tokens a nanosecond never more than the
+// burst at once), and a
 // cancellation made after a later reservation was partly cancelled gives
 // back what the later ones no longer hold, where x/time/rate gives back
 // nothing (TestCancelAfterAPartialCancel). The root module does not depend

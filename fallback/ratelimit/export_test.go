@@ -21,10 +21,21 @@ type TestReservation struct {
 	OK       bool
 }
 
-// NewTestBucket returns a bucket of limit tokens per second and burst.
+// NewTestBucket returns a bucket of limit tokens per second and burst; a
+// token's time is rounded to whole nanoseconds (exact for the limits the
+// tests use).
 func NewTestBucket(limit float64, burst int64) *TestBucket {
 	t := &TestBucket{}
-	t.b.init(float64(time.Second)/limit, burst)
+	t.b.init(newRate(int64(math.Round(float64(time.Second)/limit)), 1, burst))
+	return t
+}
+
+// NewTestBucketRate returns a bucket of count tokens per per (the shape a
+// Limiter's Config gives its buckets: count is the quota less the burst)
+// and burst.
+func NewTestBucketRate(per time.Duration, count, burst int64) *TestBucket {
+	t := &TestBucket{}
+	t.b.init(newRate(int64(per), count, burst))
 	return t
 }
 

@@ -180,6 +180,8 @@ type shape struct {
 	cfg      Config
 	epoch    time.Time
 	minShare float64
+	// req and tok are the rates of the limits set.
+	req, tok *rate
 }
 
 // New returns a limiter, or an error naming every invalid field.
@@ -243,6 +245,12 @@ func newShape(cfg Config) (*shape, error) {
 	}
 	cfg.Per = per
 	sh.cfg = cfg
+	if cfg.Requests > 0 {
+		sh.req = newRate(int64(per), int64(max(cfg.Requests-cfg.Burst, 1)), int64(cfg.Burst))
+	}
+	if cfg.Tokens > 0 {
+		sh.tok = newRate(int64(per), cfg.Tokens-cfg.TokenBurst, cfg.TokenBurst)
+	}
 	return sh, nil
 }
 
@@ -254,11 +262,11 @@ func newLimiter(sh *shape, key string, keyed bool) (*Limiter, error) {
 	cfg := l.Config()
 	if cfg.Requests > 0 {
 		l.req = &bucket{}
-		l.req.init(float64(cfg.Per)/float64(max(cfg.Requests-cfg.Burst, 1)), int64(cfg.Burst))
+		l.req.init(sh.req)
 	}
 	if cfg.Tokens > 0 {
 		l.tok = &bucket{}
-		l.tok.init(float64(cfg.Per)/float64(cfg.Tokens-cfg.TokenBurst), cfg.TokenBurst)
+		l.tok.init(sh.tok)
 	}
 	per := cfg.Per
 	if cfg.Store != nil {
@@ -323,7 +331,9 @@ type Reservation struct {
 }
 
 // OK reports whether the call can be admitted at all: false when its
-// tokens exceed TokenBurst, and then nothing is held.
+// tokens exceed TokenBurst, or when Reserve finds its turn beyond the
+// range of the limiter's clock (some 292 years on, at a rate near zero),
+// and then nothing is held.
 func (r Reservation) OK() bool { return r.ok }
 
 // Delay is how long the caller must wait before making the call; 0 means
@@ -573,7 +583,8 @@ func (l *Limiter) Adjust(tokens int64) {
 // not halve the rate again, so one burst of refusals counts once.
 func (l *Limiter) Throttle(d time.Duration) {
 	now := l.now()
-	until := now + int64(max(d, 0))
+	// The longest wait holds until the clock's end, not until it wraps.
+	until := satAdd(now, int64(max(d, 0)))
 	for {
 		h := l.hold.Load()
 		if now < h {
