@@ -267,16 +267,17 @@ func (s *Store) Join(name string, q ratelimit.Quota) (ratelimit.Member, error) {
 	id := ID(name)
 	base := s.opts.Prefix + "{" + id + "}:"
 	m := &member{s: s, id: id, q: q, keys: []string{base + "r", base + "t", base + "p"}}
-	per := float64(q.Per.Microseconds())
+	// Fractions of a microsecond are kept: a Per cut to whole ones made a
+	// fleet faster than its quota, and one below a microsecond had no
+	// requests limit at all (an interval of 0 means none).
+	per := float64(q.Per) / float64(time.Microsecond)
 	if q.Requests > 0 {
 		// The same shape as the local bucket: no window of Per holds more
 		// than Requests.
-		m.req = bucket{interval: per / float64(max(q.Requests-q.Burst, 1)), burst: int64(q.Burst)}
-		m.req.window = m.req.interval * float64(q.Burst)
+		m.req = newBucket(per/float64(max(q.Requests-q.Burst, 1)), int64(q.Burst))
 	}
 	if q.Tokens > 0 {
-		m.tok = bucket{interval: per / float64(q.Tokens-q.TokenBurst), burst: q.TokenBurst}
-		m.tok.window = m.tok.interval * float64(q.TokenBurst)
+		m.tok = newBucket(per/float64(q.Tokens-q.TokenBurst), q.TokenBurst)
 	}
 	m.sizeShareLocked(max(s.opts.Pods, 1))
 	return m, nil
@@ -299,6 +300,34 @@ func (m *member) sizeShareLocked(pods int) {
 type bucket struct {
 	interval, window float64 // µs
 	burst            int64
+}
+
+// maxWindow is the longest window of a fleet's bucket, in microseconds:
+// the local bucket's, an int64 of nanoseconds. A huge burst at a slow rate
+// would take longer to come back; less of it is available at once
+// instead, as locally, and the scripts' figures stay in their range.
+const maxWindow = float64(math.MaxInt64 / int64(time.Microsecond))
+
+// newBucket returns the fleet's bucket of one limit: interval µs per unit
+// and burst units, its window cut to maxWindow.
+func newBucket(interval float64, burst int64) bucket {
+	return bucket{interval: interval, burst: burst, window: min(interval*float64(burst), max(maxWindow, interval))}
+}
+
+// micros is us microseconds as a Duration, at most the longest Duration.
+func micros(us int64) time.Duration {
+	if us > math.MaxInt64/int64(time.Microsecond) {
+		return math.MaxInt64
+	}
+	return time.Duration(us) * time.Microsecond
+}
+
+// nanos is ns nanoseconds as a Duration, at most the longest Duration.
+func nanos(ns float64) time.Duration {
+	if ns >= math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return time.Duration(ns)
 }
 
 // shareBucket is one limit of a process's share, kept while the store
@@ -564,7 +593,7 @@ func (m *member) byShareLocked(tokens int64) (bool, time.Duration) {
 	}
 	if w := max(sh.req.wait(now, need), sh.tok.wait(now, ntok)); w > 0 {
 		s.shareRefused.Add(1)
-		return false, max(time.Duration(w), time.Millisecond)
+		return false, max(nanos(w), time.Millisecond)
 	}
 	sh.req.take(now, need)
 	sh.tok.take(now, ntok)
@@ -635,7 +664,10 @@ func (m *member) take(tokens int64, forCall bool) takeResult {
 		m.mu.Lock()
 		m.seenPods = int(v[2])
 		m.refusals = min(m.refusals+1, 30)
-		in := time.Duration(v[1])*time.Microsecond + m.spreadLocked(tokens)
+		// A fleet's next turn may be centuries away (a rate near zero):
+		// the wait saturates, where a sum would wrap round to the past.
+		in := micros(v[1])
+		in += min(m.spreadLocked(tokens), math.MaxInt64-in)
 		m.blockedUntil = time.Now().Add(in)
 		m.mu.Unlock()
 		return takeResult{retryIn: in}
@@ -682,11 +714,11 @@ func (m *member) spreadLocked(tokens int64) time.Duration {
 		pods = m.seenPods
 	}
 	turns := min(int64(1)<<min(m.refusals-1, 20)-1, int64(max(pods, 4)))
-	span := int64(unit * float64(turns))
-	if span <= 0 {
+	span := min(unit*float64(turns), maxWindow)
+	if span < 1 {
 		return 0
 	}
-	return time.Duration(rand.Int64N(span)) * time.Microsecond
+	return micros(rand.Int64N(int64(span)))
 }
 
 // refillLocked starts a background prefetch when the turns at hand run
