@@ -97,7 +97,10 @@
 // validator rejected counts its tokens, and so does a response that came
 // after the chain stopped waiting for it (fallback.LateReply: an abandoned
 // call, the loser of a hedged race), so that the counters match what the
-// provider billed. The counters are by gen_ai.token.modality, as the tier
+// provider billed. Likewise tierguard.attempts counts every upstream call
+// once: a hedge still calling when its race ended is counted, as an attempt
+// of class canceled marked tierguard.hedge, when it returns
+// (fallback.LateReply.Calls). The counters are by gen_ai.token.modality, as the tier
 // broke its counts down (fallback.Usage; the SDK adapters fill it from
 // Gemini's promptTokensDetails and candidatesTokensDetails and from
 // OpenAI's prompt_tokens_details and completion_tokens_details): "text",

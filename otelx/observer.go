@@ -485,10 +485,26 @@ func byModality(parts *[numModalities]int64, total int64) int {
 // all the same. It may run on another goroutine than the request's, so it
 // reads none of the request's moving state.
 func (i *Instrumentation) lateReply(ctx context.Context, r *reqState, e *fallback.LateReply) {
-	if e.Reply == nil || !e.Reply.HasUsage {
+	billed := e.Reply != nil && e.Reply.HasUsage
+	if !billed && e.Calls <= 0 {
 		return
 	}
-	i.usage(ctx, r, i.stage(keyOf(e.Stage, e.Model)), e.Reply)
+	st := i.stage(keyOf(e.Stage, e.Model))
+	if billed {
+		i.usage(ctx, r, st, e.Reply)
+	}
+	if e.Calls > 0 {
+		// The calls of a hedge settled when it returned, after its race:
+		// attempts that lost, as the hedges settled with their race are.
+		kv := append(st.attempts[int(classify.Canceled)].set.ToSlice(), r.extra...)
+		if e.Member != "" {
+			kv = append(kv, attrMember.String(e.Member))
+		}
+		if e.Hedge {
+			kv = append(kv, attrHedge.Bool(true))
+		}
+		i.m.attempts.Add(ctx, int64(e.Calls), metric.WithAttributeSet(attribute.NewSet(kv...)))
+	}
 }
 
 // validation returns the rule and reason of a rejected answer; a

@@ -859,6 +859,20 @@ func TestEventsWithoutStart(t *testing.T) {
 	}
 }
 
+// The calls of a hedge settled after its race (fallback.LateReply.Calls)
+// are attempts too: each upstream call is counted once, lost hedges
+// marked as such.
+func TestLateSettledHedgeCallsAreAttempts(t *testing.T) {
+	h := newHarness(t)
+	inst, err := otelx.New(h.options())
+	require.NoError(t, err)
+	defer func() { require.NoError(t, inst.Close()) }()
+	chain := &fallback.ChainInfo{Operation: "generate_content", Stages: []fallback.StageInfo{{Operation: "generate_content", Tier: "pro"}}}
+	inst.LateReplyReceived(context.Background(), fallback.LateReply{Stage: &chain.Stages[0], Attempt: 1, Hedge: true, Calls: 2, Reply: &fallback.Reply{}})
+	assert.Equal(t, map[string]int64{kv(opAttr, proTier, otelx.AttrClass.String("canceled"), otelx.AttrHedge.Bool(true)): 2},
+		ints(t, findMetric(t, h.collect(t), otelx.MetricAttempts)))
+}
+
 // An attempt that finds nothing to call — a pool whose every member is
 // over its rate limit — is a skip, and its span ends with it: no span is
 // left open.
