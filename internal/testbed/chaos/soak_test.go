@@ -85,7 +85,13 @@ func requireHealthy(t *testing.T, rep *chaos.Report, everyBreaker bool, required
 	assert.Positive(t, rep.Abandoned, "no call was abandoned")
 	assert.Positive(t, rep.StuckBeforeRelease, "no call was stuck at the end")
 	assert.Positive(t, rep.Panics+rep.SharedPanics, "no panic reached a caller")
-	assert.Positive(t, rep.SharedJoins, "no request joined a shared execution")
+	if rep.Config.FakeClock {
+		// Joining takes two requests of one key in flight at once: on the
+		// real clock the scheduler decides whether that ever happens (a
+		// loaded run saw none in 755 keyed requests), so only the fake
+		// clock's soak, where it is the schedule's, requires it.
+		assert.Positive(t, rep.SharedJoins, "no request joined a shared execution")
+	}
 }
 
 // TestSoak runs the soak on synctest's fake clock: every time bound is
