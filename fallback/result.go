@@ -106,6 +106,11 @@ type Attempt struct {
 	// Err is the attempt's error: the tier's own, a validation failure, or
 	// the local rejection.
 	Err error
+	// Cooling is set when the call's 429 took the tier out of rotation for
+	// every request: by which rule, until when (see CoolDown); nil
+	// otherwise. A skip during the cool-down carries it in its
+	// *SkipError.
+	Cooling *Cooling
 }
 
 // inlineTrail is how many calls a Summary holds without allocating: a

@@ -39,7 +39,7 @@ func TestCoolDownLetsOneProbeThrough(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		epoch := time.Now()
 		var l park.Lot
-		l.CoolDown(epoch, cooling, 30*time.Second)
+		l.CoolDown(epoch, cooling, 1, 30*time.Second)
 		why, _ := l.Enter(epoch)
 		assert.Equal(t, cooling, why)
 		time.Sleep(30 * time.Second)
@@ -71,7 +71,7 @@ func TestCoolDownNeverShortensALongerStay(t *testing.T) {
 		var l park.Lot
 		assert.True(t, l.ParkOnce(epoch, quota, time.Hour))
 		assert.False(t, l.ParkOnce(epoch, quota, time.Hour))
-		l.CoolDown(epoch, cooling, 30*time.Second)
+		l.CoolDown(epoch, cooling, 1, 30*time.Second)
 		until, why := l.Until(epoch)
 		assert.Equal(t, quota, why)
 		assert.Equal(t, epoch.Add(time.Hour), until)
