@@ -257,7 +257,8 @@ func (p *Pool[In, Out]) Call(ctx context.Context, in In) (Out, error) {
 		}
 		if next < 0 {
 			if err != nil && (v.Class == classify.QuotaExhausted || v.Class == classify.RateLimited) {
-				// This member is parked, or cooling down; the tier is not.
+				// The failure is this member's: it is parked, cooling down,
+				// or its 429 was its request's own; the tier is not.
 				rec.MemberFailed()
 			}
 			return out, err
