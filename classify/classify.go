@@ -213,6 +213,7 @@ func fromFacts(f Facts, now func() time.Time) Verdict {
 			}
 		}
 	}
+	v.PerMinute = v.Class == RateLimited && d.perMinuteQuota
 	return v
 }
 

@@ -39,6 +39,38 @@ func TestCorpusRawPath(t *testing.T) {
 	}
 }
 
+// TestPerMinuteQuotaFromRealPayloads: a 429 whose QuotaFailure names a
+// per-minute quota says so (Verdict.PerMinute), which takes a tier out for
+// every request; the bare RESOURCE_EXHAUSTED that Gemini, Vertex AI and
+// the OpenAI-compatible endpoint send without naming any quota does not,
+// and no verdict of another class does.
+func TestPerMinuteQuotaFromRealPayloads(t *testing.T) {
+	cases, err := corpus.All()
+	require.NoError(t, err)
+	want := map[string]bool{
+		"gemini-api-per-minute-input-tokens-429":            true,
+		"gemini-api-resource-exhausted-429-wrapper":         false,
+		"gemini-openai-compat-resource-exhausted-429-array": false,
+		"vertex-ai-resource-exhausted-429-array":            false,
+		"gemini-code-assist-resource-exhausted-429-array":   false,
+		"gemini-api-per-day-and-per-minute-429-limit-0":     false,
+	}
+	seen := 0
+	for _, c := range cases {
+		v := rawVerdict(t, c)
+		if w, ok := want[c.Name]; ok {
+			seen++
+			assert.Equal(t, w, v.PerMinute, "%s: %v\nsource: %s", c.Name, v, c.Source)
+		}
+		if v.PerMinute {
+			assert.Equal(t, classify.RateLimited, v.Class, "%s: only a rate limit names a per-minute quota", c.Name)
+		}
+	}
+	assert.Equal(t, len(want), seen, "every named case is in the corpus")
+	v := classify.Classify(classify.ReadResponse(context.Background(), response(429, body429)))
+	assert.True(t, v.PerMinute, "GenerateRequestsPerMinutePerProjectPerModel-FreeTier")
+}
+
 func className(c classify.Class) string {
 	if c == classify.OK {
 		return "ok"

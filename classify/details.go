@@ -21,7 +21,10 @@ type detailFacts struct {
 	// perDayQuota is set for a quota waiting cannot satisfy soon: one named
 	// per day, or one whose limit is zero.
 	perDayQuota bool
-	reason      string // an ErrorInfo reason from knownReasons, or ""
+	// perMinuteQuota is set when a QuotaFailure violation, or Vertex's
+	// ErrorInfo metadata, names a per-minute quota.
+	perMinuteQuota bool
+	reason         string // an ErrorInfo reason from knownReasons, or ""
 }
 
 // knownReasons are the ErrorInfo reasons the classifier acts on, mapped to
@@ -75,6 +78,9 @@ func readDetails(details []map[string]any) detailFacts {
 				if perDay(field(m, "quotaId")) || perDay(field(m, "quotaMetric")) || field(m, "quotaValue") == "0" {
 					f.perDayQuota = true
 				}
+				if perMinute(field(m, "quotaId")) || perMinute(field(m, "quotaMetric")) {
+					f.perMinuteQuota = true
+				}
 			}
 		case strings.HasSuffix(typ, "google.rpc.ErrorInfo"):
 			if r, ok := d["reason"].(string); ok && len(r) <= maxIDLen {
@@ -89,6 +95,9 @@ func readDetails(details []map[string]any) detailFacts {
 			if perDay(field(md, "quota_limit")) || perDay(field(md, "quota_metric")) || perDay(field(md, "quota_limit_id")) ||
 				field(md, "quota_limit_value") == "0" {
 				f.perDayQuota = true
+			}
+			if perMinute(field(md, "quota_limit")) || perMinute(field(md, "quota_limit_id")) {
+				f.perMinuteQuota = true
 			}
 		}
 	}
@@ -117,6 +126,13 @@ func field(m map[string]any, key string) string {
 		s = s[:maxIDLen]
 	}
 	return s
+}
+
+// perMinute reports whether a quota id names a per-minute quota:
+// "GenerateRequestsPerMinutePerProjectPerModel-FreeTier",
+// "GenerateContentInputTokensPerModelPerMinute-FreeTier".
+func perMinute(id string) bool {
+	return strings.Contains(id, "PerMinute") || strings.Contains(id, "per_minute") || strings.Contains(id, "Per-Minute")
 }
 
 // perDay reports whether a quota id or metric names a daily quota:

@@ -86,6 +86,7 @@ func TestPerDayQuotaNamedAnywhere(t *testing.T) {
 	}
 	perMinute := classify.Facts{HTTPStatus: 429, Details: []map[string]any{errorInfo("RATE_LIMIT_EXCEEDED", map[string]any{"quota_limit": "GenerateContentRequestsPerMinutePerProjectPerRegion"})}}
 	assert.Equal(t, classify.RateLimited, classify.FromFacts(perMinute).Class)
+	assert.True(t, classify.FromFacts(perMinute).PerMinute, "Vertex names the per-minute quota in ErrorInfo's metadata")
 	location := classify.Facts{HTTPStatus: 400, Status: "FAILED_PRECONDITION", Message: "User location is not supported for the API use."}
 	assert.Equal(t, classify.InvalidRequest, classify.FromFacts(location).Class)
 }

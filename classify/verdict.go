@@ -20,6 +20,14 @@ const MaxRetryAfter = 24 * time.Hour
 type Verdict struct {
 	// Class is the failure's class; OK for a nil error.
 	Class Class
+	// PerMinute is set on a RateLimited verdict whose details name a
+	// per-minute quota (a google.rpc.QuotaFailure violation's quotaId or
+	// quotaMetric, Vertex AI's ErrorInfo quota_limit). Such a quota is
+	// the key's, shared by every caller: its 429 says the quota is spent
+	// for all of them until the minute turns, where a bare 429 may be one
+	// overloaded moment. The fallback chain takes a tier out for every
+	// request on this evidence alone (fallback.CoolDown).
+	PerMinute bool
 	// HTTPStatus is the HTTP status code, or 0 when the error carried none
 	// (a transport failure, a local rejection). For an error without a
 	// status of its own — an error event inside a 200 stream, an error

@@ -33,6 +33,13 @@ func rateLimited(after time.Duration) error {
 	return classify.Wrap(errors.New("429"), classify.Verdict{Class: classify.RateLimited, HTTPStatus: 429, RetryAfter: after, Reason: "scripted"})
 }
 
+// perMinute429 is a 429 whose details named a per-minute quota, as
+// Gemini's do (classify's tests read it from real payloads): evidence
+// that the key's quota is spent for every caller.
+func perMinute429(after time.Duration) error {
+	return classify.Wrap(errors.New("429"), classify.Verdict{Class: classify.RateLimited, PerMinute: true, HTTPStatus: 429, RetryAfter: after, Reason: "scripted"})
+}
+
 // TestOverTheLimitSkipsWithoutACall: a tier over its local limit is
 // skipped without an upstream call — SkipRateLimited in the trail — and
 // the next tier answers.

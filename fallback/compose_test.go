@@ -345,12 +345,14 @@ func TestWrappedPoolKeepsItsMembers(t *testing.T) {
 	})
 }
 
-// A server's retry delay outlasts the request that was told it: after a
-// 429 with RetryInfo of 30 s and a 10 s deadline, later requests skip the
-// tier (or the pool's member whose key got the 429) without a call until
-// the delay has passed — one upstream call per 30 s, not one per request —
-// with no rate limiter attached, and the tier answers again once the
-// server does.
+// A server's retry delay outlasts the request that was told it when the
+// 429s say the quota is spent for everyone: after a 429 naming a
+// per-minute quota with RetryInfo of 30 s and a 10 s deadline, later
+// requests skip the tier (or the pool's member whose key got the 429)
+// without a call until the delay has passed — one upstream call per 30 s,
+// not one per request — with no rate limiter attached, and the tier
+// answers again once the server does. A storm of bare 429s takes it out
+// once CoolDown.Count of them have come.
 func TestServerRetryDelayIsHonouredAcrossRequests(t *testing.T) {
 	// storm answers 429 with a 30 s delay for its first 65 s, and logs
 	// the second of each call.
@@ -361,11 +363,42 @@ func TestServerRetryDelayIsHonouredAcrossRequests(t *testing.T) {
 			*calls = append(*calls, int(time.Since(start)/time.Second))
 			mu.Unlock()
 			if time.Since(start) < 65*time.Second {
-				return "", rateLimited(30 * time.Second)
+				return "", perMinute429(30 * time.Second)
 			}
 			return name, nil
 		})
 	}
+	t.Run("bare 429s", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			var proCalls []int
+			start := time.Now()
+			pro := fallback.Tier("pro", func(ctx context.Context, _ string) (string, error) {
+				proCalls = append(proCalls, int(time.Since(start)/time.Second))
+				if time.Since(start) < 65*time.Second {
+					return "", rateLimited(30 * time.Second)
+				}
+				return "pro", nil
+			})
+			rec := &reported.Recorder{}
+			c := newChain(t, fallback.Config[string, string]{Total: 10 * time.Second, Observer: rec, Stages: []fallback.Stage[string, string]{
+				{Tier: pro}, {Tier: newFake("flash", ok("flash"))},
+			}})
+			for range 100 {
+				_, err := c.Do(context.Background(), "q")
+				require.NoError(t, err)
+				time.Sleep(time.Second)
+			}
+			assert.Equal(t, []int{0, 1, 2, 32, 62, 92, 93, 94, 95, 96, 97, 98, 99}, proCalls,
+				"three 429s in a row before the storm takes pro out, then one call per delay")
+			var rules []fallback.CoolRule
+			for _, e := range reported.Of[fallback.AttemptEnd](rec) {
+				if e.Cooling != nil {
+					rules = append(rules, e.Cooling.Rule)
+				}
+			}
+			assert.Equal(t, []fallback.CoolRule{fallback.CoolStorm, fallback.CoolProbe, fallback.CoolProbe}, rules)
+		})
+	})
 	t.Run("tier", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			var proCalls []int

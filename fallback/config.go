@@ -79,6 +79,22 @@ type Stage[In, Out any] struct {
 	// next tier and does not count against the breaker. nil accepts all.
 	Validate validate.Validator[Out]
 
+	// MaxRetryWait is the longest server-requested delay (a 429's
+	// RetryInfo or Retry-After) a request waits for before retrying this
+	// tier, while a later tier can take it: a longer delay sends the
+	// request to the next tier at once (retry.DelayTooLong on the trail),
+	// where waiting would hold it while a healthy tier idles. The last
+	// tier that can serve waits whatever fits the budget: after it only
+	// the cache and the default remain. 0 means 1s; negative means no cap
+	// but the budget. Raise it for a fallback that is much worse than
+	// waiting; the price is latency, up to the cap, on every 429.
+	MaxRetryWait time.Duration
+	// CoolDown decides when a 429 with a server delay takes the tier out
+	// of rotation for every request, not just the one that got it (see
+	// CoolDown); the zero value applies the defaults. A Pool judges each
+	// member by it too, unless the member has its own.
+	CoolDown CoolDown
+
 	// Tokens estimates the tokens a call for in will use (prompt and
 	// answer), for the tier's decorators that count tokens: rate limits
 	// (ratelimit.Tier) and pool members' limiters read it from the call's
@@ -242,6 +258,8 @@ type stageSpec struct {
 	nilTier               bool
 	invalidRetries        int
 	hedge                 Hedge
+	maxRetryWait          time.Duration
+	coolDown              CoolDown
 	// members are the breakers of the tier's members (a pool's).
 	members []*breaker.Breaker
 	// outdated names the methods of a contract the chain no longer
@@ -336,7 +354,7 @@ func (cfg *Config[In, Out]) specs() []stageSpec {
 		specs[i] = stageSpec{
 			model: s.Model, provider: s.Provider, bulkhead: s.Bulkhead, breaker: s.Breaker, retry: s.Retry,
 			classifier: s.Classifier, cap: s.TryTimeout, capName: "TryTimeout", minAttempt: s.MinAttempt, reserve: s.Reserve, nilTier: s.Tier == nil,
-			invalidRetries: s.InvalidOutputRetries, hedge: s.Hedge,
+			invalidRetries: s.InvalidOutputRetries, hedge: s.Hedge, maxRetryWait: s.MaxRetryWait, coolDown: s.CoolDown,
 		}
 		if s.Tier != nil {
 			specs[i].name = s.Tier.Name()
@@ -428,6 +446,9 @@ func check(kind string, sh shared, specs []stageSpec) error {
 			errs = append(errs, fmt.Errorf("stage %d (%s): Hedge.MaxExtra must be within [0, 1], got %v", i, s.name, x))
 		}
 		if err := s.retry.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("stage %d (%s): %w", i, s.name, err))
+		}
+		if err := s.coolDown.Validate(); err != nil {
 			errs = append(errs, fmt.Errorf("stage %d (%s): %w", i, s.name, err))
 		}
 		if s.breaker != nil && customOutcome(s.breaker) {

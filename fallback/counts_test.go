@@ -22,7 +22,7 @@ import (
 )
 
 // A hedge that finds no member to go to — the pool's other key cooling
-// down after a 429 — makes no upstream call: it is a skip on the trail,
+// down after a 429 naming its per-minute quota — makes no upstream call: it is a skip on the trail,
 // marked Hedge, told to observers as a TierSkip, never an AttemptEnd (an
 // AttemptEnd is a call to a cost ledger), and the hedge budget it took
 // goes back.
@@ -32,7 +32,7 @@ func TestHedgeWithNoMemberIsASkipNotACall(t *testing.T) {
 		slowA := slowTier("a", &aCalls, func() time.Duration { return 200 * time.Millisecond })
 		limitedB := fallback.Tier("b", func(context.Context, string) (string, error) {
 			bCalls.Add(1)
-			return "", classify.Wrap(errors.New("429"), classify.Verdict{Class: classify.RateLimited, HTTPStatus: 429, RetryAfter: time.Minute, Reason: "scripted"})
+			return "", perMinute429(time.Minute)
 		})
 		thePool, err := pool.New(pool.Config[string, string]{Name: "pro", Members: []pool.Member[string, string]{
 			{Key: "key-a", Tier: slowA}, {Key: "key-b", Tier: limitedB},

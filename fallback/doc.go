@@ -73,16 +73,25 @@
 //   - failures the class table counts (5xx, timeouts, 429s) trip the
 //     breaker: the tier (or a pool member, with its own breaker) is out for
 //     the breaker's Cooldown, then probed half-open (SkipOpen);
-//   - a 429 with a server delay (RetryInfo, Retry-After, retry-after-ms)
-//     cools the tier, or the pool member whose key got it, down until the
-//     server's time, at most MaxQuotaCooldown; then one request is let
-//     through while the others keep skipping until it returns
-//     (SkipRateLimited). This holds across requests whether or not a rate
-//     limiter is attached: a 429 storm with RetryInfo of 30 s sends one
-//     request per 30 s per key to the primary;
 //   - an exhausted quota parks the tier, or the pool member, for
 //     max(QuotaCooldown, the server's delay), at most MaxQuotaCooldown
-//     (SkipQuota). A quota's parking is never shortened by a shorter delay.
+//     (SkipQuota). A quota's parking is never shortened by a shorter delay;
+//   - a 429 with a server delay (RetryInfo, Retry-After, retry-after-ms)
+//     cools the tier, or the pool member whose key got it, down until the
+//     server's time (at most classify.LongRetryAfter), then lets one
+//     request through while the others keep skipping until it returns
+//     (SkipRateLimited) — but only on evidence that the quota is spent for
+//     every caller (Stage.CoolDown): a per-minute quota named, a storm of
+//     429s that are most of the tier's calls, or a probe that got a 429
+//     again. A 429 storm whose RetryInfo names a per-minute quota, as
+//     Gemini's does, sends one request per delay per key to the primary.
+//
+// Any other 429 is its request's own: the request waits for the server's
+// delay when it is at most Stage.MaxRetryWait (1 s) and fits the budget,
+// or moves to the next tier at once (the last tier that can serve waits
+// what fits), while other requests keep calling the tier. The attempt
+// that took a tier out, and every skip while it cools, name the rule and
+// its end (Cooling).
 //
 // # More of the chain
 //

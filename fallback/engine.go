@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"math"
 	"reflect"
 	"slices"
 	"sync/atomic"
@@ -67,8 +68,15 @@ type stage struct {
 	reserve    time.Duration
 	need       budget.Need
 	// parking takes the tier out of rotation (its quota, its model
-	// retired, a server's cool-down); its reasons are Skips.
+	// retired, a server's cool-down); its reasons are Skips, and a
+	// cool-down's rule a CoolRule.
 	parking park.Lot
+	// tally is the evidence of the tier's recent 429s, which coolDown
+	// (with its defaults) judges; maxRetryWait is Stage.MaxRetryWait
+	// resolved, MaxInt64 for no cap.
+	tally        park.Tally
+	coolDown     CoolDown
+	maxRetryWait time.Duration
 	// invalidRetries is Stage.InvalidOutputRetries.
 	invalidRetries int
 	// hedge is Stage.Hedge; hedges and latency are its budget and its
@@ -111,7 +119,11 @@ func newEngine(kind string, sh shared, specs []stageSpec) (*engine, error) {
 			index: i, bulkhead: s.bulkhead, breaker: s.breaker,
 			policy: s.retry.WithDefaults(), classifier: s.classifier, reserve: s.reserve,
 			try:            budget.Try{Cap: s.cap, MinUseful: cmp.Or(s.minAttempt, minAttempt)},
-			invalidRetries: s.invalidRetries, hedge: s.hedge,
+			invalidRetries: s.invalidRetries, hedge: s.hedge, coolDown: s.coolDown.WithDefaults(),
+			maxRetryWait: cmp.Or(s.maxRetryWait, defaultMaxRetryWait),
+		}
+		if st.maxRetryWait < 0 {
+			st.maxRetryWait = math.MaxInt64
 		}
 		if s.hedge.enabled() {
 			st.hedges.Init(cmp.Or(s.hedge.MaxExtra, defaultHedgeExtra))
@@ -570,6 +582,9 @@ type decision struct {
 	outcome breaker.Outcome
 	route   classify.Route
 	park    classify.Park
+	// cooling is set when the failure took the tier out of rotation for
+	// every request.
+	cooling *Cooling
 }
 
 // failed describes a failed attempt to decide on.
@@ -644,11 +659,28 @@ func (e *engine) decide(r *request, st *stage, n int, try budget.Try, f failed, 
 		// do not call a tier it now refuses.
 		ra.Retry, ra.Wait, ra.Stop = false, 0, retry.CircuitOpen
 	}
+	if ra.Retry && v.RetryAfter > st.maxRetryWait && e.laterServes(st.index) {
+		// The server's delay is longer than this tier may hold a request
+		// while another can answer it now.
+		ra.Retry, ra.Wait, ra.Stop = false, 0, retry.DelayTooLong
+	}
 	d.retry, d.wait, d.stop = ra.Retry, ra.Wait, ra.Stop
 	if st.policy.OnAttempt != nil {
 		st.policy.OnAttempt(ra)
 	}
 	return v, d
+}
+
+// laterServes reports whether a tier after stage i can be called now: its
+// breaker not open, and not parked.
+func (e *engine) laterServes(i int) bool {
+	for j := i + 1; j < len(e.stages); j++ {
+		later := &e.stages[j]
+		if (later.breaker == nil || later.breaker.State() != breaker.Open) && later.parking.Check(e.epoch) == park.None {
+			return true
+		}
+	}
+	return false
 }
 
 // park takes a tier, or the model a call used, out of rotation after a
@@ -725,8 +757,12 @@ func (e *engine) skip(r *request, st *stage, model string, why Skip, err error) 
 		a.Tier, a.TierIndex, a.Model, a.Skip, a.Verdict, a.Err = st.name, st.index, model, why, v, err
 	}
 	if r.obs != nil {
-		r.obs.TierSkipped(r.ctx, TierSkip{Stage: st.info, Model: model, Skip: why, Verdict: v, Err: err, Route: e.table.Action(v.Class).Route,
-			Breaker: breakerState(st), Remaining: r.budget.Remaining(), QueueWait: r.queueWait})
+		ev := TierSkip{Stage: st.info, Model: model, Skip: why, Verdict: v, Err: err, Route: e.table.Action(v.Class).Route,
+			Breaker: breakerState(st), Remaining: r.budget.Remaining(), QueueWait: r.queueWait}
+		if se, ok := err.(*SkipError); ok && se.Cooling.Rule != NotCooled {
+			ev.Cooling = &se.Cooling
+		}
+		r.obs.TierSkipped(r.ctx, ev)
 		r.queueWait = 0
 	}
 	return v
@@ -754,9 +790,10 @@ func (e *engine) answered(r *request, st *stage, model string, n int, latency ti
 func (e *engine) attemptFailed(r *request, st *stage, model string, n int, latency time.Duration, v classify.Verdict, d decision, err error, desc *Reply) {
 	a := r.sum.add()
 	a.Tier, a.TierIndex, a.Model, a.N, a.Verdict, a.Latency, a.Wait, a.Err, a.Member = st.name, st.index, model, n, v, latency, d.wait, err, r.member
+	a.Cooling = d.cooling
 	if r.obs != nil {
 		ev := e.event(r, st, model, n)
-		ev.Verdict, ev.Latency, ev.Err = v, latency, err
+		ev.Verdict, ev.Latency, ev.Err, ev.Cooling = v, latency, err, d.cooling
 		ev.Retry, ev.Wait, ev.Stop, ev.Route = d.retry, d.wait, d.stop, d.route
 		ev.Reply, ev.LimitWait = desc, r.limitWait
 		r.obs.AttemptEnded(r.ctx, ev)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/tierguard/tierguard/classify"
 )
@@ -150,6 +151,9 @@ type SkipError struct {
 	// Cause is what refused the call, when it says more (a
 	// *ratelimit.LimitedError with when to come back); nil otherwise.
 	Cause error
+	// Cooling says which rule took the tier out and until when, when it
+	// is skipped (SkipRateLimited) cooling down after a server's 429s.
+	Cooling Cooling
 }
 
 // Unwrap returns the cause.
@@ -158,6 +162,10 @@ func (e *SkipError) Unwrap() error { return e.Cause }
 // Error names the tier and why it was skipped.
 func (e *SkipError) Error() string {
 	msg := "tierguard: tier " + e.Tier + " skipped: " + skipReasons[e.Skip]
+	if e.Cooling.Rule != NotCooled {
+		msg = "tierguard: tier " + e.Tier + " skipped: cooling down after the server's 429s (" + e.Cooling.Rule.String() +
+			") until " + e.Cooling.Until.Format(time.RFC3339)
+	}
 	if e.Cause != nil {
 		msg += ": " + e.Cause.Error()
 	}

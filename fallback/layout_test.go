@@ -19,9 +19,10 @@ func TestRecordFitsItsSizeClass(t *testing.T) {
 }
 
 // TestAttemptEndPointsToItsReply: an AttemptEnd is passed by value to
-// every observer, so it holds its call's Reply (184 bytes) by pointer; so
-// does a LateReply, which also carries the calls of a hedge settled late.
+// every observer, so it holds its call's Reply (184 bytes) by pointer, and
+// the rare cool-down it caused too; so does a LateReply, which also
+// carries the calls of a hedge settled late.
 func TestAttemptEndPointsToItsReply(t *testing.T) {
-	assert.LessOrEqual(t, unsafe.Sizeof(AttemptEnd{}), uintptr(216))
+	assert.LessOrEqual(t, unsafe.Sizeof(AttemptEnd{}), uintptr(224))
 	assert.LessOrEqual(t, unsafe.Sizeof(LateReply{}), uintptr(72))
 }

@@ -176,6 +176,11 @@ type AttemptEnd struct {
 	Wait  time.Duration
 	Stop  retry.StopReason
 	Route classify.Route
+	// Cooling is set when the failure, a 429 with a server delay, took
+	// the tier out of rotation for every request: by which rule, until
+	// when; nil otherwise. A 429 that did not is its request's own (see
+	// CoolDown).
+	Cooling *Cooling
 	// Reply is what the call's upstream responses reported (see Report)
 	// while the chain waited for them: a success's, a rejected answer's, a
 	// partial stream's — tokens billed all the same. It is never nil: a
@@ -216,6 +221,10 @@ type TierSkip struct {
 	// QueueWait is how long the request waited for the tier's bulkhead
 	// before finding it full (a bulkhead with Config.MaxWait); 0 otherwise.
 	QueueWait time.Duration
+	// Cooling says which rule took the tier out, until when, for a skip
+	// (SkipRateLimited) of a tier cooling down after a server's 429s; nil
+	// otherwise.
+	Cooling *Cooling
 }
 
 // LocalAnswer reports an answer from the cache or the default, after the

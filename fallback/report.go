@@ -580,12 +580,16 @@ type Rules struct {
 	// with, which a wait before the call must leave before the attempt's
 	// deadline.
 	MinAttempt time.Duration
+	// CoolDown is the stage's Stage.CoolDown, with its defaults: when a
+	// member's 429 takes it out for every request.
+	CoolDown CoolDown
 }
 
 // DefaultRules are the rules of a chain with default settings.
 func DefaultRules() Rules {
 	return Rules{Classifier: classify.Func(classify.Classify), Table: &defaultTable,
-		QuotaCooldown: defaultQuotaCooldown, MaxQuotaCooldown: defaultMaxQuotaCooldown, MinAttempt: defaultMinAttempt}
+		QuotaCooldown: defaultQuotaCooldown, MaxQuotaCooldown: defaultMaxQuotaCooldown, MinAttempt: defaultMinAttempt,
+		CoolDown: CoolDown{}.WithDefaults()}
 }
 
 var defaultTable = classify.DefaultTable()
@@ -599,7 +603,7 @@ func (c *Record) Rules() Rules {
 	c.ask()
 	e := c.st.e
 	return Rules{Classifier: c.st.classifier, Table: &e.table, QuotaCooldown: e.quotaPark, MaxQuotaCooldown: e.maxQuotaPark,
-		MinAttempt: c.st.try.MinUseful}
+		MinAttempt: c.st.try.MinUseful, CoolDown: c.st.coolDown}
 }
 
 // Waited reports that the call waited d for a rate limit's turn before its

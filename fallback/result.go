@@ -52,7 +52,9 @@ const (
 	// SkipRateLimited: the tier (or the request's tenant on it, or every
 	// member of its pool) is over its local rate limit, and waiting for its
 	// turn does not fit (ratelimit.TierConfig.MaxWait, the deadline), or a
-	// server asked it to wait (a 429 with RetryInfo) and it cools down.
+	// server's 429s said its quota is spent for every caller and it cools
+	// down until the server's time (see CoolDown; SkipError.Cooling says
+	// by which rule, until when).
 	SkipRateLimited
 )
 
@@ -106,6 +108,11 @@ type Attempt struct {
 	// Err is the attempt's error: the tier's own, a validation failure, or
 	// the local rejection.
 	Err error
+	// Cooling is set when the call's 429 took the tier out of rotation for
+	// every request: by which rule, until when (see CoolDown); nil
+	// otherwise. A skip during the cool-down carries it in its
+	// *SkipError.
+	Cooling *Cooling
 }
 
 // inlineTrail is how many calls a Summary holds without allocating: a

@@ -84,7 +84,11 @@ func (s *stageRun[In, Out, A]) run(r *request) (out Out) {
 	e, st, model := s.e, s.st, s.model
 	skip, probe := e.preflight(st, model)
 	if skip != NotSkipped {
-		s.end = e.skipped(r, st, model, skip, &SkipError{Tier: st.name, Model: model, Skip: skip})
+		se := &SkipError{Tier: st.name, Model: model, Skip: skip}
+		if skip == SkipRateLimited {
+			se.Cooling = e.cooling(st)
+		}
+		s.end = e.skipped(r, st, model, skip, se)
 		return out
 	}
 	if probe != 0 {
@@ -268,6 +272,7 @@ func (e *engine) rotations(r *request, st *stage, model string, n int, rotated [
 func (s *stageRun[In, Out, A]) answered(r *request, res Out, ae *attemptEnd, mine *Record, set *settlement, latency, ran time.Duration) Out {
 	e, st := s.e, s.st
 	s.decided = true
+	st.tally.Call(e.epoch, st.coolDown.Window)
 	if st.index > 0 && r.budget.Limited() {
 		st.need.Answered(ran)
 	}
@@ -336,20 +341,22 @@ func (s *stageRun[In, Out, A]) failed(r *request, ae *attemptEnd, mine *Record, 
 	// A rejected answer (or a partial one a tier returns with its error)
 	// was billed: observers that count cost need it.
 	desc := mine.close()
+	switch {
+	case set.memberFailure:
+		// A pool member's own 429: the pool judged it for the member.
+	case v.Class == classify.RateLimited && v.RetryAfter > 0:
+		d.cooling = e.cool(r, st, v)
+	default:
+		st.tally.Call(e.epoch, st.coolDown.Window)
+	}
 	r.member = set.member
 	e.attemptFailed(r, st, s.model, s.n, latency, v, d, ae.err, desc)
 	r.member = ""
 	s.end, s.last = stageEnd{verdict: v, route: d.route, err: ae.err}, d
-	switch {
-	case set.memberFailure:
+	if set.memberFailure {
 		// A pool's member ran out of quota, or was told to wait: the
 		// member is parked or cooling down, not the tier.
 		s.last.park = classify.ParkNone
-	case v.Class == classify.RateLimited && v.RetryAfter > 0:
-		// The server said when to come back: until then, other requests
-		// skip the tier without a call (SkipRateLimited), whatever this
-		// one does next.
-		st.parking.CoolDown(e.epoch, uint8(SkipRateLimited), coolDownOf(v, e.maxQuotaPark))
 	}
 	if !d.retry {
 		s.decided = true

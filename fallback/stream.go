@@ -104,6 +104,9 @@ type StreamStage[In, Chunk any] struct {
 	// the first chunk only.
 	MinAttempt time.Duration
 	Reserve    time.Duration
+	// MaxRetryWait and CoolDown are as in Stage.
+	MaxRetryWait time.Duration
+	CoolDown     CoolDown
 	// Validate checks the assembled text (the ChunkInfo.Text of every
 	// chunk) when the stream ends; a rejection reaches the consumer as the
 	// stream's final error, after the chunks it already showed.
@@ -178,6 +181,7 @@ func (cfg *StreamConfig[In, Chunk]) specs() []stageSpec {
 		specs[i] = stageSpec{
 			model: s.Model, provider: s.Provider, bulkhead: s.Bulkhead, breaker: s.Breaker, retry: s.Retry,
 			classifier: s.Classifier, cap: s.FirstChunkTimeout, capName: "FirstChunkTimeout", minAttempt: s.MinAttempt, reserve: s.Reserve, nilTier: s.Tier == nil,
+			maxRetryWait: s.MaxRetryWait, coolDown: s.CoolDown,
 		}
 		if s.Tier != nil {
 			specs[i].name = s.Tier.Name()

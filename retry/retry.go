@@ -110,6 +110,10 @@ const (
 	// DeadlineExceeded: the context's deadline passed during an attempt or
 	// the wait after it.
 	DeadlineExceeded
+	// DelayTooLong: the server asked for a longer wait than the tier may
+	// spend inside one request (fallback.Stage.MaxRetryWait) while a later
+	// tier can take the request instead. Used by the fallback chain.
+	DelayTooLong
 )
 
 // String names the reason.
@@ -131,6 +135,8 @@ func (r StopReason) String() string {
 		return "circuit opened"
 	case DeadlineExceeded:
 		return "deadline exceeded"
+	case DelayTooLong:
+		return "server delay too long"
 	}
 	return "invalid stop reason"
 }

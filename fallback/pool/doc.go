@@ -18,8 +18,11 @@
 // A 429 or an exhausted quota on one member moves the call to the next
 // member at once, before the chain's next tier and outside the retry
 // policy. A 429 that says when to come back (RetryInfo, Retry-After) cools
-// that member down alone until then (MemberCooling), its limiter held for
-// the wait; an exhausted quota parks it (MemberQuota). Refused credentials
+// that member down alone until then (MemberCooling, told to Observe with
+// its rule) when the evidence says its key's quota is spent — a per-minute
+// quota named, a storm of 429s, a failed probe (fallback.CoolDown: the
+// stage's, or Member.CoolDown) — and its limiter slows down for the wait
+// either way; an exhausted quota parks it (MemberQuota). Refused credentials
 // take a member out for AuthCooldown (MemberAuth, reported once to
 // Observe and logged at Error by otelx) while the others serve; Auth on
 // every member still fails the request closed.

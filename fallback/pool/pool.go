@@ -69,6 +69,12 @@ type Member[In, Out any] struct {
 	Limiter *ratelimit.Limiter
 	// Weight is the member's share with Weighted balance; 0 means 1.
 	Weight int
+	// CoolDown, when set, decides for this member when its 429s take it
+	// out of rotation for every request (see fallback.CoolDown); nil
+	// means the stage's (fallback.Stage.CoolDown), or the defaults
+	// outside a chain. A member on a key of its own with a quota of its
+	// own may warrant a rule of its own.
+	CoolDown *fallback.CoolDown
 }
 
 // Config configures a Pool.
@@ -140,6 +146,10 @@ type poolMember struct {
 	// nanoseconds; 0 until one is seen.
 	latency atomic.Int64
 	park.Lot
+	// tally is the evidence of the member's recent 429s; coolDown its own
+	// rule, with defaults, when it has one.
+	tally    park.Tally
+	coolDown *fallback.CoolDown
 }
 
 // New returns a pool tier, or an error naming every invalid field.
@@ -176,11 +186,20 @@ func New[In, Out any](cfg Config[In, Out]) (*Pool[In, Out], error) {
 		if m.Weight < 0 {
 			errs = append(errs, fmt.Errorf("member %d (%s): negative Weight %d", i, id, m.Weight))
 		}
+		if m.CoolDown != nil {
+			if err := m.CoolDown.Validate(); err != nil {
+				errs = append(errs, fmt.Errorf("member %d (%s): %w", i, id, err))
+			}
+		}
 		if m.Breaker != nil && customOutcome(m.Breaker) {
 			errs = append(errs, fmt.Errorf("member %d (%s): breaker %q has a Config.Outcome, which a chain cannot honour", i, id, m.Breaker.Name()))
 		}
 		pm := &p.p.members[i]
 		pm.id, pm.breaker, pm.limiter, pm.weight = id, m.Breaker, m.Limiter, max(m.Weight, 1)
+		if m.CoolDown != nil {
+			c := m.CoolDown.WithDefaults()
+			pm.coolDown = &c
+		}
 		p.p.totalWeight += pm.weight
 		p.tiers = append(p.tiers, m.Tier)
 	}
@@ -238,7 +257,8 @@ func (p *Pool[In, Out]) Call(ctx context.Context, in In) (Out, error) {
 		}
 		if next < 0 {
 			if err != nil && (v.Class == classify.QuotaExhausted || v.Class == classify.RateLimited) {
-				// This member is parked, or cooling down; the tier is not.
+				// The failure is this member's: it is parked, cooling down,
+				// or its 429 was its request's own; the tier is not.
 				rec.MemberFailed()
 			}
 			return out, err
@@ -259,7 +279,7 @@ func (p *Pool[In, Out]) callMember(ctx context.Context, rec *fallback.Record, m 
 	defer func() {
 		if !settled {
 			// A panic: free the member without deciding anything.
-			p.p.done(m, tok, classify.Verdict{Class: classify.Canceled, Reason: "the call panicked"}, breaker.Ignored, 0, rules)
+			p.p.done(m, tok, classify.Verdict{Class: classify.Canceled, Reason: "the call panicked"}, breaker.Ignored, 0, rules, false)
 		}
 	}()
 	out, err := p.tiers[m].Call(ctx, in)
@@ -273,7 +293,7 @@ func (p *Pool[In, Out]) callMember(ctx context.Context, rec *fallback.Record, m 
 		}
 	}
 	settled = true
-	p.p.done(m, tok, v, o, latency, rules)
+	p.p.done(m, tok, v, o, latency, rules, probe != 0)
 	return out, v, latency, err
 }
 
@@ -337,7 +357,8 @@ const (
 	// MemberAuth: its credentials were refused (401, 403, an invalid key).
 	MemberAuth
 	// MemberCooling: the server answered 429 with a time to come back
-	// (RetryInfo, Retry-After); it is out until then.
+	// (RetryInfo, Retry-After), and the evidence says the key's quota is
+	// spent for every caller (fallback.CoolDown); it is out until then.
 	MemberCooling
 )
 
@@ -394,11 +415,14 @@ func (p *Pool[In, Out]) Restore(id string) bool {
 type MemberEvent struct {
 	// Pool and Member name the pool and the member.
 	Pool, Member string
-	// Out says why it left (MemberQuota, MemberAuth), or MemberIn when it
-	// is back by Restore.
+	// Out says why it left (MemberQuota, MemberAuth, MemberCooling), or
+	// MemberIn when it is back by Restore.
 	Out MemberOut
 	// For is how long it stays out.
 	For time.Duration
+	// Rule says which evidence took it out, for MemberCooling: a
+	// per-minute quota named, a storm of 429s, a failed probe.
+	Rule fallback.CoolRule
 	// Verdict is the failure that took it out.
 	Verdict classify.Verdict
 }
@@ -567,11 +591,19 @@ func fnv(a, b string) uint64 {
 }
 
 // done settles a member's call: its breaker's outcome, its limiter, its
-// latency, and the member-level action of its class.
-func (p *pool) done(m int, tok breaker.Token, v classify.Verdict, o breaker.Outcome, latency time.Duration, rules fallback.Rules) {
+// latency, and the member-level action of its class. probe is set when
+// the call was the one let through at the end of the member's cool-down.
+func (p *pool) done(m int, tok breaker.Token, v classify.Verdict, o breaker.Outcome, latency time.Duration, rules fallback.Rules, probe bool) {
 	pm := &p.members[m]
 	pm.inflight.Add(-1)
 	tok.Done(o)
+	cd := rules.CoolDown
+	if pm.coolDown != nil {
+		cd = *pm.coolDown
+	}
+	if v.Class != classify.RateLimited || v.RetryAfter <= 0 {
+		pm.tally.Call(p.epoch, cd.Window)
+	}
 	switch v.Class {
 	case classify.OK:
 		if pm.limiter != nil {
@@ -589,10 +621,17 @@ func (p *pool) done(m int, tok breaker.Token, v classify.Verdict, o breaker.Outc
 		if pm.limiter != nil {
 			pm.limiter.Throttle(v.RetryAfter)
 		}
-		if v.RetryAfter > 0 {
-			// The server said when this key may come back: until then the
-			// member is out of rotation, limiter or not.
-			pm.CoolDown(p.epoch, outCooling, min(v.RetryAfter, classify.LongRetryAfter, rules.MaxQuotaCooldown))
+		if v.RetryAfter <= 0 || cd.Off {
+			break
+		}
+		// The server said when this key may come back: when the evidence
+		// says its quota is spent for everyone, the member is out of
+		// rotation until then, limiter or not; otherwise the request moves
+		// to another member and the others keep calling this one.
+		rule := fallback.CoolRule(pm.tally.Judge(p.epoch, v.PerMinute, probe, cd.Window, cd.Count, cd.Share))
+		d := min(v.RetryAfter, classify.LongRetryAfter)
+		if rule != fallback.NotCooled && pm.CoolDown(p.epoch, outCooling, uint8(rule), d) {
+			p.tell(MemberEvent{Pool: p.name, Member: pm.id, Out: MemberCooling, For: d, Verdict: v, Rule: rule})
 		}
 	case classify.QuotaExhausted:
 		// Reported once per time out of rotation, however many calls in

@@ -17,8 +17,12 @@ import (
 // their own reasons from 1.
 const None uint8 = 0
 
-// coolingBit marks a stay set by CoolDown in Lot.why.
-const coolingBit = 1 << 8
+// coolingBit marks a stay set by CoolDown in Lot.why; ruleShift places
+// the caller's rule for the cool-down above it.
+const (
+	coolingBit = 1 << 8
+	ruleShift  = 16
+)
 
 // ProbeHold is how long the one call let through at the end of a
 // cool-down holds the others off, at most: it ends the hold itself when it
@@ -119,20 +123,32 @@ func (l *Lot) ParkOnce(epoch time.Time, why uint8, d time.Duration) bool {
 }
 
 // CoolDown occupies the lot for d for why, unless it is taken longer
-// already (a quota's stay outlasts a server's retry delay). When it ends,
-// Enter lets one probe through first.
-func (l *Lot) CoolDown(epoch time.Time, why uint8, d time.Duration) {
+// already (a quota's stay outlasts a server's retry delay), and reports
+// whether it did. rule is the caller's name for the evidence that asked
+// for it, which Rule reports until the stay ends. When it ends, Enter lets
+// one probe through first.
+func (l *Lot) CoolDown(epoch time.Time, why, rule uint8, d time.Duration) bool {
 	for {
 		u := l.until.Load()
 		next := Since(epoch) + int64(d)
 		if u >= next && u != l.hold.Load() {
-			return
+			return false
 		}
 		if l.until.CompareAndSwap(u, next) {
-			l.why.Store(uint32(why) | coolingBit)
-			return
+			l.why.Store(uint32(why) | coolingBit | uint32(rule)<<ruleShift)
+			return true
 		}
 	}
+}
+
+// Rule reports the rule of the cool-down that occupies the lot, or 0 when
+// it is free or occupied for another kind of stay.
+func (l *Lot) Rule(epoch time.Time) uint8 {
+	until, w := l.until.Load(), l.why.Load()
+	if until == 0 || w&coolingBit == 0 || Since(epoch) >= until {
+		return 0
+	}
+	return uint8(w >> ruleShift)
 }
 
 // Until reports when the current stay ends and why, or the zero time and
@@ -151,6 +167,86 @@ func (l *Lot) Occupied() bool { return l.until.Load() != 0 }
 
 // Clear frees the lot at once.
 func (l *Lot) Clear() { l.until.Store(0) }
+
+// Tally weighs the evidence of a tier's 429s: how many came within a
+// window, and what share of the tier's calls they were. It only counts
+// while a 429 is recent — the window opens with the first one — so that a
+// tier that answers costs one atomic load per call. Counts are
+// approximate under concurrency (a window that opens races with the calls
+// that end meanwhile), which a threshold of several 429s absorbs. Its
+// zero value is empty.
+type Tally struct {
+	// start is when the window opened, in Since units; 0 when no 429 is
+	// recent.
+	start   atomic.Int64
+	calls   atomic.Int64
+	limited atomic.Int64
+}
+
+// Call counts a call that did not end in a 429, while a window is open.
+func (t *Tally) Call(epoch time.Time, window time.Duration) {
+	s := t.start.Load()
+	if s == 0 {
+		return
+	}
+	if Since(epoch)-s >= int64(window) {
+		t.start.CompareAndSwap(s, 0)
+		return
+	}
+	t.calls.Add(1)
+}
+
+// Limited counts a 429 and reports whether the window now holds at least
+// count of them, and at least share of its calls. A 429 after the window
+// ended opens a new one.
+func (t *Tally) Limited(epoch time.Time, window time.Duration, count int, share float64) bool {
+	now := Since(epoch)
+	s := t.start.Load()
+	if (s == 0 || now-s >= int64(window)) && t.start.CompareAndSwap(s, now) {
+		t.calls.Store(0)
+		t.limited.Store(0)
+	}
+	c, n := t.calls.Add(1), t.limited.Add(1)
+	return n >= int64(count) && float64(n) >= share*float64(c)
+}
+
+// The rules by which Judge takes a tier out; the fallback package's
+// CoolRule numbers them the same.
+const (
+	// ByQuota: the 429 named a per-minute quota.
+	ByQuota uint8 = 1 + iota
+	// ByStorm: enough 429s in the window, and a large enough share of
+	// its calls.
+	ByStorm
+	// ByProbe: the call let through at the end of a cool-down got a 429
+	// again.
+	ByProbe
+)
+
+// Judge counts a 429 that carries a server delay and says by which rule
+// it takes the tier out for every caller, or 0 when it is the request's
+// own business: perMinute is set when it named a per-minute quota, probe
+// when the call was the probe at the end of a cool-down. A rule that
+// fires closes the window (Reset).
+func (t *Tally) Judge(epoch time.Time, perMinute, probe bool, window time.Duration, count int, share float64) uint8 {
+	var rule uint8
+	switch {
+	case perMinute:
+		rule = ByQuota
+	case probe:
+		rule = ByProbe
+	case t.Limited(epoch, window, count, share):
+		rule = ByStorm
+	default:
+		return 0
+	}
+	t.Reset()
+	return rule
+}
+
+// Reset closes the window: the evidence that took the tier out is spent,
+// and after its cool-down the tier is judged afresh.
+func (t *Tally) Reset() { t.start.Store(0) }
 
 // Models is a set of model ids parked each until its own time — the models
 // that answered 404, until a recheck. Ids compare in modelid's normal

@@ -39,7 +39,7 @@ func TestCoolDownLetsOneProbeThrough(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		epoch := time.Now()
 		var l park.Lot
-		l.CoolDown(epoch, cooling, 30*time.Second)
+		l.CoolDown(epoch, cooling, 1, 30*time.Second)
 		why, _ := l.Enter(epoch)
 		assert.Equal(t, cooling, why)
 		time.Sleep(30 * time.Second)
@@ -71,7 +71,7 @@ func TestCoolDownNeverShortensALongerStay(t *testing.T) {
 		var l park.Lot
 		assert.True(t, l.ParkOnce(epoch, quota, time.Hour))
 		assert.False(t, l.ParkOnce(epoch, quota, time.Hour))
-		l.CoolDown(epoch, cooling, 30*time.Second)
+		l.CoolDown(epoch, cooling, 1, 30*time.Second)
 		until, why := l.Until(epoch)
 		assert.Equal(t, quota, why)
 		assert.Equal(t, epoch.Add(time.Hour), until)
@@ -92,5 +92,49 @@ func TestModelsCompareInNormalForm(t *testing.T) {
 		m.Mark("gemini-2.0-flash", epoch, time.Hour)
 		m.Clear()
 		assert.False(t, m.Has("gemini-2.0-flash", epoch))
+	})
+}
+
+// TestTallyWeighsEvidence: a 429 takes the tier out only when the window
+// holds count of them and they are share of its calls; a per-minute quota
+// or a failed probe does at once; a rule that fires closes the window,
+// and so does its end.
+func TestTallyWeighsEvidence(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		epoch := time.Now()
+		const window, count, share = 10 * time.Second, 3, 0.5
+		var tl park.Tally
+		judge := func() uint8 { return tl.Judge(epoch, false, false, window, count, share) }
+		tl.Call(epoch, window)
+		assert.Zero(t, judge(), "one 429")
+		for range 10 {
+			tl.Call(epoch, window)
+		}
+		assert.Zero(t, judge(), "two 429s among eleven calls")
+		assert.Zero(t, judge(), "three 429s, but a quarter of the calls")
+		time.Sleep(window)
+		assert.Zero(t, judge(), "a new window")
+		assert.Zero(t, judge())
+		assert.Equal(t, park.ByStorm, judge(), "three 429s, every call of the window")
+		assert.Zero(t, judge(), "the window closed when the rule fired")
+		assert.Equal(t, park.ByQuota, tl.Judge(epoch, true, false, window, count, share))
+		assert.Equal(t, park.ByProbe, tl.Judge(epoch, false, true, window, count, share))
+	})
+}
+
+// TestCoolDownKeepsItsRule: Rule names the cool-down's rule while it
+// lasts, and nothing for another stay.
+func TestCoolDownKeepsItsRule(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		epoch := time.Now()
+		var l park.Lot
+		assert.True(t, l.CoolDown(epoch, cooling, park.ByStorm, 30*time.Second))
+		assert.Equal(t, park.ByStorm, l.Rule(epoch))
+		assert.Equal(t, cooling, l.Check(epoch))
+		assert.False(t, l.CoolDown(epoch, cooling, park.ByQuota, time.Second), "a shorter delay does not shorten it")
+		time.Sleep(30 * time.Second)
+		assert.Zero(t, l.Rule(epoch))
+		l.Park(epoch, quota, time.Minute)
+		assert.Zero(t, l.Rule(epoch))
 	})
 }

@@ -169,6 +169,10 @@ func gemErrorOf(k Kind, p Params) gemErrorBody {
 	case DeadlineExceeded:
 		b.Status, b.Message = "DEADLINE_EXCEEDED", "Deadline expired before operation could complete."
 	case RateLimited, QuotaExhausted:
+		if k == RateLimited && p.NoQuota {
+			b.Status, b.Message = "RESOURCE_EXHAUSTED", "Resource has been exhausted (e.g. check quota)."
+			break
+		}
 		quotaID := perMinuteQuota
 		if k == QuotaExhausted {
 			quotaID = perDayQuota

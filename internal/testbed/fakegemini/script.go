@@ -98,6 +98,12 @@ type Params struct {
 	// Unavailable: RetryAfter when set, else RetryDelay (seconds rounded up,
 	// and milliseconds).
 	OmitRetryAfter bool
+	// NoQuota makes RateLimited the RESOURCE_EXHAUSTED that names no quota
+	// of the caller's: "Resource has been exhausted (e.g. check quota).",
+	// without QuotaFailure or RetryInfo, as the Gemini API and Vertex AI
+	// answer when shared capacity sheds load. A delay then comes only from
+	// RetryAfter.
+	NoQuota bool
 	// QuotaValue is the quota limit named by RateLimited (default "10") and
 	// QuotaExhausted (default "250").
 	QuotaValue string

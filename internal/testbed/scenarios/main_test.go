@@ -36,6 +36,7 @@ func tiny() options {
 	o.quota = quotaConfig{loadConfig: load, Quota: 10, Window: 200 * time.Millisecond, Over: 0.3}
 	o.tail = tailConfig{loadConfig: load, SlowShare: 0.1, SlowFactor: 5}
 	o.pool = poolConfig{loadConfig: load, LimitedQuota: 20}
+	o.sporadic = sporadicConfig{loadConfig: load, Share: 0.03, RetryAfter: "20"}
 	return o
 }
 
@@ -278,4 +279,24 @@ func TestPrint(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}
+}
+
+// TestSporadic: sporadic 429s with a long delay that name no quota keep
+// their tiers in rotation: no request fails with every tier cooling, and
+// the header costs next to nothing against the run without it.
+func TestSporadic(t *testing.T) {
+	o := tiny().sporadic
+	o.Share = 0.05
+	res := scenarioSporadic(o, 1, 1)
+	with, without := res.find("tierguard, Retry-After sent"), res.find("tierguard, Retry-After hidden")
+	if with.median("429s") == 0 {
+		t.Fatalf("no 429 was sent")
+	}
+	if n := with.maxOf("allCooling"); n != 0 {
+		t.Errorf("%v requests failed with every tier cooling", n)
+	}
+	if w, wo := with.median("success"), without.median("success"); w < wo-0.05 {
+		t.Errorf("success %v with the header, %v without", w, wo)
+	}
+	assertInTime(t, res, 100)
 }
