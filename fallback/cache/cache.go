@@ -112,7 +112,7 @@ type counters struct {
 	writes, rejected, evicted, expired, invalidated         atomic.Uint64
 	embedded, embedFailures, embedSkipped, dropped, applied atomic.Uint64
 	saved, storeErrors                                      atomic.Uint64
-	tmplTooLong, tmplCut                                    atomic.Uint64
+	tmplTooLong, tmplCut, writesCut                         atomic.Uint64
 }
 
 // Stats are a cache's counters since New, and its size now.
@@ -144,6 +144,10 @@ type Stats struct {
 	// template matching was done: the lookup gave up the template layer,
 	// the write cached its answer without a template.
 	TemplateTooLong, TemplateCut uint64
+	// WritesCut counts answers not cached because the write's context
+	// ended before their prompt was read (see Put): only prompts longer
+	// than 16 KiB are read in strides that can be cut.
+	WritesCut uint64
 }
 
 var _ fallback.Cache[string, string] = (*Cache[string, string])(nil)
@@ -382,9 +386,23 @@ func (c *Cache[In, Out]) lookupExact(sc Scope, prompt string, now int64) (out Ou
 	return e.out, true, tmpls, vecs
 }
 
+// normalize is c.norm(s). The default normaliser goes a stride at a time
+// and stops when ctx ends (ok false), so that a long prompt holds a
+// request past its deadline for one stride of work; a normaliser of the
+// caller's runs whole.
+func (c *Cache[In, Out]) normalize(ctx context.Context, s string) (string, bool) {
+	if !c.fastNorm {
+		return c.norm(s), true
+	}
+	if len(s) <= stride {
+		return NormalizeText(s), true
+	}
+	return normalizeWithin(ctx, s)
+}
+
 // extract reads prompt's template, and counts a prompt it skipped.
 func (c *Cache[In, Out]) extract(ctx context.Context, prompt string) (template, extraction) {
-	t, how := extract(ctx, prompt, c.slots, c.norm, c.maxTmpl)
+	t, how := extract(ctx, prompt, c.slots, c.normalize, c.maxTmpl)
 	switch how {
 	case tooLong:
 		c.stats.tmplTooLong.Add(1)
@@ -510,9 +528,29 @@ func (c *Cache[In, Out]) countEmbedError(err error) {
 // only with answers you would serve. The prompt's embedding is made, and
 // the entry shared, on the cache's own goroutine: Put never waits for the
 // embedder or the Store.
+//
+// Put works within ctx: it reads a long prompt (normalising, matching
+// templates, hashing) a stride of 16 KiB at a time, and stops when ctx
+// has ended, so that it outlasts ctx by one stride of work whatever the
+// prompt's length. Cut while matching templates, the answer is cached for
+// its prompt alone (Stats.TemplateCut); cut before its prompt's key is
+// made, it is not cached (Stats.WritesCut); that never happens to a
+// prompt of at most 16 KiB.
 func (c *Cache[In, Out]) Put(ctx context.Context, in In, out Out) {
 	prompt := c.cfg.Prompt(in)
-	e := &entry[Out]{scope: c.scopeOf(ctx, in), key: c.norm(prompt), out: out}
+	sc := c.scopeOf(ctx, in)
+	key, ok := c.normalize(ctx, prompt)
+	if !ok {
+		c.stats.writesCut.Add(1)
+		return
+	}
+	e := &entry[Out]{scope: sc, key: key, out: out}
+	// The id before the template: a write cut while matching templates
+	// is still cached for its prompt, with no more of its work to do.
+	if e.id, ok = entryIDWithin(ctx, e.scope, e.key); !ok {
+		c.stats.writesCut.Add(1)
+		return
+	}
 	if len(c.slots) > 0 {
 		var how extraction
 		e.tmpl, how = c.extract(ctx, prompt)
@@ -522,7 +560,6 @@ func (c *Cache[In, Out]) Put(ctx context.Context, in In, out Out) {
 	if c.cfg.Model != nil {
 		e.model = c.cfg.Model(out)
 	}
-	e.id = entryID(e.scope, e.key)
 	e.size = c.entrySize(e)
 	if e.size > c.maxBytes/16 {
 		c.stats.rejected.Add(1)
@@ -574,6 +611,13 @@ func (c *Cache[In, Out]) entrySize(e *entry[Out]) int64 {
 // keys hash the same bytes (with a separator between the parts, a NUL in
 // a tenant or scenario moved the boundary: two scopes shared an id).
 func entryID(s Scope, key string) uint64 {
+	id, _ := entryIDWithin(context.Background(), s, key)
+	return id
+}
+
+// entryIDWithin is entryID, checking ctx every stride of the key: ok is
+// false when ctx ended first.
+func entryIDWithin(ctx context.Context, s Scope, key string) (id uint64, ok bool) {
 	const prime = 1099511628211
 	h := uint64(14695981039346656037)
 	for _, part := range [...]string{s.Tenant, s.Scenario, key} {
@@ -582,12 +626,17 @@ func entryID(s Scope, key string) uint64 {
 			h *= prime
 			n >>= 8
 		}
-		for i := 0; i < len(part); i++ {
-			h ^= uint64(part[i])
-			h *= prime
+		for off := 0; off < len(part); off += stride {
+			if off > 0 && ctx.Err() != nil {
+				return 0, false
+			}
+			for i := off; i < min(off+stride, len(part)); i++ {
+				h ^= uint64(part[i])
+				h *= prime
+			}
 		}
 	}
-	return h
+	return h, true
 }
 
 // insertLocked adds e, replacing the entry of the same key, then makes
@@ -945,6 +994,6 @@ func (c *Cache[In, Out]) Stats() Stats {
 		Evicted: s.evicted.Load(), Expired: s.expired.Load(), Invalidated: s.invalidated.Load(),
 		Embedded: s.embedded.Load(), EmbedFailures: s.embedFailures.Load(), EmbedSkipped: s.embedSkipped.Load(), Dropped: s.dropped.Load(),
 		Saved: s.saved.Load(), StoreErrors: s.storeErrors.Load(), Applied: s.applied.Load(),
-		TemplateTooLong: s.tmplTooLong.Load(), TemplateCut: s.tmplCut.Load(),
+		TemplateTooLong: s.tmplTooLong.Load(), TemplateCut: s.tmplCut.Load(), WritesCut: s.writesCut.Load(),
 	}
 }

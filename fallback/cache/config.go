@@ -116,7 +116,10 @@ type TemplateConfig[Out any] struct {
 	// matched by meaning either, since its values cannot be compared.
 	// Matching is linear in the prompt, one scan per slot: the built-in
 	// slots cost about half a microsecond per byte on a small VM, 2 ms at
-	// the default. 0 means 4 KiB.
+	// the default. A prompt above 16 KiB is scanned in windows of at most
+	// that, cut after a line break (or else a space) where one is near, so
+	// that the request's context is checked between them: a value that
+	// spans a cut is not read whole. 0 means 4 KiB.
 	MaxPrompt int
 }
 

@@ -3,7 +3,9 @@ package cache_test
 import (
 	"context"
 	"fmt"
+	"math"
 	"regexp"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -12,7 +14,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tierguard/tierguard/fallback"
 	"github.com/tierguard/tierguard/fallback/cache"
+	"github.com/tierguard/tierguard/retry"
 )
 
 // endingCtx is a request context whose deadline passes while the cache
@@ -164,5 +168,113 @@ func TestLongPromptsSkipTheTemplateLayer(t *testing.T) {
 		assert.Equal(t, cache.HitTemplate, hit)
 		assert.Equal(t, "order 5678 shipped", out)
 		assert.Zero(t, c.Stats().TemplateTooLong)
+	})
+}
+
+// longPrompt is a prompt of about n bytes that every built-in slot
+// matches all along, in upper and lower case, so that the write-back
+// rewrites it as it normalises it.
+func longPrompt(n int) string {
+	var b strings.Builder
+	for i := 0; b.Len() < n; i++ {
+		fmt.Fprintf(&b, "Ship ORDER %d on 2024-05-%02d to \"Main St\", see https://example.org/a?b=%d\n", i, i%28+1, i)
+	}
+	return b.String()
+}
+
+// A write-back of a long prompt (MaxPrompt raised: 256 KiB) checks its
+// context every 16 KiB stride of its work — normalising, each slot's
+// scan, the template's key, hashing — and the check after the context
+// ends stops it, wherever it is: the request is held past its deadline
+// for one stride of work. Cut while matching templates, the answer is
+// cached for its prompt alone; cut before its key is made, it is not
+// cached. The context used to be checked once per slot: a write held its
+// request for a slot's whole scan of the prompt past the deadline.
+func TestWriteBackStopsWithinAStride(t *testing.T) {
+	prompt := longPrompt(256 << 10)
+	newLong := func() *cache.Cache[string, string] {
+		return newCache(t, cache.Config[string, string]{MaxBytes: 1 << 30, Template: cache.TemplateConfig[string]{MaxPrompt: 2 << 20}})
+	}
+	c := newLong()
+	all := endsAfter(math.MaxInt32)
+	c.Put(all, prompt, "shipped")
+	checks := all.calls.Load()
+	strides := int32(len(prompt) / (16 << 10))
+	assert.GreaterOrEqual(t, checks, int32(len(cache.Builtins()))*strides, "a check every stride of every slot's scan")
+	assert.Zero(t, c.Stats().TemplateCut+c.Stats().WritesCut)
+	_, hit, ok := c.Get(bg, strings.ToLower(prompt))
+	require.True(t, ok)
+	assert.Equal(t, cache.HitExact, hit)
+
+	for _, live := range []int32{0, 1, strides, checks / 2, checks - 1} {
+		c := newLong()
+		ctx := endsAfter(live)
+		c.Put(ctx, prompt, "shipped")
+		assert.Equal(t, live+1, ctx.calls.Load(), "ended after %d checks: the next one stops the write", live)
+		st := c.Stats()
+		t.Logf("ended after %d checks: TemplateCut %d, WritesCut %d", live, st.TemplateCut, st.WritesCut)
+		assert.Equal(t, uint64(1), st.TemplateCut+st.WritesCut, "ended after %d checks", live)
+		_, _, cached := c.Get(bg, prompt)
+		assert.Equal(t, st.TemplateCut == 1, cached, "ended after %d checks: cached without its template, or not at all", live)
+	}
+}
+
+// The request's deadline passes while its answer is being written — here
+// while the cache asks for the request's scope, on the bubble's clock: a
+// 1 MiB prompt's answer is not cached (the write stops at its first
+// stride), a short prompt's is, without its template.
+func TestWriteBackKeepsToTheDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		slowScope := func(context.Context, string) cache.Scope {
+			time.Sleep(2 * time.Millisecond)
+			return cache.Scope{}
+		}
+		c := newCache(t, cache.Config[string, string]{Scope: slowScope, MaxBytes: 1 << 30, Template: cache.TemplateConfig[string]{MaxPrompt: 2 << 20}})
+		ctx, cancel := context.WithTimeout(bg, time.Millisecond)
+		defer cancel()
+		c.Put(ctx, longPrompt(1<<20), "shipped")
+		c.Put(ctx, "where is order 1234?", "on its way")
+		st := c.Stats()
+		assert.Equal(t, uint64(1), st.WritesCut, "the long prompt")
+		assert.Equal(t, uint64(1), st.TemplateCut, "the short prompt")
+		assert.Equal(t, 1, st.Entries)
+		_, hit, ok := c.Get(bg, "where is order 1234?")
+		require.True(t, ok)
+		assert.Equal(t, cache.HitExact, hit)
+	})
+}
+
+// Through a chain: the write-back's context ends with the chain's own
+// Total (no deadline of the caller's), so a long prompt whose answer came
+// late is not cached past the budget — the write stops at its first
+// stride once the Total has passed — and a short one's answer is.
+func TestWriteBackKeepsToTheChainsTotal(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var deadline time.Time
+		scope := func(ctx context.Context, _ string) cache.Scope {
+			deadline, _ = ctx.Deadline()
+			// The write-back's own work, before it reads the prompt.
+			time.Sleep(10 * time.Millisecond)
+			return cache.Scope{}
+		}
+		c := newCache(t, cache.Config[string, string]{Scope: scope, MaxBytes: 1 << 30, Template: cache.TemplateConfig[string]{MaxPrompt: 2 << 20}})
+		pro := fallback.Tier("pro", func(context.Context, string) (string, error) {
+			time.Sleep(195 * time.Millisecond)
+			return "answer", nil
+		})
+		chain, err := fallback.New(fallback.Config[string, string]{Total: 200 * time.Millisecond, Cache: c,
+			Stages: []fallback.Stage[string, string]{{Tier: pro, Retry: retry.Policy{MaxAttempts: 1}}}})
+		require.NoError(t, err)
+		start := time.Now()
+		_, err = chain.Do(bg, longPrompt(256<<10))
+		require.NoError(t, err)
+		assert.Equal(t, start.Add(200*time.Millisecond), deadline, "the chain's Total reaches the write-back")
+		assert.Equal(t, uint64(1), c.Stats().WritesCut, "past the Total: not cached")
+		assert.Zero(t, c.Stats().Entries)
+
+		_, err = chain.Do(bg, "where is order 1234?")
+		require.NoError(t, err)
+		assert.Equal(t, 1, c.Stats().Entries, "a short prompt is cached, without its template")
+		assert.Equal(t, uint64(1), c.Stats().TemplateCut)
 	})
 }

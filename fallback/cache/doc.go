@@ -34,7 +34,13 @@
 // answer without a template), and a prompt longer than
 // TemplateConfig.MaxPrompt (4 KiB) is not searched at all, only counted
 // (Stats.TemplateTooLong). A 1 MiB prompt costs a lookup and a write-back
-// a few milliseconds of CPU, for normalising and hashing it.
+// a few milliseconds of CPU, for normalising and hashing it. The work on a
+// long prompt goes 16 KiB at a time — each slot's scan too — and checks
+// the context between: past the deadline it holds the request for 16 KiB
+// of work at most, whatever the prompt's length and MaxPrompt. A
+// write-back whose context ends before its prompt is read is not cached
+// (Stats.WritesCut). The chain writes back within the context it passes
+// to Put; its own Total counts only if that context carries it.
 //
 // The semantic layer embeds each written prompt on the cache's own
 // goroutine, and a looked-up prompt inside the request's deadline, under a

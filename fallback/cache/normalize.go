@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"context"
 	"slices"
 	"unicode"
 	"unicode/utf8"
@@ -48,7 +49,14 @@ var byteClass = func() (t [256]uint8) {
 // isNormal reports whether NormalizeText would return s unchanged, without
 // allocating: most prompts that reach a cache twice were built by code.
 func isNormal(s string) bool {
-	prevSpace := true // no leading space
+	ok, prevSpace := normalPart(s, true) // no leading space
+	return ok && (s == "" || !prevSpace)
+}
+
+// normalPart reports whether s, a part of a text cut at a rune boundary,
+// is as NormalizeText leaves it, given whether the text before it ended
+// with a space (or is empty: no leading space), and whether s does.
+func normalPart(s string, prevSpace bool) (ok, endsInSpace bool) {
 	for i := 0; i < len(s); {
 		if byteClass[s[i]] == bKept {
 			i = keptRun(s, i)
@@ -58,7 +66,7 @@ func isNormal(s string) bool {
 		switch byteClass[s[i]] {
 		case bSpace:
 			if prevSpace {
-				return false
+				return false, true
 			}
 			prevSpace = true
 			i++
@@ -66,15 +74,15 @@ func isNormal(s string) bool {
 			r, n := utf8.DecodeRuneInString(s[i:])
 			if r == utf8.RuneError && n == 1 || unicode.IsSpace(r) || unicode.ToLower(r) != r {
 				// A byte that is not UTF-8 becomes U+FFFD.
-				return false
+				return false, prevSpace
 			}
 			prevSpace = false
 			i += n
 		default:
-			return false
+			return false, prevSpace
 		}
 	}
-	return s == "" || !prevSpace
+	return true, prevSpace
 }
 
 // keptRun returns the end of the run of s that starts at i with a byte
@@ -99,9 +107,15 @@ func keptRun(s string, i int) int {
 // appendNormal appends NormalizeText(s) to dst: runs of bytes that stay
 // (see keptRun) are copied whole.
 func appendNormal(dst []byte, s string) []byte {
+	dst, _ = appendNormalPart(dst, s, len(dst), false)
+	return dst
+}
+
+// appendNormalPart is appendNormal of a part of a text cut at a rune
+// boundary, whose normal form starts at dst[start:]: gap says a space is
+// due before the next byte that stays, and is what the part leaves due.
+func appendNormalPart(dst []byte, s string, start int, gap bool) ([]byte, bool) {
 	dst = slices.Grow(dst, len(s))
-	start := len(dst)
-	gap := false // a space is due before the next byte bKept
 	for i := 0; i < len(s); {
 		c := s[i]
 		cls := byteClass[c]
@@ -135,5 +149,56 @@ func appendNormal(dst []byte, s string) []byte {
 			i += n
 		}
 	}
-	return dst
+	return dst, gap
+}
+
+// stride is the most bytes of a prompt the cache's work on it reads
+// between two checks of the request's context (normalising, hashing,
+// building a template's key), and the window the template layer's
+// patterns scan at a time: past the deadline, a request is held for one
+// stride of work, not for the rest of its prompt.
+const stride = 16 << 10
+
+// strideEnd is where the stride of s that starts at off ends: at len(s),
+// or at a rune boundary — a rune that is cut short decodes as one U+FFFD
+// per byte, so a cut inside a rune would change the text. A byte that
+// starts a rune is a boundary; three continuation bytes before the cut
+// make it one too, since no rune is longer than four bytes.
+func strideEnd(s string, off int) int {
+	end := off + stride
+	if end >= len(s) {
+		return len(s)
+	}
+	for back := end; back > end-utf8.UTFMax; back-- {
+		if utf8.RuneStart(s[back]) {
+			return back
+		}
+	}
+	return end
+}
+
+// normalizeWithin is NormalizeText(s) in strides, checking ctx between
+// them: ok is false when ctx ended first, and then nothing is returned.
+func normalizeWithin(ctx context.Context, s string) (string, bool) {
+	ok, prevSpace := true, true
+	for off := 0; ok && off < len(s); {
+		end := strideEnd(s, off)
+		ok, prevSpace = normalPart(s[off:end], prevSpace)
+		if off = end; off < len(s) && ctx.Err() != nil {
+			return "", false
+		}
+	}
+	if ok && (s == "" || !prevSpace) {
+		return s, true
+	}
+	b, gap := make([]byte, 0, len(s)), false
+	for off := 0; off < len(s); {
+		end := strideEnd(s, off)
+		b, gap = appendNormalPart(b, s[off:end], 0, gap)
+		if off = end; off < len(s) && ctx.Err() != nil {
+			return "", false
+		}
+	}
+	// b is not kept: the string may own it, as strings.Builder's does.
+	return unsafe.String(unsafe.SliceData(b), len(b)), true
 }

@@ -75,16 +75,23 @@ const (
 )
 
 // extract finds the variable parts of prompt. The template's key is
-// normalised with norm; braces of the prompt's own are doubled so that no
-// prompt text reads as a placeholder. A prompt longer than maxLen is not
-// searched (tooLong), and the search stops when ctx ends (cut): it checks
-// ctx before each slot and before the key is built, so it outlasts ctx by
-// at most one slot's scan of maxLen bytes.
+// normalised with normalize; braces of the prompt's own are doubled so
+// that no prompt text reads as a placeholder. A prompt longer than maxLen
+// is not searched (tooLong), and the search stops when ctx ends (cut).
+// It checks ctx before each slot, before each window a slot's pattern
+// scans, and every stride of the key it builds, so that it outlasts ctx
+// by at most one window's scan (a stride of the prompt) or one stride of
+// the key; normalize is to check ctx as often.
 //
 // The cost is linear in the prompt: each slot's pattern scans it once
-// (Go's regexp is linear), and its matches are checked against the spans
-// taken so far, both sorted, in one merge.
-func extract(ctx context.Context, prompt string, slots []Slot, norm func(string) string, maxLen int) (template, extraction) {
+// (Go's regexp is linear), window by window, and its matches are checked
+// against the spans taken so far, both sorted, in one merge. A prompt of
+// at most a stride is one window: its matches are the pattern's matches
+// in the whole prompt. A longer one is cut into windows of at most a
+// stride (see windowEnd): a value that spans a cut is not matched whole.
+// The cuts depend on the prompt alone, so a lookup and a write of the
+// same prompt find the same template.
+func extract(ctx context.Context, prompt string, slots []Slot, normalize func(context.Context, string) (string, bool), maxLen int) (template, extraction) {
 	if len(prompt) > maxLen {
 		return template{}, tooLong
 	}
@@ -95,18 +102,26 @@ func extract(ctx context.Context, prompt string, slots []Slot, norm func(string)
 		}
 		added = added[:0]
 		j := 0
-		// A slot's matches come in order and never overlap each other.
-		for _, m := range s.Pattern.FindAllStringIndex(prompt, -1) {
-			if m[0] == m[1] {
-				continue
+		for off := 0; off < len(prompt); {
+			if off > 0 && ctx.Err() != nil {
+				return template{}, cut
 			}
-			for j < len(spans) && spans[j].end <= m[0] {
-				j++
+			end := windowEnd(prompt, off)
+			// A slot's matches come in order and never overlap each other.
+			for _, m := range s.Pattern.FindAllStringIndex(prompt[off:end], -1) {
+				start, stop := off+m[0], off+m[1]
+				if start == stop {
+					continue
+				}
+				for j < len(spans) && spans[j].end <= start {
+					j++
+				}
+				if j < len(spans) && spans[j].start < stop {
+					continue // an earlier slot's match wins the overlap
+				}
+				added = append(added, span{start, stop, i})
 			}
-			if j < len(spans) && spans[j].start < m[1] {
-				continue // an earlier slot's match wins the overlap
-			}
-			added = append(added, span{m[0], m[1], i})
+			off = end
 		}
 		switch {
 		case len(added) == 0:
@@ -128,9 +143,27 @@ func extract(ctx context.Context, prompt string, slots []Slot, norm func(string)
 	var b strings.Builder
 	b.Grow(len(prompt))
 	t := template{vars: make([]Var, len(spans)), free: make([]bool, len(spans))}
-	last := 0
+	// The key is built a stride of the prompt at a time, and ctx checked
+	// each time the prompt read since the last check reaches a stride.
+	last, due := 0, stride
+	escape := func(upTo int) bool {
+		for last < upTo {
+			next := min(upTo, last+stride)
+			writeEscaped(&b, prompt[last:next])
+			last = next
+			if last >= due {
+				if ctx.Err() != nil {
+					return false
+				}
+				due = last + stride
+			}
+		}
+		return true
+	}
 	for i, sp := range spans {
-		writeEscaped(&b, prompt[last:sp.start])
+		if !escape(sp.start) {
+			return template{}, cut
+		}
 		b.WriteByte('{')
 		b.WriteString(slots[sp.slot].Name)
 		b.WriteByte('}')
@@ -138,9 +171,36 @@ func extract(ctx context.Context, prompt string, slots []Slot, norm func(string)
 		t.vars[i] = Var{Slot: slots[sp.slot].Name, Value: prompt[sp.start:sp.end]}
 		t.free[i] = slots[sp.slot].Free
 	}
-	writeEscaped(&b, prompt[last:])
-	t.key = norm(b.String())
+	if !escape(len(prompt)) {
+		return template{}, cut
+	}
+	key, ok := normalize(ctx, b.String())
+	if !ok {
+		return template{}, cut
+	}
+	t.key = key
 	return t, extracted
+}
+
+// windowEnd is where the window of prompt that a slot's pattern scans
+// from off ends: at most a stride on, right after the last line break in
+// the stride's last quarter, or else its last space, or else at a rune
+// boundary. No built-in slot's value spans a line break, and only a date
+// spans a space.
+func windowEnd(prompt string, off int) int {
+	end := strideEnd(prompt, off)
+	if end == len(prompt) {
+		return end
+	}
+	from := end - stride/4
+	tail := prompt[from:end]
+	if i := strings.LastIndexByte(tail, '\n'); i >= 0 {
+		return from + i + 1
+	}
+	if i := strings.LastIndexByte(tail, ' '); i >= 0 {
+		return from + i + 1
+	}
+	return end
 }
 
 // mergeSpans appends to dst the spans of a and b, two lists sorted by

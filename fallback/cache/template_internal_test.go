@@ -51,7 +51,7 @@ func TestExtractMatchesTheQuadraticRule(t *testing.T) {
 		}
 		prompt := b.String()
 		want := quadraticSpans(prompt, slots)
-		got, how := extract(context.Background(), prompt, slots, NormalizeText, len(prompt))
+		got, how := extract(context.Background(), prompt, slots, normalizeWithin, len(prompt))
 		if len(want) == 0 {
 			require.Equal(t, constant, how, "%q", prompt)
 			continue
