@@ -5,7 +5,6 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
-	"reflect"
 	"runtime"
 	"slices"
 	"strconv"
@@ -15,6 +14,7 @@ import (
 	"weak"
 
 	"github.com/tierguard/tierguard/classify"
+	"github.com/tierguard/tierguard/internal/attach"
 	"github.com/tierguard/tierguard/internal/keyed"
 	"github.com/tierguard/tierguard/internal/striped"
 )
@@ -194,17 +194,10 @@ type Breaker struct {
 type listener struct{ fn func(Transition) }
 
 // hooks are a breaker's listeners and attachments. A published hooks is
-// never changed but for its attachments' holds, counted under the
-// breaker's mu.
+// never changed; its attachments, made once, keep their own lock.
 type hooks struct {
 	listeners []*listener
-	attached  []*attachment
-}
-
-// attachment is a value attached by Attach, and how many callers hold it.
-type attachment struct {
-	key, value any
-	holds      int
+	attached  *attach.Set
 }
 
 // withLocked publishes a copy of b's hooks changed by edit; b.mu is held.
@@ -212,7 +205,7 @@ func (b *Breaker) withLocked(edit func(h *hooks)) {
 	var next hooks
 	if cur := b.hooks.Load(); cur != nil {
 		next.listeners = append(next.listeners, cur.listeners...)
-		next.attached = append(next.attached, cur.attached...)
+		next.attached = cur.attached
 	}
 	edit(&next)
 	b.hooks.Store(&next)
@@ -649,39 +642,25 @@ func (b *Breaker) Observe(fn func(Transition)) (remove func()) {
 // many chains and Instrumentations watch it, such as counting a
 // transition. key must be comparable (Attach panics otherwise), and of a
 // type of the caller's own, as a context key is, so that two packages
-// cannot collide. newValue runs under b's lock: it must not use b. Calling
-// detach more than once lets go once.
+// cannot collide. newValue runs under a lock of b's attachments: it must
+// not call Attach. Calling detach more than once lets go once.
 func (b *Breaker) Attach(key any, newValue func() any) (value any, detach func()) {
-	if key == nil || !reflect.TypeOf(key).Comparable() {
-		panic("breaker: Attach key is not comparable")
+	return b.attachments().Attach("breaker", key, newValue)
+}
+
+// attachments returns b's attachments, made on first use.
+func (b *Breaker) attachments() *attach.Set {
+	if h := b.hooks.Load(); h != nil && h.attached != nil {
+		return h.attached
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	var a *attachment
-	if h := b.hooks.Load(); h != nil {
-		for _, x := range h.attached {
-			if x.key == key {
-				a = x
-			}
-		}
+	if h := b.hooks.Load(); h != nil && h.attached != nil {
+		return h.attached
 	}
-	if a == nil {
-		a = &attachment{key: key, value: newValue()}
-		b.withLocked(func(h *hooks) { h.attached = append(h.attached, a) })
-	}
-	a.holds++
-	var once sync.Once
-	return a.value, func() {
-		once.Do(func() {
-			b.mu.Lock()
-			defer b.mu.Unlock()
-			if a.holds--; a.holds == 0 {
-				b.withLocked(func(h *hooks) {
-					h.attached = slices.DeleteFunc(h.attached, func(x *attachment) bool { return x == a })
-				})
-			}
-		})
-	}
+	set := new(attach.Set)
+	b.withLocked(func(h *hooks) { h.attached = set })
+	return set
 }
 
 // ForceOpen opens the breaker and keeps it open, rejecting every call,

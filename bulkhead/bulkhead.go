@@ -4,14 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"reflect"
-	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/tierguard/tierguard/classify"
+	"github.com/tierguard/tierguard/internal/attach"
 )
 
 // ErrFull reports that a bulkhead had no free slot (and, with a wait
@@ -201,8 +200,8 @@ type extra struct {
 
 	obsMu   sync.Mutex
 	obsList []*observerEntry
-	// attached holds what Attach attached; under obsMu.
-	attached []*attachment
+	// attached holds what Attach attached.
+	attached attach.Set
 
 	mu    sync.Mutex
 	queue []*waiter
@@ -568,38 +567,10 @@ type observerEntry struct{ fn func(Event) }
 // bulkhead however many chains and Instrumentations watch it, such as
 // reporting its figures. key must be comparable (Attach panics otherwise),
 // and of a type of the caller's own, as a context key is, so that two
-// packages cannot collide. newValue runs under a lock of b: it must not
-// use b. Calling detach more than once lets go once.
+// packages cannot collide. newValue runs under a lock of b's attachments:
+// it must not call Attach. Calling detach more than once lets go once.
 func (b *Bulkhead) Attach(key any, newValue func() any) (value any, detach func()) {
-	if key == nil || !reflect.TypeOf(key).Comparable() {
-		panic("bulkhead: Attach key is not comparable")
-	}
-	x := b.ext()
-	x.obsMu.Lock()
-	defer x.obsMu.Unlock()
-	i := slices.IndexFunc(x.attached, func(a *attachment) bool { return a.key == key })
-	if i < 0 {
-		i = len(x.attached)
-		x.attached = append(x.attached, &attachment{key: key, value: newValue()})
-	}
-	a := x.attached[i]
-	a.holds++
-	var once sync.Once
-	return a.value, func() {
-		once.Do(func() {
-			x.obsMu.Lock()
-			defer x.obsMu.Unlock()
-			if a.holds--; a.holds == 0 {
-				x.attached = slices.DeleteFunc(x.attached, func(y *attachment) bool { return y == a })
-			}
-		})
-	}
-}
-
-// attachment is a value attached by Attach, and how many callers hold it.
-type attachment struct {
-	key, value any
-	holds      int
+	return b.ext().attached.Attach("bulkhead", key, newValue)
 }
 
 func (b *Bulkhead) publishObserversLocked(x *extra) {
