@@ -2,6 +2,7 @@ package redislimit_test
 
 import (
 	"context"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -107,6 +108,7 @@ func TestChainStageUnderContentionThroughRedis(t *testing.T) {
 		chains = append(chains, c)
 	}
 	const run = 3 * per
+	lag, stopLag := probeLag()
 	var wg sync.WaitGroup
 	for i := range 64 {
 		c := chains[i%2]
@@ -120,20 +122,26 @@ func TestChainStageUnderContentionThroughRedis(t *testing.T) {
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
+	stopLag()
 	mu.Lock()
 	defer mu.Unlock()
 	slices.Sort(calls)
 	worst, _ := worstWindow(calls, per)
 	ceiling := burst + float64(quota-burst)*elapsed.Seconds()/per.Seconds()
-	t.Logf("%d calls in %v, %.0f allowed (%.1f %%); worst window %d of %d; stores %+v, %+v", len(calls), elapsed.Round(time.Millisecond), ceiling,
-		100*float64(len(calls))/ceiling, worst, quota, pods[0].store.Stats(), pods[1].store.Stats())
+	// A call is timed after its turn was granted: a caller the scheduler
+	// held in between is timed late, so a window of the calls' times may
+	// hold what the quota granted over Per and the lag measured in this
+	// run.
+	lagAllowance := int(math.Ceil(float64(quota) * lag.Load().Seconds() / per.Seconds()))
+	t.Logf("%d calls in %v, %.0f allowed (%.1f %%); worst window %d of %d (scheduler lag %v: %d more allowed); stores %+v, %+v", len(calls), elapsed.Round(time.Millisecond), ceiling,
+		100*float64(len(calls))/ceiling, worst, quota, lag.Load(), lagAllowance, pods[0].store.Stats(), pods[1].store.Stats())
 	emu.Lock()
 	if firstErr != nil {
 		t.Logf("first Redis error: %v", firstErr)
 	}
 	emu.Unlock()
 	assert.GreaterOrEqual(t, float64(len(calls)), 0.95*ceiling, "the fleet passes its quota")
-	assert.LessOrEqual(t, worst, quota+2*redislimit.DefaultPrefetch, "never more than the quota and the turns at hand")
+	assert.LessOrEqual(t, worst, quota+2*redislimit.DefaultPrefetch+lagAllowance, "never more than the quota and the turns at hand")
 	// Each refused ask used to send every caller of the pod to Redis for
 	// the same next turn: 26 takes per granted one here.
 	for i, x := range pods {
@@ -174,3 +182,42 @@ func TestCallersOfOneProcessShareOneAsk(t *testing.T) {
 	assert.Equal(t, uint64(1), st.Takes, "one ask for the 32 callers: %+v", st)
 	assert.Equal(t, uint64(1), st.Refused)
 }
+
+// probeLag measures, until stop is called, how late a 1 ms ticker fires:
+// the scheduler lag a loaded machine adds to every wake-up, in this run.
+func probeLag() (worst *atomicDuration, stop func()) {
+	worst = new(atomicDuration)
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		tick := time.NewTicker(time.Millisecond)
+		defer tick.Stop()
+		prev := time.Now()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				now := time.Now()
+				worst.raise(now.Sub(prev) - time.Millisecond)
+				prev = now
+			}
+		}
+	}()
+	return worst, func() { close(done); <-finished }
+}
+
+// atomicDuration is a duration that only grows.
+type atomicDuration struct{ v atomic.Int64 }
+
+func (d *atomicDuration) raise(x time.Duration) {
+	for {
+		cur := d.v.Load()
+		if int64(x) <= cur || d.v.CompareAndSwap(cur, int64(x)) {
+			return
+		}
+	}
+}
+
+func (d *atomicDuration) Load() time.Duration { return time.Duration(d.v.Load()) }
