@@ -361,7 +361,7 @@ func counted(t *testing.T, r *metricsReport, metric string) map[attribute.Set]fl
 // str returns an attribute's value as a string, "" when absent.
 func str(s attribute.Set, k attribute.Key) string {
 	if v, ok := s.Value(k); ok {
-		return v.Emit()
+		return v.String()
 	}
 	return ""
 }
