@@ -236,8 +236,12 @@ func TestPauseDoesNotStretchCooldown(t *testing.T) {
 
 			// When A's cooldown ends, the fleet follows A to half-open: A's
 			// proposal is not refused by a stretched shared cooldown.
+			// A's state reads half-open once its cooldown has passed; the
+			// transition reaches its listener a moment later, which a
+			// loaded machine can stretch: wait for both.
 			require.Eventually(t, func() bool {
-				return b.State() == breaker.HalfOpen && a.State() == breaker.HalfOpen && redisstore.Idle(sa) && redisstore.Idle(sb)
+				return b.State() == breaker.HalfOpen && a.State() == breaker.HalfOpen && len(ha.transitions()) >= 2 &&
+					redisstore.Idle(sa) && redisstore.Idle(sb)
 			}, 10*time.Second, 5*time.Millisecond)
 			st, _, _, err = sharedState(raw, p, "gemini/pro")
 			require.NoError(t, err)
