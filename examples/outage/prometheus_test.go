@@ -191,12 +191,7 @@ func readmeBlocks(t *testing.T) []map[int]string {
 // Prometheus scrapes it, and every query of the README (and of the Grafana
 // dashboard) is evaluated through the HTTP API against what the run did.
 func TestDashboardQueriesInPrometheus(t *testing.T) {
-	bin := requireBinary(t, skipPrometheusEnv, "prometheus", "/usr/bin/prometheus")
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	exporter, err := servePrometheus(ln)
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, exporter.close()) })
+	bin, exporter := prometheusAndExporter(t)
 	p := startPrometheus(t, bin, exporter.addr())
 
 	cfg := shortConfig()
@@ -443,12 +438,7 @@ func checkCacheRow(t *testing.T, p *prom, report *metricsReport, query string) {
 // older than the window, the README's form leaves out what it counted
 // before the window.
 func TestTenantSeriesInPrometheus(t *testing.T) {
-	bin := requireBinary(t, skipPrometheusEnv, "prometheus", "/usr/bin/prometheus")
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	exporter, err := servePrometheus(ln)
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, exporter.close()) })
+	bin, exporter := prometheusAndExporter(t)
 	manual := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exporter.reader), sdkmetric.WithReader(manual))
 	t.Cleanup(func() { require.NoError(t, mp.Shutdown(context.Background())) })
@@ -689,4 +679,18 @@ func keysOf(m map[string]float64) []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+// prometheusAndExporter finds the prometheus binary (or skips as
+// requireBinary says) and serves the OpenTelemetry Prometheus exporter on
+// a loopback port, closed when the test ends.
+func prometheusAndExporter(t *testing.T) (bin string, exporter *promServer) {
+	t.Helper()
+	bin = requireBinary(t, skipPrometheusEnv, "prometheus", "/usr/bin/prometheus")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	exporter, err = servePrometheus(ln)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, exporter.close()) })
+	return bin, exporter
 }

@@ -120,7 +120,9 @@ func ExampleNewEmbedder() {
 	}
 	c, err := cache.New(cache.Config[string, string]{
 		Prompt:   func(q string) string { return q },
-		Semantic: cache.SemanticConfig{Embedder: emb},
+		// The default 300 ms bound on a lookup's embedding suits a service;
+		// this example must print the same on a loaded test machine.
+		Semantic: cache.SemanticConfig{Embedder: emb, Timeout: 10 * time.Second},
 	})
 	if err != nil {
 		panic(err)
