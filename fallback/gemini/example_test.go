@@ -119,7 +119,7 @@ func ExampleNewEmbedder() {
 		panic(err)
 	}
 	c, err := cache.New(cache.Config[string, string]{
-		Prompt:   func(q string) string { return q },
+		Prompt: func(q string) string { return q },
 		// The default 300 ms bound on a lookup's embedding suits a service;
 		// this example must print the same on a loaded test machine.
 		Semantic: cache.SemanticConfig{Embedder: emb, Timeout: 10 * time.Second},
