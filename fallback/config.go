@@ -126,7 +126,8 @@ type Stage[In, Out any] struct {
 	// it returns. A hedged attempt's calls run on goroutines of their own:
 	// Config.AbandonAfter applies to them as to any call, and a panic or
 	// runtime.Goexit in either is raised again on the caller's goroutine
-	// (a panic as a *PanicError with its stack). Unary chains only.
+	// (a panic as a *PanicError with its stack). (StreamStage.Hedge races streams to
+	// their first chunk with content.)
 	//
 	// A hedge is a call like any other: it starts only when the time the
 	// request has left, less what the later tiers are owed (Reserve), is

@@ -140,19 +140,22 @@ func (e *engine) hedgeLost(r *request, he *hedgeEnd, n int) {
 
 // settleLate reports the upstream calls of a hedge whose attempt ended
 // while it ran, now that it returned: a LateReply with its calls, for
-// observers that count them (a cost ledger). Its responses' usage went
-// out as late replies of their own as they came.
+// observers that count them (a cost ledger), and what its responses
+// reported before the attempt ended (a stream reports as it goes); what
+// they reported after went out as late replies of their own as it came.
 func (e *engine) settleLate(he *hedgeEnd) {
 	c := he.rec
 	if c == nil || c.obs == nil {
 		return
 	}
 	calls := c.settled().calls
-	if calls == 0 {
+	// Closed when the race ended: nothing writes its reply any more.
+	reply := c.close()
+	if calls == 0 && reply == noReply {
 		return
 	}
 	c.obs.LateReplyReceived(c.reqCtx, LateReply{Stage: c.st.info, Model: c.model, Attempt: int(c.n), Member: c.CurrentMember(),
-		Hedge: true, Reply: noReply, Calls: calls})
+		Hedge: true, Reply: reply, Calls: calls})
 }
 
 // hedgeSkipped records a hedge whose tier made no call: a skip on the

@@ -115,6 +115,24 @@ type StreamStage[In, Chunk any] struct {
 	// (ratelimit.StreamTier) takes its turn for; the usage a stream
 	// reports by its end corrects it.
 	Tokens func(in In) int64
+	// Hedge, when enabled, races a second stream against a first that has
+	// sent no content by the hedge's delay (Hedge.Delay, or the Quantile
+	// of the tier's time to its first chunk with content): on another
+	// member when the tier is a pool (however wrapped), or else on the same
+	// tier, behind a bulkhead slot of its own taken without waiting. The
+	// first stream to send content wins, and the consumer reads it alone:
+	// the other is cancelled, and what it was billed reaches observers
+	// (its AttemptEnd, or a LateReply). Never two models in one answer:
+	// the race ends at the commit point, before anything is shown.
+	//
+	// Its cost is in calls: at most Hedge.MaxExtra more upstream streams
+	// than attempts (0.1 by default), each billed for its input and for
+	// what it generated before it was cancelled. A hedged attempt reads
+	// both streams on goroutines of their own, which hand each chunk over
+	// to the consumer's goroutine: about one goroutine switch per chunk,
+	// which an unhedged stage does not pay. The stage's breaker counts the
+	// request once.
+	Hedge Hedge
 }
 
 // StreamConfig configures a StreamChain; fields mean what they mean in
@@ -181,7 +199,7 @@ func (cfg *StreamConfig[In, Chunk]) specs() []stageSpec {
 		specs[i] = stageSpec{
 			model: s.Model, provider: s.Provider, bulkhead: s.Bulkhead, breaker: s.Breaker, retry: s.Retry,
 			classifier: s.Classifier, cap: s.FirstChunkTimeout, capName: "FirstChunkTimeout", minAttempt: s.MinAttempt, reserve: s.Reserve, nilTier: s.Tier == nil,
-			maxRetryWait: s.MaxRetryWait, coolDown: s.CoolDown,
+			maxRetryWait: s.MaxRetryWait, coolDown: s.CoolDown, hedge: s.Hedge,
 		}
 		if s.Tier != nil {
 			specs[i].name = s.Tier.Name()
@@ -390,7 +408,11 @@ type reading[Chunk any] struct {
 	model string
 	n     int
 	ctx   budget.Context
-	cut   atomic.Int32
+	// live is the context of the stream the consumer reads: ctx, or a
+	// hedge's that won the race (hedgeWon).
+	live     *budget.Context
+	hedgeWon bool
+	cut      atomic.Int32
 	rec   *Record
 	start time.Duration // c.now() when the attempt began
 	// first ends the wait for the first chunk with content; idle, the wait
@@ -425,13 +447,13 @@ type reading[Chunk any] struct {
 
 func (a *reading[Chunk]) cutFirstChunk() {
 	if a.cut.CompareAndSwap(cutNone, cutFirstChunk) {
-		a.ctx.Cancel()
+		a.live.Cancel()
 	}
 }
 
 func (a *reading[Chunk]) cutIdle() {
 	if a.cut.CompareAndSwap(cutNone, cutIdle) {
-		a.ctx.Cancel()
+		a.live.Cancel()
 	}
 }
 
@@ -463,9 +485,13 @@ func (s *Stream[In, Chunk]) attempt(st *stage, n int, model string, b budget.Bud
 	a.st, a.model, a.n, a.start, a.idleFor = st, model, n, c.now(), c.idle[st.index]
 	a.keepText = s.partial != nil || c.validators[st.index] != nil || c.cache != nil
 	a.ctx.Init(base, deadline)
+	a.live = &a.ctx
 	a.rec = ownRecord(base)
 	a.pending = a.buf[:0]
 	defer a.ctx.Cancel()
+	if st.hedge.enabled() {
+		return struct{}{}, s.race(a, b, base, per, remaining, in, tok)
+	}
 	if per != budget.Unlimited && (st.try.Cap > 0 || per < remaining) {
 		a.first = time.AfterFunc(per, a.cutFirstChunk)
 		defer a.first.Stop()
@@ -600,7 +626,7 @@ func (s *Stream[In, Chunk]) deliver(ch Chunk, info ChunkInfo) bool {
 	}
 	a.over, a.stopped = true, true
 	a.cut.CompareAndSwap(cutNone, cutConsumer)
-	a.ctx.Cancel()
+	a.live.Cancel()
 	return false
 }
 
@@ -696,12 +722,13 @@ func (s *Stream[In, Chunk]) ended(n int, v classify.Verdict, err error, incomple
 		d.Response.FinishReason = finish
 	}
 	member := a.rec.CurrentMember()
-	r.sum.record(Attempt{Tier: a.st.name, TierIndex: a.st.index, Model: a.model, N: n, Member: member, Verdict: v, Latency: latency, Err: err})
+	r.sum.record(Attempt{Tier: a.st.name, TierIndex: a.st.index, Model: a.model, N: n, Member: member, Hedge: a.hedgeWon, Verdict: v, Latency: latency, Err: err})
 	if r.obs != nil {
 		r.member = member
 		ev := c.event(r, a.st, a.model, n)
 		r.member = ""
 		ev.Verdict, ev.Latency, ev.Err, ev.Chunks, ev.Incomplete = v, latency, err, a.chunks, incomplete
+		ev.Hedge = a.hedgeWon
 		ev.Reply = d
 		r.obs.AttemptEnded(r.ctx, ev)
 	}

@@ -23,6 +23,14 @@ func (t *Tier[In]) StreamStage() fallback.StreamStage[In, Answer] {
 	return fallback.StreamStage[In, Answer]{Tier: t, Model: t.model, Provider: t.provider}
 }
 
+// TextStreamStage is StreamStage over the tier's text view
+// (fallback.TextStream): its chunks are fallback.TextChunks, with each
+// Answer in Source, so that this tier and tiers over other SDKs share one
+// stream chain without a chunk type of your own.
+func (t *Tier[In]) TextStreamStage() fallback.StreamStage[In, fallback.TextChunk] {
+	return fallback.StreamStage[In, fallback.TextChunk]{Tier: fallback.TextStream[In, Answer](t), Model: t.model, Provider: t.provider}
+}
+
 // Inspect describes a chunk to a fallback.StreamChain: the text it adds,
 // its finish reason, and whether it carries a tool call.
 func (t *Tier[In]) Inspect(a Answer) fallback.ChunkInfo {
