@@ -413,8 +413,8 @@ type reading[Chunk any] struct {
 	live     *budget.Context
 	hedgeWon bool
 	cut      atomic.Int32
-	rec   *Record
-	start time.Duration // c.now() when the attempt began
+	rec      *Record
+	start    time.Duration // c.now() when the attempt began
 	// first ends the wait for the first chunk with content; idle, the wait
 	// for each later one (it runs only while waiting on the upstream, so a
 	// slow consumer is never mistaken for a stalled stream).

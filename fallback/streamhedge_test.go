@@ -177,7 +177,9 @@ func TestStreamHedgeFirstStreamWins(t *testing.T) {
 func TestStreamHedgeAnswersAfterTheFirstFails(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		unavailable := classify.Wrap(errors.New("503"), classify.Verdict{Class: classify.Transient, HTTPStatus: 503, Reason: "scripted"})
-		f := &raceTier{name: "pro", delay: func(n int64) time.Duration { return []time.Duration{0, 200 * time.Millisecond, 300 * time.Millisecond}[n] }}
+		f := &raceTier{name: "pro", delay: func(n int64) time.Duration {
+			return []time.Duration{0, 200 * time.Millisecond, 300 * time.Millisecond}[n]
+		}}
 		f.fail = func(n int64) error {
 			if n == 1 {
 				time.Sleep(150 * time.Millisecond)
