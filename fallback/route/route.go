@@ -340,3 +340,7 @@ func (t readOnly[In, Out]) Name() string { return t.inner.Name() }
 func (t readOnly[In, Out]) Call(ctx context.Context, in In) (Out, error) {
 	return t.inner.Call(readOnlyCtx{ctx}, in)
 }
+
+// Unwrap lets the chain see the wrapped tier: its endpoint, and the
+// breakers of a pool's members, which otelx watches.
+func (t readOnly[In, Out]) Unwrap() any { return t.inner }

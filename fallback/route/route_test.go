@@ -9,8 +9,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tierguard/tierguard/breaker"
 	"github.com/tierguard/tierguard/classify"
 	"github.com/tierguard/tierguard/fallback"
+	"github.com/tierguard/tierguard/fallback/pool"
 	"github.com/tierguard/tierguard/fallback/route"
 	"github.com/tierguard/tierguard/fallback/spend"
 	"github.com/tierguard/tierguard/retry"
@@ -253,4 +255,18 @@ func BenchmarkLookup(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// A read-only fallback still shows the chain what it wraps: a pool's
+// members' breakers, which otelx watches with the stage.
+func TestReadOnlyFallbackUnwraps(t *testing.T) {
+	b, err := breaker.New(breaker.Config{Name: "flash-key-a"})
+	require.NoError(t, err)
+	keys, err := pool.New(pool.Config[string, string]{Name: "flash", Members: []pool.Member[string, string]{{Key: "key-a", Tier: &tier{name: "flash"}, Breaker: b}}})
+	require.NoError(t, err)
+	r := newRouter(t, route.Config[string, string]{Routes: []route.Route[string, string]{
+		{Scenario: "support", ReadOnlyFallback: true, Candidates: []route.Candidate[string, string]{
+			cand(&tier{name: "pro"}, "pro", ""), {Stage: fallback.Stage[string, string]{Tier: keys, Model: "flash"}}}},
+	}})
+	assert.Equal(t, []*breaker.Breaker{b}, r.Chains()[0].Stages()[1].MemberBreakers)
 }
