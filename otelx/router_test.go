@@ -56,18 +56,13 @@ func TestInstrumentRouterWatchesEveryRoute(t *testing.T) {
 func TestOneInstrumentationOverUnaryAndStreamRoutes(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t)
-		brk := func(name string) *breaker.Breaker {
-			b, err := breaker.New(breaker.Config{Name: name})
-			require.NoError(t, err)
-			return b
-		}
 		unary, err := route.New(route.Config[string, string]{Routes: []route.Route[string, string]{
-			{Scenario: "support", Candidates: []route.Candidate[string, string]{{Stage: fallback.Stage[string, string]{Tier: newTier("pro", ok("pro")), Breaker: brk("pro")}}}},
+			{Scenario: "support", Candidates: []route.Candidate[string, string]{{Stage: fallback.Stage[string, string]{Tier: newTier("pro", ok("pro")), Breaker: newBreaker(t, breaker.Config{Name: "pro"})}}}},
 		}})
 		require.NoError(t, err)
 		streams, err := route.NewStream(route.StreamConfig[string, chunk]{Base: fallback.StreamConfig[string, chunk]{Operation: "chat"}, Routes: []route.StreamRoute[string, chunk]{
 			{Scenario: "support", Candidates: []route.StreamCandidate[string, chunk]{{Stage: fallback.StreamStage[string, chunk]{
-				Tier: streamTier("flash", 0, []chunk{{text: "a"}, {text: "b", finish: "STOP"}}, nil), Breaker: brk("flash")}}}},
+				Tier: streamTier("flash", 0, []chunk{{text: "a"}, {text: "b", finish: "STOP"}}, nil), Breaker: newBreaker(t, breaker.Config{Name: "flash"})}}}},
 		}})
 		require.NoError(t, err)
 		inst, err := otelx.InstrumentRouter(unary, h.options())
@@ -87,7 +82,7 @@ func TestOneInstrumentationOverUnaryAndStreamRoutes(t *testing.T) {
 		rm := h.collect(t)
 		chat, answered := otelx.AttrOperation.String("chat"), otelx.AttrSource.String("tier")
 		assert.Equal(t, map[string]int64{
-			kv(opAttr, answered, proTier, otelx.AttrDegraded.Bool(false)):  1,
+			kv(opAttr, answered, proTier, otelx.AttrDegraded.Bool(false)): 1,
 			kv(chat, answered, flashTier, otelx.AttrDegraded.Bool(false)): 1,
 		}, nonZero(ints(t, findMetric(t, rm, otelx.MetricRequests))), "one request of each kind, no tenant")
 		states := ints(t, findMetric(t, rm, otelx.MetricBreakerState))

@@ -322,20 +322,7 @@ func TestMaxAttemptsAlikeForBothKinds(t *testing.T) {
 // A stream route with cost groups bills, in its group, exactly the usage
 // the stream reported from inside itself.
 func TestStreamLedger(t *testing.T) {
-	prices, err := spend.NewPrices(spend.PriceTable{Currency: "USD", CostGroups: map[string]float64{"batch": 0.5}, Prices: []spend.Price{
-		{Model: "pro", Rates: spend.Rates{Input: spend.MustParseAmount("1"), Output: spend.MustParseAmount("10")}},
-		{Model: "flash", Rates: spend.Rates{Input: spend.MustParseAmount("0.1"), Output: spend.MustParseAmount("1")}},
-	}})
-	require.NoError(t, err)
-	l, err := spend.New(spend.Config{Prices: prices})
-	require.NoError(t, err)
-	defer l.Close()
-	var recs []spend.Record
-	l.ObserveRecords(func(r *spend.Record) {
-		c := *r
-		c.Attempts()
-		recs = append(recs, c)
-	})
+	l, recs := recordingLedger(t)
 	reported := fallback.Usage{InputTokens: 1200, OutputTokens: 345}
 	pro, flash := &streamer{name: "pro", fail: classify.RateLimited}, &streamer{name: "flash", usage: reported}
 	r := newStreamRouter(t, route.StreamConfig[string, chunk]{Ledger: l, Routes: []route.StreamRoute[string, chunk]{
@@ -350,14 +337,14 @@ func TestStreamLedger(t *testing.T) {
 
 	// 1200 in at 0.05 and 345 out at 0.5 a million: flash at half price.
 	want := spend.MustParseAmount("0.0002325")
-	require.Len(t, recs, 1)
-	a := recs[0].Attempts()
+	require.Len(t, *recs, 1)
+	a := (*recs)[0].Attempts()
 	require.Len(t, a, 2)
 	assert.Equal(t, "batch", a[1].CostGroup)
 	assert.True(t, a[1].Billed && a[1].Priced)
 	assert.Equal(t, reported, a[1].Usage)
 	assert.Equal(t, want, a[1].Cost)
-	assert.Equal(t, classify.RateLimited, recs[0].Cause)
+	assert.Equal(t, classify.RateLimited, (*recs)[0].Cause)
 	totals := l.Totals("acme")
 	assert.Equal(t, reported, totals.Usage, "every token the stream reported, no more")
 	assert.Equal(t, want, totals.Cost)
