@@ -168,28 +168,53 @@ func (c *callCount) add(r retry.Policy, hedged bool, extra int) {
 // attempt.
 func hedges(h fallback.Hedge) bool { return h.Delay > 0 || h.Quantile > 0 }
 
-// finish records the calls the route's stages may make and builds its
-// chain with build, attached to the ledger with the candidates' cost
-// groups.
-func finish[C spend.Chain](p *plan, calls callCount, build func() (C, error)) (C, error) {
-	var zero C
+// candidateOf is a candidate of a route of either kind, whose stage is
+// an S.
+type candidateOf[S any] interface {
+	// describe tells what checking and pricing the route need of it.
+	describe() candidate
+	// stage returns its stage as the plan has it — candidate i's attempts,
+	// its tier read-only when the plan says — and counts its calls.
+	stage(p *plan, i int, calls *callCount) S
+}
+
+// compileRoute compiles a route of either kind, whose policy is pol and
+// candidates are cands: build makes its chain of the candidates' stages,
+// which is attached to the ledger with the candidates' cost groups.
+func compileRoute[C candidateOf[S], S any, K spend.Chain](pol policy, cands []C, ledger *spend.Ledger, build func([]S) (K, error)) (K, *plan, error) {
+	var zero K
+	desc := make([]candidate, len(cands))
+	for i, c := range cands {
+		desc[i] = c.describe()
+	}
+	p, err := newPlan(pol, desc, ledger)
+	if err != nil {
+		return zero, nil, err
+	}
+	stages := make([]S, len(cands))
+	var calls callCount
+	for i, c := range cands {
+		stages[i] = c.stage(p, i, &calls)
+	}
 	if !calls.unbounded {
 		p.calls = calls.n
 	}
 	if p.reserve == ReserveWorstCase && p.calls == 0 {
 		// The message names the field at fault, as the other settings' do.
-		return zero, fmt.Errorf("%s: ReserveWorstCase needs a bounded number of calls, and a candidate's Stage.Retry.MaxAttempts is negative (no limit): set the route's MaxAttempts or the candidate's Attempts", "Reserve")
+		return zero, nil, fmt.Errorf("%s: ReserveWorstCase needs a bounded number of calls, and a candidate's Stage.Retry.MaxAttempts is negative (no limit): set the route's MaxAttempts or the candidate's Attempts", "Reserve")
 	}
-	chain, err := build()
+	chain, err := build(stages)
 	if err != nil {
-		return zero, err
+		return zero, nil, err
 	}
 	if p.ledger != nil {
+		// The chain's stages are the candidates, in order: the cost groups
+		// line up.
 		if _, err := p.ledger.Attach(chain, p.groups...); err != nil {
-			return zero, err
+			return zero, nil, err
 		}
 	}
-	return chain, nil
+	return chain, p, nil
 }
 
 // estimate is Compiled.Estimate.

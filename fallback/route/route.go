@@ -229,35 +229,30 @@ func (rt Route[In, Out]) policy() policy {
 
 // compile builds one route's chain.
 func compile[In, Out any](base fallback.Config[In, Out], ledger *spend.Ledger, rt Route[In, Out]) (*Compiled[In, Out], error) {
-	cands := make([]candidate, len(rt.Candidates))
-	for i, c := range rt.Candidates {
-		cands[i] = candidate{c.Stage.Model, c.CostGroup, c.Attempts, c.Stage.Retry.MaxAttempts}
-	}
-	p, err := newPlan(rt.policy(), cands, ledger)
-	if err != nil {
-		return nil, err
-	}
-	cfg := base
-	cfg.Total = rt.Total
-	if rt.Fallback == AllowFallback {
-		cfg.Cache, cfg.Default = rt.Cache, rt.Default
-	}
-	cfg.Stages = make([]fallback.Stage[In, Out], len(rt.Candidates))
-	var calls callCount
-	for i, cand := range rt.Candidates {
-		st := cand.Stage
-		st.Retry = p.retry(i, st.Retry)
-		if p.readOnly(i) && st.Tier != nil {
-			st.Tier = readOnly[In, Out]{inner: st.Tier}
-		}
-		cfg.Stages[i] = st
-		calls.add(st.Retry, hedges(st.Hedge), st.InvalidOutputRetries)
-	}
-	chain, err := finish(p, calls, func() (*fallback.Chain[In, Out], error) { return fallback.New(cfg) })
+	chain, p, err := compileRoute(rt.policy(), rt.Candidates, ledger, func(stages []fallback.Stage[In, Out]) (*fallback.Chain[In, Out], error) {
+		// newPlan refused a cache or a default on a FailClosed route.
+		cfg := base
+		cfg.Stages, cfg.Total, cfg.Cache, cfg.Default = stages, rt.Total, rt.Cache, rt.Default
+		return fallback.New(cfg)
+	})
 	if err != nil {
 		return nil, err
 	}
 	return &Compiled[In, Out]{Chain: chain, route: rt, plan: p}, nil
+}
+
+func (c Candidate[In, Out]) describe() candidate {
+	return candidate{c.Stage.Model, c.CostGroup, c.Attempts, c.Stage.Retry.MaxAttempts}
+}
+
+func (c Candidate[In, Out]) stage(p *plan, i int, calls *callCount) fallback.Stage[In, Out] {
+	st := c.Stage
+	st.Retry = p.retry(i, st.Retry)
+	if p.readOnly(i) && st.Tier != nil {
+		st.Tier = readOnly[In, Out]{inner: st.Tier}
+	}
+	calls.add(st.Retry, hedges(st.Hedge), st.InvalidOutputRetries)
+	return st
 }
 
 // Chains returns every route's chain, in the order of Config.Routes, for

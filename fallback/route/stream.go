@@ -120,37 +120,32 @@ func (rt StreamRoute[In, Chunk]) policy() policy {
 
 // compileStream builds one stream route's chain.
 func compileStream[In, Chunk any](base fallback.StreamConfig[In, Chunk], ledger *spend.Ledger, rt StreamRoute[In, Chunk]) (*CompiledStream[In, Chunk], error) {
-	cands := make([]candidate, len(rt.Candidates))
-	for i, c := range rt.Candidates {
-		cands[i] = candidate{c.Stage.Model, c.CostGroup, c.Attempts, c.Stage.Retry.MaxAttempts}
-	}
-	p, err := newPlan(rt.policy(), cands, ledger)
-	if err != nil {
-		return nil, err
-	}
-	cfg := base
-	cfg.Total = rt.Total
-	if rt.Fallback == AllowFallback {
-		cfg.Cache, cfg.Default = rt.Cache, rt.Default
-	}
-	cfg.Stages = make([]fallback.StreamStage[In, Chunk], len(rt.Candidates))
-	var calls callCount
-	for i, cand := range rt.Candidates {
-		st := cand.Stage
-		st.Retry = p.retry(i, st.Retry)
-		if p.readOnly(i) && st.Tier != nil {
-			st.Tier = readOnlyStream[In, Chunk]{inner: st.Tier}
-		}
-		cfg.Stages[i] = st
-		// A stream stage has no InvalidOutputRetries: its validator's
-		// rejection ends the stream.
-		calls.add(st.Retry, false, 0)
-	}
-	chain, err := finish(p, calls, func() (*fallback.StreamChain[In, Chunk], error) { return fallback.NewStream(cfg) })
+	chain, p, err := compileRoute(rt.policy(), rt.Candidates, ledger, func(stages []fallback.StreamStage[In, Chunk]) (*fallback.StreamChain[In, Chunk], error) {
+		// newPlan refused a cache or a default on a FailClosed route.
+		cfg := base
+		cfg.Stages, cfg.Total, cfg.Cache, cfg.Default = stages, rt.Total, rt.Cache, rt.Default
+		return fallback.NewStream(cfg)
+	})
 	if err != nil {
 		return nil, err
 	}
 	return &CompiledStream[In, Chunk]{Chain: chain, route: rt, plan: p}, nil
+}
+
+func (c StreamCandidate[In, Chunk]) describe() candidate {
+	return candidate{c.Stage.Model, c.CostGroup, c.Attempts, c.Stage.Retry.MaxAttempts}
+}
+
+func (c StreamCandidate[In, Chunk]) stage(p *plan, i int, calls *callCount) fallback.StreamStage[In, Chunk] {
+	st := c.Stage
+	st.Retry = p.retry(i, st.Retry)
+	if p.readOnly(i) && st.Tier != nil {
+		st.Tier = readOnlyStream[In, Chunk]{inner: st.Tier}
+	}
+	// A stream stage has no InvalidOutputRetries: its validator's
+	// rejection ends the stream.
+	calls.add(st.Retry, false, 0)
+	return st
 }
 
 // Chains returns every route's chain, in the order of
