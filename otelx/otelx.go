@@ -17,7 +17,6 @@ import (
 
 	"github.com/tierguard/tierguard/classify"
 	"github.com/tierguard/tierguard/fallback"
-	"github.com/tierguard/tierguard/fallback/route"
 )
 
 // Options configures an Instrumentation. The zero value exports metrics and
@@ -69,8 +68,9 @@ type Options struct {
 	PreviousNames bool
 }
 
-// Chain is what Instrument needs of a chain. *fallback.Chain[In, Out]
-// implements it for every In and Out.
+// Chain is what Instrument needs of a chain. *fallback.Chain[In, Out] and
+// *fallback.StreamChain[In, Chunk] implement it for every In, Out and
+// Chunk.
 type Chain interface {
 	// Observe adds an observer to the chain and returns the function that
 	// removes it.
@@ -467,17 +467,35 @@ func (m *instruments) create(meter metric.Meter, prev bool) error {
 	return errors.Join(errs...)
 }
 
+// Router is what InstrumentRouter and AttachRouter need of a router: the
+// chains of its routes. *route.Router and *route.StreamRouter implement
+// it.
+type Router[C Chain] interface {
+	// Chains returns every route's chain.
+	Chains() []C
+}
+
 // InstrumentRouter attaches metrics, traces and log events to every
 // route's chain of r and to the guards of their stages, as Instrument does
-// for one chain: one Instrumentation for the whole router. Leave r's
-// Config.Base.Observer unset, or the routes' requests are observed twice.
-func InstrumentRouter[In, Out any](r *route.Router[In, Out], opts Options) (*Instrumentation, error) {
+// for one chain: one Instrumentation for the whole router. AttachRouter
+// adds another router, of unary chains or streams, to it. Leave each
+// router's Config.Base.Observer unset, or the routes' requests are
+// observed twice.
+func InstrumentRouter[C Chain](r Router[C], opts Options) (*Instrumentation, error) {
 	i, err := New(opts)
 	if err != nil {
 		return nil, err
 	}
+	AttachRouter(i, r)
+	return i, nil
+}
+
+// AttachRouter attaches i to every route's chain of r, as Attach does to
+// one chain. It is a function, not a method, because it is generic: a
+// router of unary chains and one of streams have chains of different
+// types.
+func AttachRouter[C Chain](i *Instrumentation, r Router[C]) {
 	for _, c := range r.Chains() {
 		i.Attach(c)
 	}
-	return i, nil
 }

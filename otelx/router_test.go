@@ -3,6 +3,7 @@ package otelx_test
 import (
 	"context"
 	"testing"
+	"testing/synctest"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -46,6 +47,48 @@ func TestInstrumentRouterWatchesEveryRoute(t *testing.T) {
 	states := ints(t, findMetric(t, rm, otelx.MetricBreakerState))
 	assert.Contains(t, states, kv(otelx.AttrBreaker.String("support-pro")))
 	assert.Contains(t, states, kv(otelx.AttrBreaker.String("batch-flash")))
+}
+
+// TestOneInstrumentationOverUnaryAndStreamRoutes: InstrumentRouter and
+// AttachRouter put a unary router and a stream router under one
+// Instrumentation: both kinds of request are counted, and the breakers
+// of both are watched.
+func TestOneInstrumentationOverUnaryAndStreamRoutes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t)
+		unary, err := route.New(route.Config[string, string]{Routes: []route.Route[string, string]{
+			{Scenario: "support", Candidates: []route.Candidate[string, string]{{Stage: fallback.Stage[string, string]{Tier: newTier("pro", ok("pro")), Breaker: newBreaker(t, breaker.Config{Name: "pro"})}}}},
+		}})
+		require.NoError(t, err)
+		streams, err := route.NewStream(route.StreamConfig[string, chunk]{Base: fallback.StreamConfig[string, chunk]{Operation: "chat"}, Routes: []route.StreamRoute[string, chunk]{
+			{Scenario: "support", Candidates: []route.StreamCandidate[string, chunk]{{Stage: fallback.StreamStage[string, chunk]{
+				Tier: streamTier("flash", 0, []chunk{{text: "a"}, {text: "b", finish: "STOP"}}, nil), Breaker: newBreaker(t, breaker.Config{Name: "flash"})}}}},
+		}})
+		require.NoError(t, err)
+		inst, err := otelx.InstrumentRouter(unary, h.options())
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = inst.Close() })
+		otelx.AttachRouter(inst, streams)
+
+		ctx := fallback.WithRequest(context.Background(), fallback.Request{Tenant: "acme", Scenario: "support"})
+		_, err = unary.Do(ctx, "q")
+		require.NoError(t, err)
+		s, err := streams.Stream(ctx, "q")
+		require.NoError(t, err)
+		for _, err := range s.Chunks() {
+			require.NoError(t, err)
+		}
+
+		rm := h.collect(t)
+		chat, answered := otelx.AttrOperation.String("chat"), otelx.AttrSource.String("tier")
+		assert.Equal(t, map[string]int64{
+			kv(opAttr, answered, proTier, otelx.AttrDegraded.Bool(false)): 1,
+			kv(chat, answered, flashTier, otelx.AttrDegraded.Bool(false)): 1,
+		}, nonZero(ints(t, findMetric(t, rm, otelx.MetricRequests))), "one request of each kind, no tenant")
+		states := ints(t, findMetric(t, rm, otelx.MetricBreakerState))
+		assert.Contains(t, states, kv(otelx.AttrBreaker.String("pro")))
+		assert.Contains(t, states, kv(otelx.AttrBreaker.String("flash")))
+	})
 }
 
 // TestPoolMembersBreakersAreWatchedWithTheirStage: instrumenting a chain

@@ -19,6 +19,21 @@
 // reports to the spend ledger with its candidates' cost groups, and Do
 // reads the tenant and the scenario from the request's spend.Ticket.
 //
+// Streams are routed the same way. NewStream compiles StreamRoutes —
+// the same fields, with streaming candidates, a StreamCache and a
+// Default chunk — into fallback.StreamChains, checking and splitting a
+// table exactly as New does: the same table of stream routes is refused,
+// or split into the same attempts per candidate, as the same table of
+// unary routes. A stream falls back only before its first chunk with
+// content, so FailClosed, MaxAttempts and the read-only fallback apply
+// to that window; StreamRouter.Stream returns a lookup error before
+// anything is sent, and the Stream's Result says, from the first chunk
+// on, whether to mark the answer degraded. A service that answers both
+// ways builds a Router and a StreamRouter from the same scenarios and
+// tenants, hands both the same ledger, and instruments both with one
+// otelx.Instrumentation (otelx.InstrumentRouter, then
+// otelx.AttachRouter).
+//
 // A route's Estimate is what the ledger's Admit reserves against the
 // tenant's limits while the request runs. Route.Reserve chooses it:
 // ReserveOne (the default) reserves one call on the route's dearest

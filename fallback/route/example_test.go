@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 
 	"github.com/tierguard/tierguard/classify"
 	"github.com/tierguard/tierguard/fallback"
@@ -81,4 +82,79 @@ func ExampleReservation() {
 	// Output:
 	// chat: reserve_one, 3 calls at most, reserves 1500 tokens and 0.00625 USD
 	// billing: reserve_worst_case, 3 calls at most, reserves 4500 tokens and 0.01875 USD
+}
+
+// Streams routed by tenant and scenario: support falls back to a
+// read-only Flash and says so, one tenant has a support route of its own,
+// and risk decisions fail closed, with no other model to stand in.
+func ExampleNewStream() {
+	type piece struct {
+		text string
+		last bool
+	}
+	inspect := func(p piece) fallback.ChunkInfo {
+		info := fallback.ChunkInfo{Text: p.text}
+		if p.last {
+			info.FinishReason = "STOP"
+		}
+		return info
+	}
+	words := func(text ...string) iter.Seq2[piece, error] {
+		return func(yield func(piece, error) bool) {
+			for i, w := range text {
+				if !yield(piece{text: w, last: i == len(text)-1}, nil) {
+					return
+				}
+			}
+		}
+	}
+	overloaded := classify.Wrap(errors.New("503"), classify.Verdict{Class: classify.Transient})
+	pro := fallback.StreamTierFunc("pro", func(context.Context, string) iter.Seq2[piece, error] {
+		return func(yield func(piece, error) bool) { yield(piece{}, overloaded) }
+	}, inspect)
+	flash := fallback.StreamTierFunc("flash", func(ctx context.Context, _ string) iter.Seq2[piece, error] {
+		if route.WritesAllowed(ctx) {
+			return words("refund ", "issued")
+		}
+		return words("a person ", "will confirm ", "your refund")
+	}, inspect)
+	fast := retry.Policy{BaseDelay: 1, MaxDelay: 1}
+	stage := func(t fallback.StreamTier[string, piece], model string) fallback.StreamStage[string, piece] {
+		return fallback.StreamStage[string, piece]{Tier: t, Model: model, Retry: fast}
+	}
+	router, err := route.NewStream(route.StreamConfig[string, piece]{Routes: []route.StreamRoute[string, piece]{
+		{Scenario: "support", MaxAttempts: 3, MarkDegraded: true, ReadOnlyFallback: true, Candidates: []route.StreamCandidate[string, piece]{
+			{Stage: stage(pro, "gemini-2.5-pro"), CostGroup: "stable"},
+			{Stage: stage(flash, "gemini-2.5-flash"), CostGroup: "stable"},
+		}},
+		{Scenario: "support", Tenant: "globex", Candidates: []route.StreamCandidate[string, piece]{{Stage: stage(flash, "gemini-2.5-flash"), CostGroup: "batch"}}},
+		{Scenario: "risk", Fallback: route.FailClosed, MaxAttempts: 1, Candidates: []route.StreamCandidate[string, piece]{{Stage: stage(pro, "gemini-2.5-pro")}}},
+	}})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, req := range []fallback.Request{{Tenant: "acme", Scenario: "support"}, {Tenant: "globex", Scenario: "support"}, {Tenant: "acme", Scenario: "risk"}, {Tenant: "acme", Scenario: "medicl"}} {
+		s, err := router.Stream(fallback.WithRequest(context.Background(), req), "refund order 42")
+		if err != nil {
+			fmt.Println(err) // before anything was sent
+			continue
+		}
+		text := ""
+		for p, err := range s.Chunks() {
+			if err != nil {
+				fmt.Printf("%s %s: failed after %d chunks, overloaded: %v\n", req.Tenant, req.Scenario, s.Result().Chunks, errors.Is(err, overloaded))
+				break
+			}
+			text += p.text
+		}
+		if res := s.Result(); res.Complete {
+			fmt.Printf("%s %s: %q from %s, show degraded: %v, read-only: %v\n", req.Tenant, req.Scenario, text, res.Tier, res.ShowDegraded, res.ReadOnly)
+		}
+	}
+	// Output:
+	// acme support: "a person will confirm your refund" from flash, show degraded: true, read-only: true
+	// globex support: "refund issued" from flash, show degraded: false, read-only: false
+	// acme risk: failed after 0 chunks, overloaded: true
+	// route: unknown scenario "medicl"
 }

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
-	"strings"
 	"time"
 
 	"github.com/tierguard/tierguard/fallback"
@@ -144,15 +142,7 @@ type Config[In, Out any] struct {
 // New: every route's chain is compiled then, and a lookup costs a map
 // access and allocates nothing. It is safe for concurrent use.
 type Router[In, Out any] struct {
-	scenarios map[string]*scenario[In, Out]
-	ledger    *spend.Ledger
-	// all are the compiled routes in the order of Config.Routes.
-	all []*Compiled[In, Out]
-}
-
-type scenario[In, Out any] struct {
-	def     *Compiled[In, Out]
-	tenants map[string]*Compiled[In, Out] // nil when no tenant has a route of its own
+	t *table[Compiled[In, Out]]
 }
 
 // Compiled is one route, compiled.
@@ -160,11 +150,7 @@ type Compiled[In, Out any] struct {
 	// Chain is the route's chain.
 	Chain *fallback.Chain[In, Out]
 	route Route[In, Out]
-	// models and groups are the candidates' (for estimates); calls is
-	// the most upstream calls a request may make (0: unbounded).
-	models, groups []string
-	calls          int
-	ledger         *spend.Ledger
+	plan  *plan
 }
 
 // Route returns the route the chain was compiled from.
@@ -177,28 +163,7 @@ func (c *Compiled[In, Out]) Route() Route[In, Out] { return c.route }
 // a ledger or prices it counts tokens only. A candidate whose model the
 // prices do not price makes the cost spend.UnknownCost, and a tenant
 // with a cost limit is refused the request (spend.UnpricedPolicy).
-func (c *Compiled[In, Out]) Estimate(u fallback.Usage) spend.Estimate {
-	var est spend.Estimate
-	var p *spend.Prices
-	if c.ledger != nil {
-		p = c.ledger.Prices()
-	}
-	for i, m := range c.models {
-		e := spend.Estimate{Tokens: max(u.InputTokens, 0) + max(u.OutputTokens, 0)}
-		if p != nil {
-			e = p.Estimate(m, c.groups[i], u)
-		}
-		est.Tokens, est.Cost = max(est.Tokens, e.Tokens), max(est.Cost, e.Cost)
-	}
-	if c.route.Reserve == ReserveWorstCase {
-		n := int64(c.calls)
-		est.Tokens = mulSat(est.Tokens, n)
-		if est.Cost != spend.UnknownCost {
-			est.Cost = spend.Amount(mulSat(int64(est.Cost), n))
-		}
-	}
-	return est
-}
+func (c *Compiled[In, Out]) Estimate(u fallback.Usage) spend.Estimate { return c.plan.estimate(u) }
 
 // Calls returns the most upstream calls a request of the route may make
 // (n in Reservation's bounds), 0 when a candidate's retry policy sets no
@@ -208,18 +173,7 @@ func (c *Compiled[In, Out]) Estimate(u fallback.Usage) spend.Estimate {
 // (each attempt may start one hedge). A pool member's quota or credential
 // failure moves to the next member outside the retry policy; such a
 // failure is an error, billed nothing, and is not counted.
-func (c *Compiled[In, Out]) Calls() int { return c.calls }
-
-// mulSat multiplies two non-negative int64, saturating.
-func mulSat(a, b int64) int64 {
-	if a == 0 || b == 0 {
-		return 0
-	}
-	if a > math.MaxInt64/b {
-		return math.MaxInt64
-	}
-	return a * b
-}
+func (c *Compiled[In, Out]) Calls() int { return c.plan.calls }
 
 // Errors of Lookup, matched with errors.Is.
 var (
@@ -260,198 +214,58 @@ func quote(s string) string {
 // New compiles every route's chain, or returns an error naming every
 // invalid route and field.
 func New[In, Out any](cfg Config[In, Out]) (*Router[In, Out], error) {
-	var errs []error
-	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	b := cfg.Base
-	if len(b.Stages) > 0 || b.Total != 0 || b.Cache != nil || b.Default != nil {
-		bad("Base: Stages, Total, Cache and Default belong to each route")
+	t, err := newTable(cfg.Routes, len(b.Stages) > 0 || b.Total != 0 || b.Cache != nil || b.Default != nil,
+		Route[In, Out].policy, func(rt Route[In, Out]) (*Compiled[In, Out], error) { return compile(b, cfg.Ledger, rt) })
+	if err != nil {
+		return nil, err
 	}
-	r := &Router[In, Out]{scenarios: map[string]*scenario[In, Out]{}, ledger: cfg.Ledger}
-	for i, rt := range cfg.Routes {
-		name := fmt.Sprintf("Routes[%d] (%s)", i, label(rt.Scenario, rt.Tenant))
-		c, err := compile(b, cfg.Ledger, rt)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", name, err))
-			continue
-		}
-		r.all = append(r.all, c)
-		sc := r.scenarios[rt.Scenario]
-		if sc == nil {
-			sc = &scenario[In, Out]{}
-			r.scenarios[rt.Scenario] = sc
-		}
-		switch {
-		case rt.Tenant == "" && sc.def != nil, rt.Tenant != "" && sc.tenants[rt.Tenant] != nil:
-			bad("%s: declared twice", name)
-		case rt.Tenant == "":
-			sc.def = c
-		default:
-			if sc.tenants == nil {
-				sc.tenants = map[string]*Compiled[In, Out]{}
-			}
-			sc.tenants[rt.Tenant] = c
-		}
-	}
-	if len(cfg.Routes) == 0 {
-		bad("at least one route is required")
-	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, fmt.Errorf("route: invalid config: %w", err)
-	}
-	return r, nil
+	return &Router[In, Out]{t: t}, nil
 }
 
-// label names a route in configuration errors, without its tenant.
-func label(scenario, tenant string) string {
-	if tenant == "" {
-		return "scenario " + quote(scenario)
-	}
-	return "scenario " + quote(scenario) + ", a tenant's route"
+func (rt Route[In, Out]) policy() policy {
+	return policy{rt.Scenario, rt.Tenant, rt.MaxAttempts, rt.Fallback, rt.Reserve, rt.MarkDegraded, rt.ReadOnlyFallback, rt.Cache != nil || rt.Default != nil}
 }
 
 // compile builds one route's chain.
 func compile[In, Out any](base fallback.Config[In, Out], ledger *spend.Ledger, rt Route[In, Out]) (*Compiled[In, Out], error) {
-	var errs []error
-	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-	if strings.TrimSpace(rt.Scenario) == "" {
-		bad("Scenario is required")
-	}
-	n := len(rt.Candidates)
-	switch {
-	case n == 0:
-		bad("at least one candidate is required")
-	case rt.Fallback == FailClosed && n > 1:
-		bad("a FailClosed route lets only its first candidate answer; it lists %d", n)
-	}
-	if rt.Fallback == FailClosed && (rt.Cache != nil || rt.Default != nil) {
-		bad("a FailClosed route answers from no cache and no default")
-	}
-	if rt.Fallback > FailClosed {
-		bad("Fallback: unknown policy %d", rt.Fallback)
-	}
-	if rt.Reserve > ReserveWorstCase {
-		bad("Reserve: unknown reservation %d", rt.Reserve)
-	}
-	attempts := make([]int, n)
-	if rt.MaxAttempts < 0 {
-		bad("MaxAttempts must not be negative, got %d", rt.MaxAttempts)
-	}
-	set := 0
-	for i, c := range rt.Candidates {
-		switch {
-		case c.Attempts < 0:
-			bad("Candidates[%d]: Attempts must not be negative, got %d", i, c.Attempts)
-		case c.Attempts > 0:
-			attempts[i] = c.Attempts
-			set += c.Attempts
-		case rt.MaxAttempts > 0 && c.Stage.Retry.MaxAttempts > 0:
-			attempts[i] = c.Stage.Retry.MaxAttempts
-			set += attempts[i]
-		}
-	}
-	if rt.MaxAttempts > 0 && n > 0 {
-		// Fallbacks without Attempts get one each, the first what is left.
-		left := rt.MaxAttempts - set
-		for i := 1; i < n; i++ {
-			if attempts[i] == 0 {
-				attempts[i] = 1
-				left--
-			}
-		}
-		if attempts[0] == 0 {
-			attempts[0] = left
-		}
-		total, least := 0, attempts[0]
-		for _, a := range attempts {
-			total += a
-			least = min(least, a)
-		}
-		if total > rt.MaxAttempts || least < 1 {
-			bad("its candidates need %d attempts at least (%v), more than MaxAttempts %d", max(total, n), attempts, rt.MaxAttempts)
-		}
-	}
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
-	}
-	cfg := base
-	cfg.Total = rt.Total
-	if rt.Fallback == AllowFallback {
-		cfg.Cache, cfg.Default = rt.Cache, rt.Default
-	}
-	cfg.Stages = make([]fallback.Stage[In, Out], n)
-	c := &Compiled[In, Out]{route: rt, models: make([]string, n), groups: make([]string, n), ledger: ledger}
-	for i, cand := range rt.Candidates {
-		st := cand.Stage
-		if attempts[i] > 0 {
-			st.Retry.MaxAttempts = attempts[i]
-		}
-		if i > 0 && rt.ReadOnlyFallback && st.Tier != nil {
-			st.Tier = readOnly[In, Out]{inner: st.Tier}
-		}
-		cfg.Stages[i] = st
-		c.models[i], c.groups[i] = st.Model, cand.CostGroup
-	}
-	c.calls = maxCalls(cfg.Stages)
-	if rt.Reserve == ReserveWorstCase && c.calls == 0 {
-		// The message names the field at fault, as the other settings' do.
-		return nil, fmt.Errorf("%s: ReserveWorstCase needs a bounded number of calls, and a candidate's Stage.Retry.MaxAttempts is negative (no limit): set the route's MaxAttempts or the candidate's Attempts", "Reserve")
-	}
-	chain, err := fallback.New(cfg)
+	chain, p, err := compileRoute(rt.policy(), rt.Candidates, ledger, func(stages []fallback.Stage[In, Out]) (*fallback.Chain[In, Out], error) {
+		// newPlan refused a cache or a default on a FailClosed route.
+		cfg := base
+		cfg.Stages, cfg.Total, cfg.Cache, cfg.Default = stages, rt.Total, rt.Cache, rt.Default
+		return fallback.New(cfg)
+	})
 	if err != nil {
 		return nil, err
 	}
-	c.Chain = chain
-	if ledger != nil {
-		if _, err := ledger.Attach(chain, c.groups...); err != nil {
-			return nil, err
-		}
-	}
-	return c, nil
+	return &Compiled[In, Out]{Chain: chain, route: rt, plan: p}, nil
 }
 
-// maxCalls is Compiled.Calls for stages: 0 when one has no limit.
-func maxCalls[In, Out any](stages []fallback.Stage[In, Out]) int {
-	n := 0
-	for _, st := range stages {
-		a := st.Retry.WithDefaults().MaxAttempts
-		if a < 0 {
-			return 0
-		}
-		if st.Hedge.Delay > 0 || st.Hedge.Quantile > 0 {
-			a *= 2
-		}
-		n += a + max(st.InvalidOutputRetries, 0)
+func (c Candidate[In, Out]) describe() candidate {
+	return candidate{c.Stage.Model, c.CostGroup, c.Attempts, c.Stage.Retry.MaxAttempts}
+}
+
+func (c Candidate[In, Out]) stage(p *plan, i int, calls *callCount) fallback.Stage[In, Out] {
+	st := c.Stage
+	st.Retry = p.retry(i, st.Retry)
+	if p.readOnly(i) && st.Tier != nil {
+		st.Tier = readOnly[In, Out]{inner: st.Tier}
 	}
-	return n
+	calls.add(st.Retry, hedges(st.Hedge), st.InvalidOutputRetries)
+	return st
 }
 
 // Chains returns every route's chain, in the order of Config.Routes, for
 // what watches them all (otelx.InstrumentRouter).
 func (r *Router[In, Out]) Chains() []*fallback.Chain[In, Out] {
-	out := make([]*fallback.Chain[In, Out], len(r.all))
-	for i, c := range r.all {
-		out[i] = c.Chain
-	}
-	return out
+	return chains(r.t, func(c *Compiled[In, Out]) *fallback.Chain[In, Out] { return c.Chain })
 }
 
 // Lookup returns the route of a tenant's scenario: the tenant's own, or
 // the scenario's route for every tenant. A scenario nobody declared is an
 // error (ErrUnknownScenario), never a default route.
 func (r *Router[In, Out]) Lookup(tenant, scenario string) (*Compiled[In, Out], error) {
-	sc := r.scenarios[scenario]
-	if sc == nil {
-		return nil, &LookupError{Scenario: scenario, Tenant: tenant, err: ErrUnknownScenario}
-	}
-	if sc.tenants != nil {
-		if c := sc.tenants[tenant]; c != nil {
-			return c, nil
-		}
-	}
-	if sc.def == nil {
-		return nil, &LookupError{Scenario: scenario, Tenant: tenant, err: ErrNoRoute}
-	}
-	return sc.def, nil
+	return r.t.lookup(tenant, scenario)
 }
 
 // Result is a routed request's answer.
@@ -485,8 +299,7 @@ func (c *Compiled[In, Out]) Do(ctx context.Context, in In) (Result[Out], error) 
 	res, err := c.Chain.Do(ctx, in)
 	out := Result[Out]{Result: res}
 	if err == nil {
-		out.ShowDegraded = c.route.MarkDegraded && res.Degraded
-		out.ReadOnly = c.route.ReadOnlyFallback && res.Source == fallback.SourceTier && res.TierIndex > 0
+		out.ShowDegraded, out.ReadOnly = c.plan.verdicts(&res.Summary)
 	}
 	return out, err
 }
@@ -522,3 +335,7 @@ func (t readOnly[In, Out]) Name() string { return t.inner.Name() }
 func (t readOnly[In, Out]) Call(ctx context.Context, in In) (Out, error) {
 	return t.inner.Call(readOnlyCtx{ctx}, in)
 }
+
+// Unwrap lets the chain see the wrapped tier: its endpoint, and the
+// breakers of a pool's members, which otelx watches.
+func (t readOnly[In, Out]) Unwrap() any { return t.inner }

@@ -9,8 +9,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tierguard/tierguard/breaker"
 	"github.com/tierguard/tierguard/classify"
 	"github.com/tierguard/tierguard/fallback"
+	"github.com/tierguard/tierguard/fallback/pool"
 	"github.com/tierguard/tierguard/fallback/route"
 	"github.com/tierguard/tierguard/fallback/spend"
 	"github.com/tierguard/tierguard/retry"
@@ -171,10 +173,10 @@ func TestReadOnlyFallbackAndDegraded(t *testing.T) {
 	assert.Equal(t, int64(1), flash.writes.Load(), "the draft route's fallback may write")
 }
 
-// With a ledger, every route's chain is attached with its candidates'
-// cost groups; the tenant and scenario come from the ticket; a route's
-// estimate holds for its dearest candidate.
-func TestLedger(t *testing.T) {
+// recordingLedger returns a ledger that prices pro and flash, half price
+// in the batch group, and the records of the requests it ends.
+func recordingLedger(t *testing.T) (*spend.Ledger, *[]spend.Record) {
+	t.Helper()
 	prices, err := spend.NewPrices(spend.PriceTable{Currency: "USD", CostGroups: map[string]float64{"batch": 0.5}, Prices: []spend.Price{
 		{Model: "pro", Rates: spend.Rates{Input: spend.MustParseAmount("1"), Output: spend.MustParseAmount("10")}},
 		{Model: "flash", Rates: spend.Rates{Input: spend.MustParseAmount("0.1"), Output: spend.MustParseAmount("1")}},
@@ -182,13 +184,21 @@ func TestLedger(t *testing.T) {
 	require.NoError(t, err)
 	l, err := spend.New(spend.Config{Prices: prices})
 	require.NoError(t, err)
-	defer l.Close()
-	var recs []spend.Record
+	t.Cleanup(func() { _ = l.Close() })
+	recs := new([]spend.Record)
 	l.ObserveRecords(func(r *spend.Record) {
 		c := *r
 		c.Attempts()
-		recs = append(recs, c)
+		*recs = append(*recs, c)
 	})
+	return l, recs
+}
+
+// With a ledger, every route's chain is attached with its candidates'
+// cost groups; the tenant and scenario come from the ticket; a route's
+// estimate holds for its dearest candidate.
+func TestLedger(t *testing.T) {
+	l, recs := recordingLedger(t)
 	pro, flash := &tier{name: "pro", fail: classify.RateLimited}, &tier{name: "flash"}
 	r := newRouter(t, route.Config[string, string]{Ledger: l, Routes: []route.Route[string, string]{
 		{Scenario: "batch_seo", MaxAttempts: 2, Candidates: []route.Candidate[string, string]{cand(pro, "pro", "batch"), cand(flash, "flash", "batch")}},
@@ -198,12 +208,12 @@ func TestLedger(t *testing.T) {
 	res, err := r.Do(tk, "q")
 	require.NoError(t, err)
 	assert.Equal(t, "flash", res.Value)
-	require.Len(t, recs, 1)
-	a := recs[0].Attempts()
+	require.Len(t, *recs, 1)
+	a := (*recs)[0].Attempts()
 	require.Len(t, a, 2)
 	assert.Equal(t, "batch", a[1].CostGroup)
 	assert.Equal(t, spend.MustParseAmount("0.00055"), a[1].Cost, "flash at half price: 1000 in at 0.05, 1000 out at 0.5")
-	assert.Equal(t, classify.RateLimited, recs[0].Cause)
+	assert.Equal(t, classify.RateLimited, (*recs)[0].Cause)
 
 	c, err := r.Lookup("acme", "batch_seo")
 	require.NoError(t, err)
@@ -253,4 +263,18 @@ func BenchmarkLookup(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// A read-only fallback still shows the chain what it wraps: a pool's
+// members' breakers, which otelx watches with the stage.
+func TestReadOnlyFallbackUnwraps(t *testing.T) {
+	b, err := breaker.New(breaker.Config{Name: "flash-key-a"})
+	require.NoError(t, err)
+	keys, err := pool.New(pool.Config[string, string]{Name: "flash", Members: []pool.Member[string, string]{{Key: "key-a", Tier: &tier{name: "flash"}, Breaker: b}}})
+	require.NoError(t, err)
+	r := newRouter(t, route.Config[string, string]{Routes: []route.Route[string, string]{
+		{Scenario: "support", ReadOnlyFallback: true, Candidates: []route.Candidate[string, string]{
+			cand(&tier{name: "pro"}, "pro", ""), {Stage: fallback.Stage[string, string]{Tier: keys, Model: "flash"}}}},
+	}})
+	assert.Equal(t, []*breaker.Breaker{b}, r.Chains()[0].Stages()[1].MemberBreakers)
 }
