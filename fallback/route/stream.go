@@ -97,7 +97,8 @@ func (c *CompiledStream[In, Chunk]) Estimate(u fallback.Usage) spend.Estimate {
 
 // Calls returns the most upstream calls a request of the route may make,
 // 0 when a candidate's retry policy sets no limit: each candidate's
-// attempts, counted as Compiled.Calls counts them.
+// attempts, twice them when it hedges its first chunk (StreamStage.Hedge),
+// counted as Compiled.Calls counts them.
 func (c *CompiledStream[In, Chunk]) Calls() int { return c.plan.calls }
 
 // NewStream compiles every stream route's chain, or returns an error
@@ -143,8 +144,8 @@ func (c StreamCandidate[In, Chunk]) stage(p *plan, i int, calls *callCount) fall
 		st.Tier = readOnlyStream[In, Chunk]{inner: st.Tier}
 	}
 	// A stream stage has no InvalidOutputRetries: its validator's
-	// rejection ends the stream.
-	calls.add(st.Retry, false, 0)
+	// rejection ends the stream. Each attempt may race a hedge.
+	calls.add(st.Retry, hedges(st.Hedge), 0)
 	return st
 }
 

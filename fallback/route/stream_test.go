@@ -7,6 +7,7 @@ import (
 	"iter"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -361,4 +362,19 @@ func TestStreamLedger(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 2, c.Calls())
 	assert.Equal(t, spend.Estimate{Tokens: 2000, Cost: spend.MustParseAmount("0.0055")}, c.Estimate(fallback.Usage{InputTokens: 1000, OutputTokens: 1000}), "pro's batch price, the dearer")
+}
+
+// A candidate that hedges its first chunk may make two streams an
+// attempt: Calls counts them, as it does for a unary hedge.
+func TestStreamRouteCountsHedges(t *testing.T) {
+	tier := fallback.StreamTierFunc("pro", func(context.Context, string) iter.Seq2[string, error] {
+		return func(func(string, error) bool) {}
+	}, func(s string) fallback.ChunkInfo { return fallback.ChunkInfo{Text: s} })
+	r, err := route.NewStream(route.StreamConfig[string, string]{Routes: []route.StreamRoute[string, string]{{Scenario: "chat",
+		Candidates: []route.StreamCandidate[string, string]{{Stage: fallback.StreamStage[string, string]{Tier: tier, Model: "pro",
+			Retry: retry.Policy{MaxAttempts: 2}, Hedge: fallback.Hedge{Delay: time.Second}}}}}}})
+	require.NoError(t, err)
+	c, err := r.Lookup("", "chat")
+	require.NoError(t, err)
+	assert.Equal(t, 4, c.Calls())
 }
