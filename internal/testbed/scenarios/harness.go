@@ -160,14 +160,17 @@ type answer struct {
 	Answer string `json:"answer"`
 }
 
+// validText accepts a text that is JSON with a non-empty answer: what a
+// unary answer carries, and what a stream's chunks assemble to.
+var validText = validate.Decode(func(a answer) error {
+	if a.Answer == "" {
+		return validate.Errorf("decode", "empty answer")
+	}
+	return nil
+})
+
 // validAnswer accepts answers whose text is JSON with a non-empty answer.
-var validAnswer = validate.Field(func(r gemrest.Response) string { return r.Text },
-	validate.Decode(func(a answer) error {
-		if a.Answer == "" {
-			return validate.Errorf("decode", "empty answer")
-		}
-		return nil
-	}))
+var validAnswer = validate.Field(func(r gemrest.Response) string { return r.Text }, validText)
 
 // tierOpts configures one stage of the two-tier chain of scenarios 2–6.
 type tierOpts struct {
@@ -275,15 +278,16 @@ func (o outcome) latency() time.Duration { return o.end - o.start }
 func (o outcome) overrun() time.Duration { return o.latency() - o.deadline }
 
 // closedLoop runs clients that send one request after another until
-// duration has passed since c.t0, and returns every request's outcome.
-func closedLoop(c clock, clients int, duration time.Duration, do func(n int) outcome) []outcome {
+// duration has passed since c.t0, and returns every request's outcome (an
+// outcome, or a scenario's own record that embeds one).
+func closedLoop[O any](c clock, clients int, duration time.Duration, do func(n int) O) []O {
 	var mu sync.Mutex
-	var all []outcome
+	var all []O
 	var seq atomic.Int64
 	var wg sync.WaitGroup
 	for range clients {
 		wg.Go(func() {
-			var mine []outcome
+			var mine []O
 			for c.now() < duration {
 				mine = append(mine, do(int(seq.Add(1))))
 			}

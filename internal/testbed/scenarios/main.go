@@ -31,6 +31,8 @@
 //     delay is honoured across requests.
 //  13. Sporadic 429s with a 20 s Retry-After on both tiers, no outage: the
 //     delay stays within the request that got it.
+//  14. Scenario 10's slow tail, streamed: the first chunk hedged on the
+//     same tier (see streams.go).
 //
 // Every table shows the median over the runs and, where runs differed, the
 // range. Comparisons between strategies are paired per seed: each run of
@@ -74,22 +76,23 @@ type options struct {
 	tail     tailConfig
 	pool     poolConfig
 	sporadic sporadicConfig
+	streams  streamTailConfig
 }
 
 func defaultOptions() options {
 	return options{
-		scenarios: []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13}, runs: 3, seed: 1,
+		scenarios: []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14}, runs: 3, seed: 1,
 		retired: defaultRetired(), outage: defaultOutage(), flaky: defaultFlaky(),
 		storm: defaultStorm(), storm12: defaultLongStorm(), slow: defaultSlow(), invalid: defaultInvalid(), stalled: defaultStalled(),
 		spend: defaultSpend(), quota: defaultQuota(), tail: defaultTail(), pool: defaultPoolScenario(),
-		sporadic: defaultSporadic(),
+		sporadic: defaultSporadic(), streams: defaultStreamTail(),
 	}
 }
 
 func main() {
 	o := defaultOptions()
 	var only string
-	flag.StringVar(&only, "s", "1,2,3,4,5,6,7,8,9,10,11,12,13", "scenarios to run, comma-separated")
+	flag.StringVar(&only, "s", "1,2,3,4,5,6,7,8,9,10,11,12,13,14", "scenarios to run, comma-separated")
 	flag.IntVar(&o.runs, "runs", o.runs, "runs of every scenario (medians are reported)")
 	flag.IntVar(&o.runs1, "runs1", 0, "runs of scenario 1 if not -runs (it is the longest: about 18 s a run)")
 	flag.Uint64Var(&o.seed, "seed", o.seed, "seed of the first run (run k uses seed+k)")
@@ -101,7 +104,7 @@ func main() {
 	o.scenarios = nil
 	for _, f := range strings.Split(only, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n < 1 || n > 13 {
+		if err != nil || n < 1 || n > 14 {
 			fmt.Fprintf(os.Stderr, "scenarios: bad -s %q\n", only)
 			os.Exit(2)
 		}
@@ -112,7 +115,7 @@ func main() {
 		os.Exit(2)
 	}
 	for _, c := range []*loadConfig{&o.flaky.loadConfig, &o.storm.loadConfig, &o.storm12.loadConfig, &o.slow.loadConfig, &o.invalid.loadConfig, &o.stalled.loadConfig,
-		&o.quota.loadConfig, &o.tail.loadConfig, &o.pool.loadConfig, &o.sporadic.loadConfig} {
+		&o.quota.loadConfig, &o.tail.loadConfig, &o.pool.loadConfig, &o.sporadic.loadConfig, &o.streams.loadConfig} {
 		c.Clients = o.outage.Clients
 	}
 	missed, err := run(os.Stdout, o)
@@ -166,6 +169,8 @@ func run(w io.Writer, o options) (int, error) {
 			res = scenarioLongStorm(o.storm12, o.runs, o.seed)
 		case 13:
 			res = scenarioSporadic(o.sporadic, o.runs, o.seed)
+		case 14:
+			res = scenarioStreamTail(o.streams, o.runs, o.seed)
 		}
 		if err != nil {
 			return missed, fmt.Errorf("scenario %d: %w", id, err)

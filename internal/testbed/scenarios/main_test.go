@@ -37,6 +37,7 @@ func tiny() options {
 	o.tail = tailConfig{loadConfig: load, SlowShare: 0.1, SlowFactor: 5}
 	o.pool = poolConfig{loadConfig: load, LimitedQuota: 20}
 	o.sporadic = sporadicConfig{loadConfig: load, Share: 0.03, RetryAfter: "20"}
+	o.streams = streamTailConfig{loadConfig: load, SlowShare: 0.1, SlowFactor: 5, Chunks: 3, ChunkDelay: time.Millisecond}
 	return o
 }
 
@@ -75,6 +76,34 @@ func TestTail(t *testing.T) {
 	}
 	if p := hedged.median("fromPro"); !(p < 1) {
 		t.Errorf("no answer came from the hedge")
+	}
+	assertInTime(t, res, 100)
+}
+
+// TestStreamTail: the streamed first chunk is hedged within its budget,
+// some answers are read from the hedge, and none mixes two streams.
+func TestStreamTail(t *testing.T) {
+	res := scenarioStreamTail(tiny().streams, 1, 1)
+	base, hedged := res.rows[0], res.rows[1]
+	if c := base.median("streamsPerReq"); c != 1 {
+		t.Errorf("without hedging %v streams per request", c)
+	}
+	// As in TestTail: MaxExtra of the attempts plus the bank of twenty.
+	limit := 1 + 0.1 + 20/hedged.median("requests")
+	t.Logf("hedged: %v requests, %.3f streams per request (limit %.3f)", hedged.median("requests"), hedged.median("streamsPerReq"), limit)
+	if c := hedged.median("streamsPerReq"); !(c > 1 && c <= limit) {
+		t.Errorf("hedged: %v streams per request, want (1, %.3f]", c, limit)
+	}
+	if p := hedged.median("fromHedge"); !(p > 0) {
+		t.Errorf("no answer was read from the hedge")
+	}
+	for _, r := range res.rows {
+		if m := r.maxOf("mixed"); m != 0 {
+			t.Errorf("%s: %v answers mix two streams", r.name, m)
+		}
+		if s := r.median("success"); s < 0.8 {
+			t.Errorf("%s: success %v", r.name, s)
+		}
 	}
 	assertInTime(t, res, 100)
 }
