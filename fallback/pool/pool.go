@@ -483,7 +483,9 @@ type MemberEvent struct {
 
 // Observe hands every member leaving or rejoining rotation to fn, and
 // returns the function that stops it. A member refused for its
-// credentials is a configuration error to fix: alert on MemberAuth.
+// credentials is a configuration error to fix: alert on MemberAuth. The
+// events of a pool with a stream side (Streams) come from both sides'
+// calls, and reach what either side's Observe was given.
 func (p *Pool[In, Out]) Observe(fn func(MemberEvent)) (remove func()) {
 	return p.p.observers.Add(fn)
 }
