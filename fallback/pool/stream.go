@@ -36,11 +36,20 @@ type StreamMember[In, Chunk any] struct {
 // StreamConfig configures a StreamPool that serves streams only; the
 // fields mean what they mean in Config.
 type StreamConfig[In, Chunk any] struct {
-	Name         string
-	Members      []StreamMember[In, Chunk]
-	Balance      Balance
+	// Name is the tier's name. Required.
+	Name string
+	// Members are the deployments, at least one and at most 64.
+	Members []StreamMember[In, Chunk]
+	// Balance chooses among healthy members; LeastInFlight by default.
+	Balance Balance
+	// LatencyAware weighs each member's streams in flight by how soon its
+	// streams start to answer (the time to their first chunk with content).
 	LatencyAware bool
-	Sticky       func(in In) string
+	// Sticky returns a request key whose streams go to the same member
+	// while it is healthy; "" means no affinity for that request.
+	Sticky func(in In) string
+	// AuthCooldown is how long a member refused for its credentials is
+	// kept out; 0 means 10m.
 	AuthCooldown time.Duration
 }
 
