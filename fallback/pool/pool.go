@@ -117,6 +117,8 @@ type Config[In, Out any] struct {
 // table and parks members for the chain's quota cooldowns; a hedge on the
 // stage (Stage.Hedge) goes to another member. Called on its own, Call
 // picks and rotates the same way, with the default classifier and table.
+// Streams gives the pool a stream side, over the same members and the
+// same state.
 type Pool[In, Out any] struct {
 	p      *pool
 	tiers  []fallback.ModelTier[In, Out]
