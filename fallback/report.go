@@ -325,6 +325,10 @@ func (n *nextCall) Value(key any) any {
 // does not park the whole tier for it.
 func (c *Record) MemberFailed() { c.mark(recordMemberFailure) }
 
+// memberFailed reports whether the tier said its failure was its
+// member's alone (MemberFailed).
+func (c *Record) memberFailed() bool { return c != nil && c.is(recordMemberFailure) }
+
 // CurrentMember is the member the call is on now (see Member); "" for a
 // tier without members.
 func (c *Record) CurrentMember() string { return c.member(func(m *members) string { return m.at }) }

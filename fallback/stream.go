@@ -699,7 +699,11 @@ func (s *Stream[In, Chunk]) settle(h *held, n int, in In) (ie *IncompleteError, 
 	if c.table.Action(v.Class).BreakerFailure {
 		outcome = breaker.Failure
 	}
-	c.park(st, a.model, v, c.table.Action(v.Class).Park)
+	if !a.rec.memberFailed() {
+		// A pool member's exhausted quota parks the member, which the
+		// pool did; the tier's other members still serve.
+		c.park(st, a.model, v, c.table.Action(v.Class).Park)
+	}
 	ie = &IncompleteError{Tier: st.name, Chunks: a.chunks, Bytes: a.bytes, FinishReason: a.finish, Cause: cause, V: v}
 	s.ended(n, v, ie, true, a.finish)
 	return ie, false

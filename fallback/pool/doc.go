@@ -41,5 +41,42 @@
 // tokens of the stage's estimate (fallback.Stage.Tokens).
 //
 // Called outside a chain, a pool picks and rotates the same way, with the
-// default classifier and class table. Pools serve unary chains.
+// default classifier and class table.
+//
+// # Streams
+//
+// A StreamPool is the stream side: a fallback.StreamTier for a stage of a
+// fallback.StreamChain. Streams builds it over a Pool's members, matched
+// by Key, so that each key has one state for both sides — its cool-down,
+// its parking, its Auth refusal, its breaker, its limiter, its streams and
+// calls in flight, the evidence of its 429s — and Observe on either side
+// tells of both; NewStream builds one that serves streams only.
+//
+//	streams, _ := pool.Streams(keys, []pool.StreamMember[string, *genai.GenerateContentResponse]{
+//		{Key: os.Getenv("KEY_A"), Tier: proStreamWith(keyA)},
+//		{Key: os.Getenv("KEY_B"), Tier: proStreamWith(keyB)},
+//	})
+//
+// A stream picks its member as a call does, and rotates only while nothing
+// has been shown: a 429, an exhausted quota or an Auth failure before the
+// member's first chunk with content (the chain's commit point) moves the
+// stream to the next member, on the trail as an upstream call of its own,
+// and the member's chunks without content are dropped with it. After that
+// chunk a stream never changes members: a failure reaches the chain as it
+// came, which reports the stream incomplete. A member is held — in flight,
+// its breaker's token — until its stream ends; a stream its consumer
+// stopped says nothing of the member, and LatencyAware weighs a member by
+// its time to the first chunk with content.
+//
+// # Observe
+//
+// Observe tells of every change of a member's rotation a user can act on:
+// MemberQuota (its quota exhausted: parked for the longer of the chain's
+// QuotaCooldown and the time the server named), MemberCooling (its 429s said its key is
+// spent for everyone: out until the server's time), MemberAuth (its
+// credentials refused: out for AuthCooldown — fix the key, then Restore)
+// and MemberIn (back by Restore). A member comes back on its own when its
+// time has passed, without an event; Members says where each stands. A
+// member's breaker tells of its own transitions (breaker.Breaker.Observe;
+// MemberBreakers lists them).
 package pool

@@ -3,6 +3,7 @@ package pool
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"reflect"
@@ -116,6 +117,8 @@ type Config[In, Out any] struct {
 // table and parks members for the chain's quota cooldowns; a hedge on the
 // stage (Stage.Hedge) goes to another member. Called on its own, Call
 // picks and rotates the same way, with the default classifier and table.
+// Streams gives the pool a stream side, over the same members and the
+// same state.
 type Pool[In, Out any] struct {
 	p      *pool
 	tiers  []fallback.ModelTier[In, Out]
@@ -137,7 +140,10 @@ type pool struct {
 }
 
 type poolMember struct {
-	id       string
+	id string
+	// sum is the SHA-256 of the member's key, which Streams matches a
+	// stream tier's key against without the pool keeping the key.
+	sum      [sha256.Size]byte
 	breaker  *breaker.Breaker
 	limiter  *ratelimit.Limiter
 	weight   int
@@ -154,57 +160,90 @@ type poolMember struct {
 
 // New returns a pool tier, or an error naming every invalid field.
 func New[In, Out any](cfg Config[In, Out]) (*Pool[In, Out], error) {
+	specs := make([]memberSpec, len(cfg.Members))
+	tiers := make([]fallback.ModelTier[In, Out], len(cfg.Members))
+	for i, m := range cfg.Members {
+		specs[i] = memberSpec{key: m.Key, hasTier: m.Tier != nil, breaker: m.Breaker, limiter: m.Limiter, weight: m.Weight, coolDown: m.CoolDown}
+		tiers[i] = m.Tier
+	}
+	p, err := newPool(poolSpec{name: cfg.Name, balance: cfg.Balance, latencyAware: cfg.LatencyAware, authCooldown: cfg.AuthCooldown}, specs)
+	if err != nil {
+		return nil, err
+	}
+	return &Pool[In, Out]{p: p, tiers: tiers, sticky: cfg.Sticky}, nil
+}
+
+// poolSpec and memberSpec are a pool's settings as New and NewStream
+// check them, whatever the types of its members' tiers.
+type poolSpec struct {
+	name         string
+	balance      Balance
+	latencyAware bool
+	authCooldown time.Duration
+}
+
+type memberSpec struct {
+	key      string
+	hasTier  bool
+	breaker  *breaker.Breaker
+	limiter  *ratelimit.Limiter
+	weight   int
+	coolDown *fallback.CoolDown
+}
+
+// newPool checks a pool's settings and builds its state, or returns an
+// error naming every invalid field.
+func newPool(s poolSpec, members []memberSpec) (*pool, error) {
 	var errs []error
-	if cfg.Name == "" {
+	if s.name == "" {
 		errs = append(errs, errors.New("Name is required"))
 	}
-	if n := len(cfg.Members); n == 0 || n > maxPoolMembers {
+	if n := len(members); n == 0 || n > maxPoolMembers {
 		errs = append(errs, fmt.Errorf("Members must hold 1 to %d members, got %d", maxPoolMembers, n))
 	}
-	if cfg.Balance > Weighted {
-		errs = append(errs, fmt.Errorf("invalid Balance %d", cfg.Balance))
+	if s.balance > Weighted {
+		errs = append(errs, fmt.Errorf("invalid Balance %d", s.balance))
 	}
-	if cfg.AuthCooldown < 0 {
-		errs = append(errs, fmt.Errorf("negative AuthCooldown %v", cfg.AuthCooldown))
+	if s.authCooldown < 0 {
+		errs = append(errs, fmt.Errorf("negative AuthCooldown %v", s.authCooldown))
 	}
-	p := &Pool[In, Out]{p: &pool{name: cfg.Name, balance: cfg.Balance, latencyAware: cfg.LatencyAware,
-		authCooldown: cmp.Or(cfg.AuthCooldown, defaultAuthCooldown), epoch: time.Now()}, sticky: cfg.Sticky}
-	p.p.members = make([]poolMember, len(cfg.Members))
+	p := &pool{name: s.name, balance: s.balance, latencyAware: s.latencyAware,
+		authCooldown: cmp.Or(s.authCooldown, defaultAuthCooldown), epoch: time.Now()}
+	p.members = make([]poolMember, len(members))
 	seen := map[string]bool{}
-	for i, m := range cfg.Members {
-		id := "#" + keyed.Hash(m.Key)
+	for i, m := range members {
+		id := "#" + keyed.Hash(m.key)
 		switch {
-		case m.Key == "":
+		case m.key == "":
 			errs = append(errs, fmt.Errorf("member %d: Key is required", i))
-		case seen[m.Key]:
+		case seen[m.key]:
 			errs = append(errs, fmt.Errorf("member %d (%s): Key is used twice", i, id))
 		}
-		seen[m.Key] = true
-		if m.Tier == nil {
+		seen[m.key] = true
+		if !m.hasTier {
 			errs = append(errs, fmt.Errorf("member %d (%s): Tier is required", i, id))
 		}
-		if m.Weight < 0 {
-			errs = append(errs, fmt.Errorf("member %d (%s): negative Weight %d", i, id, m.Weight))
+		if m.weight < 0 {
+			errs = append(errs, fmt.Errorf("member %d (%s): negative Weight %d", i, id, m.weight))
 		}
-		if m.CoolDown != nil {
-			if err := m.CoolDown.Validate(); err != nil {
+		if m.coolDown != nil {
+			if err := m.coolDown.Validate(); err != nil {
 				errs = append(errs, fmt.Errorf("member %d (%s): %w", i, id, err))
 			}
 		}
-		if m.Breaker != nil && customOutcome(m.Breaker) {
-			errs = append(errs, fmt.Errorf("member %d (%s): breaker %q has a Config.Outcome, which a chain cannot honour", i, id, m.Breaker.Name()))
+		if m.breaker != nil && customOutcome(m.breaker) {
+			errs = append(errs, fmt.Errorf("member %d (%s): breaker %q has a Config.Outcome, which a chain cannot honour", i, id, m.breaker.Name()))
 		}
-		pm := &p.p.members[i]
-		pm.id, pm.breaker, pm.limiter, pm.weight = id, m.Breaker, m.Limiter, max(m.Weight, 1)
-		if m.CoolDown != nil {
-			c := m.CoolDown.WithDefaults()
+		pm := &p.members[i]
+		pm.id, pm.sum, pm.breaker, pm.limiter, pm.weight = id, sha256.Sum256([]byte(m.key)), m.breaker, m.limiter, max(m.weight, 1)
+		if m.coolDown != nil {
+			c := m.coolDown.WithDefaults()
 			pm.coolDown = &c
 		}
-		p.p.totalWeight += pm.weight
-		p.tiers = append(p.tiers, m.Tier)
+		p.totalWeight += pm.weight
 	}
 	if err := errors.Join(errs...); err != nil {
-		return nil, fmt.Errorf("pool: invalid pool %q: %w", cfg.Name, err)
+		return nil, fmt.Errorf("pool: invalid pool %q: %w", s.name, err)
 	}
 	return p, nil
 }
@@ -229,20 +268,11 @@ func (p *Pool[In, Out]) Call(ctx context.Context, in In) (Out, error) {
 	rules := rec.Rules()
 	tokens := rec.Estimate()
 	rec.CountCalls()
-	var tried uint64
-	if avoid := rec.Avoid(); avoid != "" {
-		// A hedge: not on the member the first call holds.
-		if i := p.p.index(avoid); i >= 0 {
-			tried = 1 << i
-		}
-	}
-	key := p.stickyKey(in)
+	tried := p.p.avoided(rec)
+	key := stickyKey(p.sticky, in)
 	m, tok, probe, why := p.p.enter(key, tried, tokens)
 	if m < 0 {
-		if why == outAuth {
-			return *new(Out), errAllAuth
-		}
-		return *new(Out), &fallback.SkipError{Tier: p.p.name, Skip: fallback.Skip(why)}
+		return *new(Out), p.p.none(why)
 	}
 	for {
 		tried |= 1 << m
@@ -318,11 +348,33 @@ func outcome(r fallback.Rules, ctx context.Context, err error) (classify.Verdict
 	return v, breaker.Ignored
 }
 
-func (p *Pool[In, Out]) stickyKey(in In) string {
-	if p.sticky == nil {
+// stickyKey is the request key of in, "" without affinity.
+func stickyKey[In any](sticky func(In) string, in In) string {
+	if sticky == nil {
 		return ""
 	}
-	return p.sticky(in)
+	return sticky(in)
+}
+
+// avoided is the set of members a call must not take: for a hedge, the
+// member the first call holds.
+func (p *pool) avoided(rec *fallback.Record) (tried uint64) {
+	if avoid := rec.Avoid(); avoid != "" {
+		if i := p.index(avoid); i >= 0 {
+			tried = 1 << i
+		}
+	}
+	return tried
+}
+
+// none is the failure of a call no member could take, why being what
+// enter said: a skip, which makes no upstream call, or Auth when every
+// member was refused for its credentials.
+func (p *pool) none(why uint8) error {
+	if why == outAuth {
+		return errAllAuth
+	}
+	return &fallback.SkipError{Tier: p.name, Skip: fallback.Skip(why)}
 }
 
 // rotates reports whether a member's failure of class c sends the request
@@ -373,11 +425,13 @@ func (o MemberOut) String() string {
 }
 
 // Members describes the pool's members, in order.
-func (p *Pool[In, Out]) Members() []MemberInfo {
-	out := make([]MemberInfo, len(p.p.members))
-	for i := range p.p.members {
-		m := &p.p.members[i]
-		out[i] = MemberInfo{ID: m.id, Out: m.out(p.p.epoch), InFlight: int(m.inflight.Load())}
+func (p *Pool[In, Out]) Members() []MemberInfo { return p.p.describe() }
+
+func (p *pool) describe() []MemberInfo {
+	out := make([]MemberInfo, len(p.members))
+	for i := range p.members {
+		m := &p.members[i]
+		out[i] = MemberInfo{ID: m.id, Out: m.out(p.epoch), InFlight: int(m.inflight.Load())}
 		if m.breaker != nil {
 			out[i].Breaker, out[i].HasBreaker = m.breaker.State(), true
 		}
@@ -388,10 +442,12 @@ func (p *Pool[In, Out]) Members() []MemberInfo {
 // MemberBreakers returns the members' own breakers, in order, those that
 // have one: a chain lists them in its stage's StageInfo, and
 // instrumentation (otelx.Watch) watches them with the stage.
-func (p *Pool[In, Out]) MemberBreakers() []*breaker.Breaker {
+func (p *Pool[In, Out]) MemberBreakers() []*breaker.Breaker { return p.p.breakers() }
+
+func (p *pool) breakers() []*breaker.Breaker {
 	var out []*breaker.Breaker
-	for i := range p.p.members {
-		if b := p.p.members[i].breaker; b != nil {
+	for i := range p.members {
+		if b := p.members[i].breaker; b != nil {
 			out = append(out, b)
 		}
 	}
@@ -400,13 +456,13 @@ func (p *Pool[In, Out]) MemberBreakers() []*breaker.Breaker {
 
 // Restore puts the member named id back in rotation at once (say, after
 // its key was replaced), and reports whether there was one.
-func (p *Pool[In, Out]) Restore(id string) bool {
-	for i := range p.p.members {
-		if m := &p.p.members[i]; m.id == id {
-			m.Clear()
-			p.p.tell(MemberEvent{Pool: p.p.name, Member: id, Out: MemberIn})
-			return true
-		}
+func (p *Pool[In, Out]) Restore(id string) bool { return p.p.restore(id) }
+
+func (p *pool) restore(id string) bool {
+	if i := p.index(id); i >= 0 {
+		p.members[i].Clear()
+		p.tell(MemberEvent{Pool: p.name, Member: id, Out: MemberIn})
+		return true
 	}
 	return false
 }
@@ -429,7 +485,9 @@ type MemberEvent struct {
 
 // Observe hands every member leaving or rejoining rotation to fn, and
 // returns the function that stops it. A member refused for its
-// credentials is a configuration error to fix: alert on MemberAuth.
+// credentials is a configuration error to fix: alert on MemberAuth. The
+// events of a pool with a stream side (Streams) come from both sides'
+// calls, and reach what either side's Observe was given.
 func (p *Pool[In, Out]) Observe(fn func(MemberEvent)) (remove func()) {
 	return p.p.observers.Add(fn)
 }
