@@ -166,6 +166,8 @@ type members struct {
 	at      string
 	rotated []rotation
 	avoid   string
+	// before is the member current before at, for NoCall.
+	before string
 }
 
 // spread returns c's members, made on first use; c.mu is held.
@@ -240,7 +242,23 @@ func (c *Record) Member(id string) {
 	c.lockTouched()
 	m := c.spread()
 	c.set(recordCounted)
-	m.calls, m.at = m.calls+1, id
+	m.calls, m.at, m.before = m.calls+1, id, m.at
+	c.mu.Unlock()
+}
+
+// NoCall says that the member call Member last reported made no upstream
+// call after all: the member's own wrapper refused it before sending
+// anything (a rate limit's *SkipError). It is not counted, and the member
+// current before it is current again. A tier calls it at most once per
+// Member, before its next Member.
+func (c *Record) NoCall() {
+	if c == nil {
+		return
+	}
+	c.lockTouched()
+	if m := c.members; m != nil && m.calls > 0 {
+		m.calls, m.at, m.before = m.calls-1, m.before, ""
+	}
 	c.mu.Unlock()
 }
 

@@ -38,7 +38,14 @@
 // (fallback.Stage.Hedge) goes to another member. A rate limit wrapped
 // around the pool (ratelimit.Tier) takes one turn per attempt, whatever
 // rotation happens inside; each member's Limiter takes its own, for the
-// tokens of the stage's estimate (fallback.Stage.Tokens).
+// tokens of the stage's estimate (fallback.Stage.Tokens). Put a member's
+// own rate limit in Member.Limiter, which the pool asks before it calls.
+// A rate limit wrapped around a member's tier instead refuses a call only
+// once the pool has made it: the pool takes it back (Record.NoCall) and
+// tries the next member, so nothing is counted — except when the refused
+// member was the one a rotation had just moved to and no other member is
+// left: the rotation already told observers that an attempt started, and
+// that attempt ends with the refusal, told as an upstream call.
 //
 // Called outside a chain, a pool picks and rotates the same way, with the
 // default classifier and class table.
@@ -63,7 +70,9 @@
 // stream to the next member, on the trail as an upstream call of its own,
 // and the member's chunks without content are dropped with it. After that
 // chunk a stream never changes members: a failure reaches the chain as it
-// came, which reports the stream incomplete. A member is held — in flight,
+// came, which reports the stream incomplete. A hedged first chunk
+// (fallback.StreamStage.Hedge) goes to another member, as a unary hedge
+// does. A member is held — in flight,
 // its breaker's token — until its stream ends; a stream its consumer
 // stopped says nothing of the member, and LatencyAware weighs a member by
 // its time to the first chunk with content.

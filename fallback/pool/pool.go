@@ -278,6 +278,15 @@ func (p *Pool[In, Out]) Call(ctx context.Context, in In) (Out, error) {
 		tried |= 1 << m
 		out, v, latency, err := p.callMember(ctx, rec, m, tok, probe, rules, tokens, in)
 		next := -1
+		if refused(err) {
+			// The member's own wrapper made no call: the next member is
+			// tried, with no rotation to tell.
+			if next, tok, probe, _ = p.p.enter(key, tried, tokens); next < 0 {
+				return out, err
+			}
+			m = next
+			continue
+		}
 		if err != nil && rotates(v.Class) && ctx.Err() == nil {
 			// The next member is taken before the failure is reported as a
 			// rotation: a rotation is followed by a call, so the failure
@@ -314,6 +323,12 @@ func (p *Pool[In, Out]) callMember(ctx context.Context, rec *fallback.Record, m 
 	}()
 	out, err := p.tiers[m].Call(ctx, in)
 	latency := time.Since(start)
+	if refused(err) {
+		settled = true
+		rec.NoCall()
+		p.p.free(m, tok)
+		return out, classify.Verdict{}, 0, err
+	}
 	v, o := outcome(rules, ctx, err)
 	if l := p.p.members[m].limiter; l != nil && err == nil {
 		if after, ok := rec.Tokens(); ok {
@@ -651,6 +666,23 @@ func fnv(a, b string) uint64 {
 // done settles a member's call: its breaker's outcome, its limiter, its
 // latency, and the member-level action of its class. probe is set when
 // the call was the one let through at the end of the member's cool-down.
+// refused reports whether a member's call ended in a *fallback.SkipError:
+// a wrapper of the member's tier (a rate limit around it) refused it
+// before any upstream call. Such a call is not one: it is taken back
+// from the record (Record.NoCall), decides nothing for the member, and
+// the next member is tried.
+func refused(err error) bool {
+	var se *fallback.SkipError
+	return err != nil && errors.As(err, &se)
+}
+
+// free gives back member m's place in flight and its breaker token, for a
+// call that was never made.
+func (p *pool) free(m int, tok breaker.Token) {
+	p.members[m].inflight.Add(-1)
+	tok.Done(breaker.Ignored)
+}
+
 func (p *pool) done(m int, tok breaker.Token, v classify.Verdict, o breaker.Outcome, latency time.Duration, rules fallback.Rules, probe bool) {
 	pm := &p.members[m]
 	pm.inflight.Add(-1)

@@ -211,6 +211,17 @@ func (p *StreamPool[In, Chunk]) stream(ctx context.Context, in In, s *memberStre
 		tried |= 1 << m
 		v, latency := p.streamMember(ctx, rec, s, m, tok, probe, rules, tokens, in)
 		next := -1
+		if !s.committed && refused(s.err) {
+			// The member's own wrapper made no call: the next member is
+			// tried, with no rotation to tell.
+			if next, tok, probe, _ = p.p.enter(key, tried, tokens); next < 0 {
+				var zero Chunk
+				s.yield(zero, s.err)
+				return
+			}
+			m = next
+			continue
+		}
 		if s.err != nil && !s.committed && rotates(v.Class) && ctx.Err() == nil {
 			// Nothing was shown: the stream may still go to another
 			// member. Taken before the failure is told as a rotation, as
@@ -253,6 +264,12 @@ func (p *StreamPool[In, Chunk]) streamMember(ctx context.Context, rec *fallback.
 	}()
 	p.tiers[m].Stream(ctx, in)(s.take)
 	latency := time.Since(s.start)
+	if !s.committed && refused(s.err) {
+		settled = true
+		rec.NoCall()
+		p.p.free(m, tok)
+		return classify.Verdict{}, 0
+	}
 	var v classify.Verdict
 	var o breaker.Outcome
 	switch {
