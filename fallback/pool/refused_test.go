@@ -25,7 +25,6 @@ func spent(t *testing.T, name string) *ratelimit.Limiter {
 	return l
 }
 
-
 // A member whose own rate limit, wrapped around its tier, refuses the call
 // made no upstream call: the pool takes it back and tries the next
 // member, and neither the trail nor observers count it — unary and
