@@ -47,8 +47,9 @@ func inspectPiece(p piece) fallback.ChunkInfo {
 //	ok        streams three chunks at once
 //	retry     fails with a 503 before its content (unbilled) on its first
 //	          stream, then streams
-//	slow      its first content after 300 ms, or stops when cancelled
-//	          (unbilled): the hedge on the other key wins
+//	slow      its first stream's content after 300 ms, or it stops when
+//	          cancelled (unbilled); the hedge on the other key answers at
+//	          once and wins
 //	stubborn  its first content after 300 ms even when cancelled (billed:
 //	          a hedge loser the provider finished)
 //	stuck     ignores its context for a second (billed: abandoned)
@@ -90,7 +91,12 @@ func (m *streamModel) stream(ctx context.Context, in string) iter.Seq2[piece, er
 					yield(piece{}, classify.Wrap(errors.New("503"), classify.Verdict{Class: classify.Transient, HTTPStatus: 503, Reason: "scripted"}))
 					return
 				}
-			case "slow", "cancel":
+			case "slow":
+				// Only the first stream: the hedge on the other key wins.
+				if n == 1 && !wait(300*time.Millisecond) {
+					return
+				}
+			case "cancel":
 				if !wait(300 * time.Millisecond) {
 					return
 				}
@@ -259,6 +265,7 @@ func TestStreamLedgerMatchesTheProvider(t *testing.T) {
 				var mu sync.Mutex
 				ends := map[string]int{}
 				var answered, failed, refused atomic.Int64
+				var wins atomic.Int64
 				var wg sync.WaitGroup
 				for g := range callers {
 					wg.Go(func() {
@@ -281,6 +288,9 @@ func TestStreamLedgerMatchesTheProvider(t *testing.T) {
 							tk.End()
 							res := s.Result()
 							for _, a := range res.Attempts() {
+								if a.Hedge && a.Verdict.Class == classify.OK && kind == "slow" {
+									wins.Add(1)
+								}
 								var se *fallback.SkipError
 								if a.Skip == fallback.NotSkipped && errors.As(a.Err, &se) {
 									// A member's own rate limit refused the
@@ -323,6 +333,15 @@ func TestStreamLedgerMatchesTheProvider(t *testing.T) {
 				assert.Equal(t, int64(callers*each), tot.Requests, "every request once")
 				assert.Equal(t, int64(callers*each), sumOf(t, reader, "tierguard.requests"))
 				assert.Positive(t, failed.Load(), "the cut streams and the cancelled callers")
+				// A slow first stream loses to its hedge on the other key,
+				// when the hedge budget (shared with the stubborn, stuck
+				// and cancelled streams' hedges) has one for it in time;
+				// otherwise its retry answers.
+				if !w.limited {
+					// A limited pool is mostly skipped once a 429 throttled it.
+					assert.Positive(t, wins.Load(), "hedges won")
+				}
+				assert.Equal(t, 64, ends["slow complete=true source=tier"], "every slow request answered")
 				assert.Zero(t, l.Untracked())
 				if !w.limited {
 					outcomes = append(outcomes, ends)
