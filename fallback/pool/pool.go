@@ -160,17 +160,24 @@ type poolMember struct {
 
 // New returns a pool tier, or an error naming every invalid field.
 func New[In, Out any](cfg Config[In, Out]) (*Pool[In, Out], error) {
-	specs := make([]memberSpec, len(cfg.Members))
-	tiers := make([]fallback.ModelTier[In, Out], len(cfg.Members))
-	for i, m := range cfg.Members {
-		specs[i] = memberSpec{key: m.Key, hasTier: m.Tier != nil, breaker: m.Breaker, limiter: m.Limiter, weight: m.Weight, coolDown: m.CoolDown}
-		tiers[i] = m.Tier
-	}
+	specs, tiers := split(cfg.Members, func(m Member[In, Out]) (memberSpec, fallback.ModelTier[In, Out]) {
+		return memberSpec{key: m.Key, hasTier: m.Tier != nil, breaker: m.Breaker, limiter: m.Limiter, weight: m.Weight, coolDown: m.CoolDown}, m.Tier
+	})
 	p, err := newPool(poolSpec{name: cfg.Name, balance: cfg.Balance, latencyAware: cfg.LatencyAware, authCooldown: cfg.AuthCooldown}, specs)
 	if err != nil {
 		return nil, err
 	}
 	return &Pool[In, Out]{p: p, tiers: tiers, sticky: cfg.Sticky}, nil
+}
+
+// split is what New and NewStream check of their members, and the
+// members' tiers, in order.
+func split[M, T any](members []M, of func(M) (memberSpec, T)) ([]memberSpec, []T) {
+	specs, tiers := make([]memberSpec, len(members)), make([]T, len(members))
+	for i, m := range members {
+		specs[i], tiers[i] = of(m)
+	}
+	return specs, tiers
 }
 
 // poolSpec and memberSpec are a pool's settings as New and NewStream

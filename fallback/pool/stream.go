@@ -75,12 +75,9 @@ type StreamPool[In, Chunk any] struct {
 // every invalid field. To serve unary calls as well over the same
 // members, build a Pool with New and its stream side with Streams.
 func NewStream[In, Chunk any](cfg StreamConfig[In, Chunk]) (*StreamPool[In, Chunk], error) {
-	specs := make([]memberSpec, len(cfg.Members))
-	tiers := make([]fallback.StreamTier[In, Chunk], len(cfg.Members))
-	for i, m := range cfg.Members {
-		specs[i] = memberSpec{key: m.Key, hasTier: m.Tier != nil, breaker: m.Breaker, limiter: m.Limiter, weight: m.Weight, coolDown: m.CoolDown}
-		tiers[i] = m.Tier
-	}
+	specs, tiers := split(cfg.Members, func(m StreamMember[In, Chunk]) (memberSpec, fallback.StreamTier[In, Chunk]) {
+		return memberSpec{key: m.Key, hasTier: m.Tier != nil, breaker: m.Breaker, limiter: m.Limiter, weight: m.Weight, coolDown: m.CoolDown}, m.Tier
+	})
 	p, err := newPool(poolSpec{name: cfg.Name, balance: cfg.Balance, latencyAware: cfg.LatencyAware, authCooldown: cfg.AuthCooldown}, specs)
 	if err != nil {
 		return nil, err
