@@ -13,5 +13,7 @@ var ctx = context.Background()
 var (
 	key string
 	gem *gemini.Tier[string]
+	// gemOnKeyB is the reader's Gemini tier on a second API key.
+	gemOnKeyB *gemini.Tier[string]
 	gpt *oaicompat.Tier[string]
 )
