@@ -15,5 +15,5 @@ var (
 	gem *gemini.Tier[string]
 	// gemOnKeyB is the reader's Gemini tier on a second API key.
 	gemOnKeyB *gemini.Tier[string]
-	gpt *oaicompat.Tier[string]
+	gpt       *oaicompat.Tier[string]
 )
