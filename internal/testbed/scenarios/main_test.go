@@ -122,7 +122,7 @@ func TestStreamPool(t *testing.T) {
 		if n := r.maxOf("notRotated"); n != 0 {
 			t.Errorf("%s: %v requests met A's 429 and were not moved to B on their trail", r.name, n)
 		}
-		if a, rot := r.median("a429"), r.median("rotStreams")+r.median("rotUnary"); a == 0 || a != rot {
+		if a, rot := r.median("a429"), r.median("rotations"); a == 0 || a != rot {
 			t.Errorf("%s: A answered %v 429s, %v trails show one", r.name, a, rot)
 		}
 		if m := r.maxOf("mixed"); m != 0 {
