@@ -32,7 +32,8 @@
 // [Server.SetDefaultScript]): a latency before 200 answers, a latency before
 // error answers, an ordered list of [Rule] values and options for the
 // success body. For each generation request the server takes the first rule
-// whose conditions hold (time window, first N requests, every Nth request)
+// whose conditions hold (time window, first N requests, every Nth request,
+// the API key it came with)
 // and whose probability draw succeeds; if none fires the request succeeds.
 // Scripts can be replaced while the server runs, so an outage can start and
 // end:
@@ -54,7 +55,9 @@
 //
 // [Server.Stats], [Server.Count], [Server.Requests] and [Server.InFlight]
 // report, per model, how many generation requests arrived, how many are in
-// flight and how each one ended ([Kind]); [Server.ResetStats] clears them.
+// flight and how each one ended ([Kind]); [Server.KeyRequests] and
+// [Server.KeyCount] count the same per API key, every model together, as a
+// provider counts a key's quota; [Server.ResetStats] clears them.
 //
 // # Bodies without HTTP
 //

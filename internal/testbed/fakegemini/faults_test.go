@@ -506,3 +506,53 @@ func TestQuotaOverASlidingWindow(t *testing.T) {
 	assert.Equal(t, 200, code)
 	assert.Equal(t, int64(2), srv.Count("gemini-2.5-pro", fakegemini.RateLimited)+srv.Count("gemini-2.5-flash", fakegemini.RateLimited))
 }
+
+// TestRuleLimitedToAKey: a rule with a Key fires only for requests made
+// with that key — over either way a client sends it, unary or streamed —
+// and the per-key counters tell the keys apart where the per-model ones
+// add them up.
+func TestRuleLimitedToAKey(t *testing.T) {
+	srv := fakegemini.New()
+	defer srv.Close()
+	const model = "gemini-2.5-pro"
+	srv.SetScript(model, fakegemini.Script{Rules: []fakegemini.Rule{
+		{Kind: fakegemini.RateLimited, P: fakegemini.Always, Key: "key-a", Params: fakegemini.Params{RetryDelay: 3 * time.Second}},
+	}})
+	post := func(method, key string, query bool) (int, string) {
+		url := srv.URL() + "/v1beta/models/" + model + ":" + method
+		if query {
+			url += "?key=" + key
+		}
+		req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(genBody("hi")))
+		require.NoError(t, err)
+		if !query {
+			req.Header.Set("x-goog-api-key", key)
+		}
+		resp, err := srv.Client().Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	code, body := post("generateContent", "key-a", false)
+	assert.Equal(t, 429, code)
+	assert.Contains(t, body, `"retryDelay": "3s"`)
+	code, _ = post("streamGenerateContent", "key-a", true)
+	assert.Equal(t, 429, code, "the key in the query is the same key")
+	for range 2 {
+		code, _ = post("generateContent", "key-b", false)
+		assert.Equal(t, 200, code)
+	}
+	code, _ = post("streamGenerateContent", "key-b", false)
+	assert.Equal(t, 200, code)
+
+	assert.EqualValues(t, 5, srv.Requests(model))
+	assert.EqualValues(t, 2, srv.KeyRequests("key-a"))
+	assert.EqualValues(t, 2, srv.KeyCount("key-a", fakegemini.RateLimited))
+	assert.EqualValues(t, 0, srv.KeyCount("key-a", fakegemini.Success))
+	assert.EqualValues(t, 3, srv.KeyRequests("key-b"))
+	assert.EqualValues(t, 3, srv.KeyCount("key-b", fakegemini.Success))
+	assert.EqualValues(t, 0, srv.KeyRequests("key-c"), "a key never seen")
+	srv.ResetStats()
+	assert.EqualValues(t, 0, srv.KeyRequests("key-a"), "ResetStats zeroes the per-key counters too")
+}

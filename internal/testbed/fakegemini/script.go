@@ -58,6 +58,11 @@ type Rule struct {
 	// Every, when positive, limits the rule to every Nth request (the
 	// request number is a multiple of Every).
 	Every int
+	// Key, when set, limits the rule to requests made with that API key,
+	// so that one key of a pool can misbehave while the others sharing
+	// its model do not. Requests are still numbered per model (FirstN,
+	// Every), whichever key they came with.
+	Key string
 	// Params tunes the injected answer.
 	Params Params
 }
@@ -236,9 +241,13 @@ func (s Script) clone() Script {
 	return s
 }
 
-// pick returns the first rule that fires for request n at time now.
-func (s *Script) pick(n int64, now time.Time, rng *rand.Rand) (Rule, bool) {
+// pick returns the first rule that fires for request n, made with key, at
+// time now.
+func (s *Script) pick(n int64, key string, now time.Time, rng *rand.Rand) (Rule, bool) {
 	for _, r := range s.Rules {
+		if r.Key != "" && r.Key != key {
+			continue
+		}
 		if !r.From.IsZero() && now.Before(r.From) {
 			continue
 		}

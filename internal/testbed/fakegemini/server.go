@@ -114,6 +114,7 @@ type Server struct {
 	defScript Script
 	seq       map[string]int64
 	stats     map[string]*ModelStats
+	keyStats  map[string]*ModelStats
 	inFlight  int64
 	byID      map[string]Model
 }
@@ -121,13 +122,14 @@ type Server struct {
 // New starts a fake server on a loopback port.
 func New(opts ...Option) *Server {
 	s := &Server{
-		now:     time.Now,
-		done:    make(chan struct{}),
-		catalog: DefaultModels(),
-		retired: map[string]bool{},
-		scripts: map[string]Script{},
-		seq:     map[string]int64{},
-		stats:   map[string]*ModelStats{},
+		now:      time.Now,
+		done:     make(chan struct{}),
+		catalog:  DefaultModels(),
+		retired:  map[string]bool{},
+		scripts:  map[string]Script{},
+		seq:      map[string]int64{},
+		stats:    map[string]*ModelStats{},
+		keyStats: map[string]*ModelStats{},
 	}
 	for _, o := range opts {
 		o(s)
@@ -275,6 +277,29 @@ func (s *Server) Requests(model string) int64 {
 	return 0
 }
 
+// KeyRequests returns how many generation requests made with key arrived,
+// every model together: what a provider rate-limits and bills that key
+// for. Requests without a key are counted under "".
+func (s *Server) KeyRequests(key string) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if st := s.keyStats[key]; st != nil {
+		return st.Requests
+	}
+	return 0
+}
+
+// KeyCount returns how many generation requests made with key, every
+// model together, ended as k.
+func (s *Server) KeyCount(key string, k Kind) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if st := s.keyStats[key]; st != nil {
+		return st.Outcomes[k]
+	}
+	return 0
+}
+
 // InFlight returns how many generation requests, to all models, are being
 // handled now.
 func (s *Server) InFlight() int64 {
@@ -291,11 +316,15 @@ func (s *Server) ResetStats() {
 	for m, st := range s.stats {
 		s.stats[m] = &ModelStats{InFlight: st.InFlight, Outcomes: map[Kind]int64{}}
 	}
+	for k, st := range s.keyStats {
+		s.keyStats[k] = &ModelStats{InFlight: st.InFlight, Outcomes: map[Kind]int64{}}
+	}
 }
 
 // call is one generation request on its way through the server.
 type call struct {
 	model   string
+	key     string // the API key the request came with, "" for none
 	version string // "v1beta" or "v1"
 	method  string // "generateContent" or "StreamGenerateContent"
 	openai  bool
@@ -333,6 +362,13 @@ func (s *Server) begin(c *call) {
 	st.Requests++
 	st.InFlight++
 	s.inFlight++
+	ks := s.keyStats[c.key]
+	if ks == nil {
+		ks = &ModelStats{Outcomes: map[Kind]int64{}}
+		s.keyStats[c.key] = ks
+	}
+	ks.Requests++
+	ks.InFlight++
 	h := fnv.New64a()
 	_, _ = io.WriteString(h, c.model)
 	c.rng = rand.New(rand.NewPCG(s.seed, h.Sum64()^(uint64(c.n)*0x9E3779B97F4A7C15)))
@@ -353,6 +389,9 @@ func (c *call) finish() {
 	st.InFlight--
 	s.inFlight--
 	st.Outcomes[c.outcome]++
+	ks := s.keyStats[c.key]
+	ks.InFlight--
+	ks.Outcomes[c.outcome]++
 }
 
 func (s *Server) isRetired(model string) bool {
@@ -652,7 +691,7 @@ func (s *Server) fate(c *call, r *http.Request, parseErr error) (Kind, Params) {
 	if m.InputTokenLimit > 0 && est > m.InputTokenLimit {
 		return TokenLimit, Params{InputTokens: est, TokenLimit: m.InputTokenLimit}
 	}
-	rule, ok := c.script.pick(c.n, s.now(), c.rng)
+	rule, ok := c.script.pick(c.n, c.key, s.now(), c.rng)
 	if !ok {
 		return Success, Params{}
 	}
@@ -708,6 +747,7 @@ func (s *Server) serveGenerate(w http.ResponseWriter, r *http.Request, version, 
 		parseErr = badRequest("* GenerateContentRequest.contents: contents is not specified\n")
 	}
 	c.req = Request{Model: model, Prompt: g.prompt(), JSON: g.wantsJSON(), Stream: stream}
+	c.key = apiKey(r)
 	s.begin(c)
 	c.outcome = Canceled
 	defer c.finish()
@@ -995,6 +1035,7 @@ func (s *Server) serveOpenAI(w http.ResponseWriter, r *http.Request) {
 	model := strings.TrimPrefix(o.Model, "models/")
 	c := &call{srv: s, model: model, version: "v1beta", method: "generateContent", openai: true}
 	c.req = Request{Model: model, Prompt: o.prompt(), JSON: o.wantsJSON(), OpenAI: true}
+	c.key = apiKey(r)
 	s.begin(c)
 	c.outcome = Canceled
 	defer c.finish()

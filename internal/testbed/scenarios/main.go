@@ -33,6 +33,9 @@
 //     delay stays within the request that got it.
 //  14. Scenario 10's slow tail, streamed: the first chunk hedged on the
 //     same tier (see streams.go).
+//  15. Streams and unary calls on one pool of two keys, one in a 429
+//     storm with RetryInfo: the two sides share its cool-down (see
+//     streampool.go).
 //
 // Every table shows the median over the runs and, where runs differed, the
 // range. Comparisons between strategies are paired per seed: each run of
@@ -77,22 +80,23 @@ type options struct {
 	pool     poolConfig
 	sporadic sporadicConfig
 	streams  streamTailConfig
+	sPool    streamPoolConfig
 }
 
 func defaultOptions() options {
 	return options{
-		scenarios: []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14}, runs: 3, seed: 1,
+		scenarios: []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}, runs: 3, seed: 1,
 		retired: defaultRetired(), outage: defaultOutage(), flaky: defaultFlaky(),
 		storm: defaultStorm(), storm12: defaultLongStorm(), slow: defaultSlow(), invalid: defaultInvalid(), stalled: defaultStalled(),
 		spend: defaultSpend(), quota: defaultQuota(), tail: defaultTail(), pool: defaultPoolScenario(),
-		sporadic: defaultSporadic(), streams: defaultStreamTail(),
+		sporadic: defaultSporadic(), streams: defaultStreamTail(), sPool: defaultStreamPool(),
 	}
 }
 
 func main() {
 	o := defaultOptions()
 	var only string
-	flag.StringVar(&only, "s", "1,2,3,4,5,6,7,8,9,10,11,12,13,14", "scenarios to run, comma-separated")
+	flag.StringVar(&only, "s", "1,2,3,4,5,6,7,8,9,10,11,12,13,14,15", "scenarios to run, comma-separated")
 	flag.IntVar(&o.runs, "runs", o.runs, "runs of every scenario (medians are reported)")
 	flag.IntVar(&o.runs1, "runs1", 0, "runs of scenario 1 if not -runs (it is the longest: about 18 s a run)")
 	flag.Uint64Var(&o.seed, "seed", o.seed, "seed of the first run (run k uses seed+k)")
@@ -104,7 +108,7 @@ func main() {
 	o.scenarios = nil
 	for _, f := range strings.Split(only, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n < 1 || n > 14 {
+		if err != nil || n < 1 || n > 15 {
 			fmt.Fprintf(os.Stderr, "scenarios: bad -s %q\n", only)
 			os.Exit(2)
 		}
@@ -115,7 +119,7 @@ func main() {
 		os.Exit(2)
 	}
 	for _, c := range []*loadConfig{&o.flaky.loadConfig, &o.storm.loadConfig, &o.storm12.loadConfig, &o.slow.loadConfig, &o.invalid.loadConfig, &o.stalled.loadConfig,
-		&o.quota.loadConfig, &o.tail.loadConfig, &o.pool.loadConfig, &o.sporadic.loadConfig, &o.streams.loadConfig} {
+		&o.quota.loadConfig, &o.tail.loadConfig, &o.pool.loadConfig, &o.sporadic.loadConfig, &o.streams.loadConfig, &o.sPool.loadConfig} {
 		c.Clients = o.outage.Clients
 	}
 	missed, err := run(os.Stdout, o)
@@ -171,6 +175,8 @@ func run(w io.Writer, o options) (int, error) {
 			res = scenarioSporadic(o.sporadic, o.runs, o.seed)
 		case 14:
 			res = scenarioStreamTail(o.streams, o.runs, o.seed)
+		case 15:
+			res = scenarioStreamPool(o.sPool, o.runs, o.seed)
 		}
 		if err != nil {
 			return missed, fmt.Errorf("scenario %d: %w", id, err)

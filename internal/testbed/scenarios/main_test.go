@@ -38,6 +38,9 @@ func tiny() options {
 	o.pool = poolConfig{loadConfig: load, LimitedQuota: 20}
 	o.sporadic = sporadicConfig{loadConfig: load, Share: 0.03, RetryAfter: "20"}
 	o.streams = streamTailConfig{loadConfig: load, SlowShare: 0.1, SlowFactor: 5, Chunks: 3, ChunkDelay: time.Millisecond}
+	o.sPool = streamPoolConfig{loadConfig: load, StreamShare: 0.75, StormAt: 100 * time.Millisecond, RetryDelay: 400 * time.Millisecond,
+		Chunks: 3, ChunkDelay: time.Millisecond}
+	o.sPool.Duration = 1300 * time.Millisecond
 	return o
 }
 
@@ -104,6 +107,43 @@ func TestStreamTail(t *testing.T) {
 		if s := r.median("success"); s < 0.8 {
 			t.Errorf("%s: success %v", r.name, s)
 		}
+	}
+	assertInTime(t, res, 100)
+}
+
+// TestStreamPool: streams and calls that met key A's 429 moved to key B,
+// each such 429 is on one trail; once A cooled, both sides together call
+// it at most once per RetryInfo window; both Observes see the same
+// events; and nothing is lost or spliced.
+func TestStreamPool(t *testing.T) {
+	res := scenarioStreamPool(tiny().sPool, 1, 1)
+	shared, off := res.rows[0], res.rows[1]
+	for _, r := range res.rows {
+		if n := r.maxOf("notRotated"); n != 0 {
+			t.Errorf("%s: %v requests met A's 429 and were not moved to B on their trail", r.name, n)
+		}
+		if a, rot := r.median("a429"), r.median("rotations"); a == 0 || a != rot {
+			t.Errorf("%s: A answered %v 429s, %v trails show one", r.name, a, rot)
+		}
+		if m := r.maxOf("mixed"); m != 0 {
+			t.Errorf("%s: %v answers mix two streams", r.name, m)
+		}
+		if s := r.minOf("success"); s != 1 {
+			t.Errorf("%s: success %v", r.name, s)
+		}
+	}
+	t.Logf("shared: %v calls of A once its first calls came back, %v windows; %v cooling events", shared.median("probes"), shared.median("windows"), shared.median("coolUnary"))
+	if p, w := shared.median("probes"), shared.median("windows"); !(p <= w) {
+		t.Errorf("shared: A called %v times while cooling over %v RetryInfo windows", p, w)
+	}
+	if u, s := shared.median("coolUnary"), shared.median("coolStreams"); u == 0 || u != s {
+		t.Errorf("shared: Pool.Observe saw %v MemberCooling, StreamPool.Observe %v", u, s)
+	}
+	if n := off.median("coolUnary"); n != 0 {
+		t.Errorf("CoolDown.Off: %v MemberCooling events", n)
+	}
+	if a, b := shared.median("a429"), off.median("a429"); !(a < b/5) {
+		t.Errorf("the shared cool-down left %v of A's 429s, %v without it", a, b)
 	}
 	assertInTime(t, res, 100)
 }

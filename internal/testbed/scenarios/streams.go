@@ -60,6 +60,12 @@ type streamRig struct {
 // JSON. No first-chunk or idle timeout: as in scenario 10, only the
 // deadline bounds a slow call, so that the tail is there to cut.
 func (r *streamRig) stage(c loadConfig, name, model string) fallback.StreamStage[string, gemrest.Chunk] {
+	return r.stageOver(c, name, model, gemrest.NewTier(client(r.srv, model, name), func(q string) gemrest.Request { return gemrest.Request{Prompt: q, JSON: true} }))
+}
+
+// stageOver is stage over a tier of the caller's: a pool's stream side,
+// say.
+func (r *streamRig) stageOver(c loadConfig, name, model string, tier fallback.StreamTier[string, gemrest.Chunk]) fallback.StreamStage[string, gemrest.Chunk] {
 	bh, err := bulkhead.New(bulkhead.Config{Name: name, Max: c.Clients * 2})
 	must(err)
 	br, err := breaker.New(breaker.Config{Name: name, ConsecutiveFailures: 5, FailureRatio: 0.5, MinCalls: 20, Window: 2 * time.Second, Cooldown: c.Cooldown})
@@ -68,7 +74,6 @@ func (r *streamRig) stage(c loadConfig, name, model string) fallback.StreamStage
 	r.breakers = append(r.breakers, br)
 	b, err := retry.NewBudget(10, 0.1)
 	must(err)
-	tier := gemrest.NewTier(client(r.srv, model, name), func(q string) gemrest.Request { return gemrest.Request{Prompt: q, JSON: true} })
 	return fallback.StreamStage[string, gemrest.Chunk]{
 		Tier: tier, Model: model, Provider: "gcp.gemini", Bulkhead: bh, Breaker: br,
 		Retry: retry.Policy{MaxAttempts: 3, BaseDelay: 50 * time.Millisecond, MaxDelay: 250 * time.Millisecond, Budget: b}, Validate: validText,
@@ -101,7 +106,20 @@ type streamOutcome struct {
 func (r *streamRig) doStream(n int, deadline time.Duration) streamOutcome {
 	q := fmt.Sprintf("Question %d: what is the answer?", n)
 	o := streamOutcome{outcome: outcome{start: r.clock.now(), deadline: deadline}}
-	s := r.chain.Stream(context.Background(), q)
+	res := readStream(r.clock, r.chain.Stream(context.Background(), q), &o)
+	if o.err == nil {
+		for _, a := range res.Attempts() {
+			o.hedged = o.hedged || (a.Hedge && a.Err == nil && a.Skip == fallback.NotSkipped)
+		}
+	}
+	return o
+}
+
+// readStream reads s to its end, as a consumer that shows each chunk
+// would, fills in o (started by the caller) — when it ended, its first
+// chunk, its error, the tier that answered, whether its chunks mixed
+// upstream streams — and returns the stream's result.
+func readStream(c clock, s *fallback.Stream[string, gemrest.Chunk], o *streamOutcome) fallback.StreamResult {
 	var first gemrest.Chunk
 	chunks := 0
 	var err error
@@ -111,16 +129,17 @@ func (r *streamRig) doStream(n int, deadline time.Duration) streamOutcome {
 			break
 		}
 		if chunks == 0 {
-			o.toFirst, first = r.clock.now()-o.start, ch
+			o.toFirst, first = c.now()-o.start, ch
 		} else if ch.ResponseID != first.ResponseID || ch.ModelVersion != first.ModelVersion {
 			// The fake gives every upstream request its own responseId: two
 			// ids in one answer are two streams spliced, even of one model
-			// (which a same-tier hedge's loser would be).
+			// (which a same-tier hedge's loser, or another key's stream,
+			// would be).
 			o.mixed = true
 		}
 		chunks++
 	}
-	o.end = r.clock.now()
+	o.end = c.now()
 	res := s.Result()
 	o.calls, o.err = res.UpstreamCalls, err
 	if chunks == 0 {
@@ -132,11 +151,8 @@ func (r *streamRig) doStream(n int, deadline time.Duration) streamOutcome {
 			// Chunks of another model than the tier that answered.
 			o.mixed = true
 		}
-		for _, a := range res.Attempts() {
-			o.hedged = o.hedged || (a.Hedge && a.Err == nil && a.Skip == fallback.NotSkipped)
-		}
 	}
-	return o
+	return res
 }
 
 func runStreamTail(c streamTailConfig, v streamTailVariant, seed uint64) sample {
