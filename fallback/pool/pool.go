@@ -727,7 +727,12 @@ func (p *pool) done(m int, tok breaker.Token, v classify.Verdict, o breaker.Outc
 		// to another member and the others keep calling this one.
 		rule := fallback.CoolRule(pm.tally.Judge(p.epoch, v.PerMinute, probe, cd.Window, cd.Count, cd.Share))
 		d := min(v.RetryAfter, classify.LongRetryAfter)
-		if rule != fallback.NotCooled && pm.CoolDown(p.epoch, outCooling, uint8(rule), d) {
+		if rule == fallback.NotCooled {
+			break
+		}
+		// Told once per stay: the calls in flight when the member cooled
+		// come back 429 too, and lengthen it without a new one.
+		if _, fresh := pm.CoolDownFresh(p.epoch, outCooling, uint8(rule), d); fresh {
 			p.tell(MemberEvent{Pool: p.name, Member: pm.id, Out: MemberCooling, For: d, Verdict: v, Rule: rule})
 		}
 	case classify.QuotaExhausted:

@@ -128,15 +128,27 @@ func (l *Lot) ParkOnce(epoch time.Time, why uint8, d time.Duration) bool {
 // for it, which Rule reports until the stay ends. When it ends, Enter lets
 // one probe through first.
 func (l *Lot) CoolDown(epoch time.Time, why, rule uint8, d time.Duration) bool {
+	cooled, _ := l.CoolDownFresh(epoch, why, rule, d)
+	return cooled
+}
+
+// CoolDownFresh is CoolDown, and also reports whether the stay is a new
+// one: the lot was free (or its stay had ended, or it held the probe at
+// the end of one) rather than a live cool-down it lengthened. Of calls
+// racing to cool a free lot, one finds it fresh.
+func (l *Lot) CoolDownFresh(epoch time.Time, why, rule uint8, d time.Duration) (cooled, fresh bool) {
 	for {
 		u := l.until.Load()
-		next := Since(epoch) + int64(d)
-		if u >= next && u != l.hold.Load() {
-			return false
+		now := Since(epoch)
+		next := now + int64(d)
+		held := u == l.hold.Load()
+		if u >= next && !held {
+			return false, false
 		}
+		live := u > now && !held && l.why.Load()&coolingBit != 0
 		if l.until.CompareAndSwap(u, next) {
 			l.why.Store(uint32(why) | coolingBit | uint32(rule)<<ruleShift)
-			return true
+			return true, !live
 		}
 	}
 }

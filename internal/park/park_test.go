@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
 	"github.com/tierguard/tierguard/internal/park"
@@ -136,5 +137,43 @@ func TestCoolDownKeepsItsRule(t *testing.T) {
 		assert.Zero(t, l.Rule(epoch))
 		l.Park(epoch, quota, time.Minute)
 		assert.Zero(t, l.Rule(epoch))
+	})
+}
+
+// TestCoolDownFreshOncePerStay: a cool-down is fresh when it starts, and
+// again when the probe at its end fails; lengthening a live one is not,
+// and of 64 racing to cool a free lot one finds it fresh.
+func TestCoolDownFreshOncePerStay(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		epoch := time.Now()
+		var l park.Lot
+		cooled, fresh := l.CoolDownFresh(epoch, cooling, park.ByStorm, 3*time.Second)
+		assert.True(t, cooled)
+		assert.True(t, fresh)
+		time.Sleep(time.Second)
+		cooled, fresh = l.CoolDownFresh(epoch, cooling, park.ByStorm, 3*time.Second)
+		assert.True(t, cooled, "lengthened")
+		assert.False(t, fresh, "the same stay")
+		time.Sleep(3 * time.Second)
+		why, probe := l.Enter(epoch)
+		require.Equal(t, park.None, why)
+		require.NotZero(t, probe, "the probe at the end of the stay")
+		cooled, fresh = l.CoolDownFresh(epoch, cooling, park.ByProbe, 3*time.Second)
+		l.EndProbe(probe)
+		assert.True(t, cooled)
+		assert.True(t, fresh, "the failed probe starts a new stay")
+
+		var racing park.Lot
+		var fresh64 atomic.Int64
+		var wg sync.WaitGroup
+		for range 64 {
+			wg.Go(func() {
+				if _, f := racing.CoolDownFresh(epoch, cooling, park.ByStorm, 3*time.Second); f {
+					fresh64.Add(1)
+				}
+			})
+		}
+		wg.Wait()
+		assert.EqualValues(t, 1, fresh64.Load())
 	})
 }
