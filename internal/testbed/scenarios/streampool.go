@@ -357,7 +357,7 @@ func scenarioStreamPool(c streamPoolConfig, runs int, seed uint64) *result {
 		paired(shared, off, "a429") <= 0.1, fmtPct(paired(shared, off, "a429"))+" (paired median)")
 	res.notes = append(res.notes, fmt.Sprintf("Key A cools at its first 429 (median %s into the run): that 429 names a per-minute quota. The calls the pool had sent A by then (%s, median) come back 429 too; from the moment they have (median %s), A is out for everyone but the probe at the end of each %v delay, which meets the storm and cools it again. Calls are counted by the fake server per API key; \"RetryInfo windows\" is how many whole delays fit between A's first cooling and the last request's end.",
 		fmtMs(shared.median("coolAt")), fmtCount(shared.median("inFlightAtCool")), fmtMs(shared.median("drainAt")), c.RetryDelay))
-	res.notes = append(res.notes, fmt.Sprintf("MemberCooling is told for every 429 that moves A's time back, the in-flight calls' as well as each failed probe's: %s events (median) for one cooling and %s probes. The members have no limiter: one would hold A for the delay as well, and the cool-down is what is measured.",
+	res.notes = append(res.notes, fmt.Sprintf("MemberCooling is told once per stay — when A first cools, and again at each probe that fails — not for the in-flight calls' 429s that lengthen a stay: %s events (median) for one cooling and %s probes. The members have no limiter: one would hold A for the delay as well, and the cool-down is what is measured.",
 		fmtCount(shared.median("coolUnary")), fmtCount(shared.median("probes"))))
 	inTime(res, c.loadConfig)
 	return res
