@@ -131,7 +131,8 @@ type StreamStage[In, Chunk any] struct {
 	// both streams on goroutines of their own, which hand each chunk over
 	// to the consumer's goroutine: about one goroutine switch per chunk,
 	// which an unhedged stage does not pay. The stage's breaker counts the
-	// request once.
+	// request once. The hedge budget and the quantile are the process's:
+	// each pod of a fleet spends its own MaxExtra.
 	Hedge Hedge
 }
 

@@ -77,6 +77,17 @@
 // stopped says nothing of the member, and LatencyAware weighs a member by
 // its time to the first chunk with content.
 //
+// # Across pods
+//
+// A pool's own state — which member is cooling, parked or refused, its
+// calls in flight, the evidence of its 429s, where Sticky sends a key —
+// lives in the process. Pods sharing a key each find its cool-down on
+// their own: a key cooled by a per-minute 429 is called about once per
+// delay by each pod, not once by the fleet. What a member shares with
+// other pods is what its own guards share: a Member.Breaker whose state
+// is in Redis (breaker/redisstore), a Member.Limiter that takes its turns
+// from Redis (ratelimit/redislimit).
+//
 // # Observe
 //
 // Observe tells of every change of a member's rotation a user can act on:
