@@ -35,7 +35,9 @@ type streamProvider struct {
 // text is one chunk of a stream.
 type text struct{ s, finish string }
 
-func inspectText(c text) fallback.ChunkInfo { return fallback.ChunkInfo{Text: c.s, FinishReason: c.finish} }
+func inspectText(c text) fallback.ChunkInfo {
+	return fallback.ChunkInfo{Text: c.s, FinishReason: c.finish}
+}
 
 // key streams for one API key. By the input's kind:
 //
