@@ -2,6 +2,7 @@ package pool_test
 
 import (
 	"context"
+	"iter"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -11,6 +12,8 @@ import (
 
 	"github.com/tierguard/tierguard/classify"
 	"github.com/tierguard/tierguard/fallback"
+	"github.com/tierguard/tierguard/fallback/pool"
+	"github.com/tierguard/tierguard/fallback/ratelimit"
 )
 
 // A hedged first chunk on a stream pool goes to the other key: the first
@@ -51,4 +54,34 @@ func TestStreamHedgeGoesToTheOtherMember(t *testing.T) {
 			assert.Zero(t, m.InFlight)
 		}
 	})
+}
+
+// A stream's member limiter is charged the stage's estimate when the
+// stream starts and corrected, when it ends, by the usage it reported.
+func TestStreamMemberLimiterCorrectedByUsage(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		lim, err := ratelimit.New(ratelimit.Config{Name: "key-a", Tokens: 10_000, Per: time.Minute, TokenBurst: 1000})
+		require.NoError(t, err)
+		defer lim.Close()
+		tier := fallback.StreamTierFunc("pro", func(ctx context.Context, _ string) iter.Seq2[chunk, error] {
+			return func(yield func(chunk, error) bool) {
+				fallback.Report(ctx, fallback.Reply{HasUsage: true, Usage: fallback.Usage{InputTokens: 30, OutputTokens: 20}})
+				yield(chunk{text: "hi", finish: "STOP"}, nil)
+			}
+		}, inspect)
+		keys, err := pool.NewStream(pool.StreamConfig[string, chunk]{Name: "pro", Members: []pool.StreamMember[string, chunk]{{Key: "key-a", Tier: tier, Limiter: lim}}})
+		require.NoError(t, err)
+		c, err := fallback.NewStream(fallback.StreamConfig[string, chunk]{Stages: []fallback.StreamStage[string, chunk]{{Tier: keys,
+			Tokens: func(string) int64 { return 400 }}}})
+		require.NoError(t, err)
+		before := lim.Stats().Tokens
+		for range s(c) {
+		}
+		assert.InDelta(t, before-50, lim.Stats().Tokens, 0.5, "the 50 tokens used, not the 400 estimated")
+	})
+}
+
+// s ranges over one stream of c for "q".
+func s(c *fallback.StreamChain[string, chunk]) iter.Seq2[chunk, error] {
+	return c.Stream(context.Background(), "q").Chunks()
 }
