@@ -103,27 +103,45 @@ func makeJobs(cfg retiredConfig, seed uint64, ideal bool) []job {
 }
 
 // retiredWatch counts, client-side, the calls to retired models and those
-// that started after the model's first 404 had come back.
+// that started after the model's first 404 was known: for a reference
+// client, once the 404 had come back; for a chain, once the request that
+// met it had ended (by then the chain has parked the model; a call
+// already past its preflight while that request was still running is
+// not late).
 type retiredWatch struct {
 	clock
 	first404 map[string]*atomic.Int64 // since t0, +1; 0 while none
+	known    map[string]*atomic.Int64 // likewise, for chains
 	late     atomic.Int64
 	lists    atomic.Int64 // models.list requests
 }
 
 func newRetiredWatch(c clock) *retiredWatch {
-	w := &retiredWatch{clock: c, first404: map[string]*atomic.Int64{}}
+	w := &retiredWatch{clock: c, first404: map[string]*atomic.Int64{}, known: map[string]*atomic.Int64{}}
 	for _, m := range retiredModels {
-		w.first404[m] = new(atomic.Int64)
+		w.first404[m], w.known[m] = new(atomic.Int64), new(atomic.Int64)
 	}
 	return w
 }
 
-func (w *retiredWatch) before(model string) {
-	if f, ok := w.first404[model]; ok {
+// before counts a reference client's call to model.
+func (w *retiredWatch) before(model string) { w.check(w.first404, model) }
+
+// beforeChain counts a chain's call to model.
+func (w *retiredWatch) beforeChain(model string) { w.check(w.known, model) }
+
+func (w *retiredWatch) check(since map[string]*atomic.Int64, model string) {
+	if f, ok := since[model]; ok {
 		if at := f.Load(); at != 0 && int64(w.now())+1 > at {
 			w.late.Add(1)
 		}
+	}
+}
+
+// ended records a chain's request whose trail holds a 404 from model.
+func (w *retiredWatch) ended(model string) {
+	if f, ok := w.known[model]; ok {
+		f.CompareAndSwap(0, int64(w.now())+1)
 	}
 }
 
@@ -144,7 +162,7 @@ type watchedTier struct {
 func (t watchedTier) Name() string { return t.inner.Name() }
 
 func (t watchedTier) Call(ctx context.Context, j job) (gemrest.Response, error) {
-	t.watch.before(t.model)
+	t.watch.beforeChain(t.model)
 	out, err := t.inner.Call(ctx, j)
 	t.watch.after(t.model, err)
 	return out, err
@@ -286,7 +304,12 @@ func chains(pol retry.Policy, withCatalog, successor bool) func(e *retiredEnv) r
 				return jobs, nil
 			},
 			do: func(ctx context.Context, j job) bool {
-				_, err := byModel[j.model].Do(ctx, j)
+				res, err := byModel[j.model].Do(ctx, j)
+				for _, a := range res.Attempts() {
+					if a.Verdict.HTTPStatus == 404 {
+						e.watch.ended(a.Model)
+					}
+				}
 				return err == nil
 			},
 		}
