@@ -221,16 +221,23 @@ func (e *engine) prepareHedge(b budget.Budget, st *stage, base context.Context, 
 // zero time when nothing bounds it. ok is false when no useful attempt
 // fits.
 func (e *engine) hedgeWindow(b budget.Budget, st *stage) (time.Time, bool) {
-	remaining := b.Remaining()
-	try := st.try
-	if b.Limited() {
-		try.Reserve = e.reserveFor(st.index, remaining)
-	}
-	per, ok := b.Window(remaining, try)
+	per, _, ok := e.hedgePer(b, st)
 	if !ok || per == budget.Unlimited {
 		return time.Time{}, ok
 	}
 	return time.Now().Add(per), true
+}
+
+// hedgePer is hedgeWindow as a length (budget.Unlimited when nothing
+// bounds it), with what the budget had left when it was measured.
+func (e *engine) hedgePer(b budget.Budget, st *stage) (per, remaining time.Duration, ok bool) {
+	remaining = b.Remaining()
+	try := st.try
+	if b.Limited() {
+		try.Reserve = e.reserveFor(st.index, remaining)
+	}
+	per, ok = b.Window(remaining, try)
+	return per, remaining, ok
 }
 
 // nextTierHedge takes the guards of a hedge on the tier after st.

@@ -493,7 +493,7 @@ func (s *Stream[In, Chunk]) attempt(st *stage, n int, model string, b budget.Bud
 	if st.hedge.enabled() {
 		return struct{}{}, s.race(a, b, base, per, remaining, in, tok)
 	}
-	if per != budget.Unlimited && (st.try.Cap > 0 || per < remaining) {
+	if st.cutsFirstChunk(per, remaining) {
 		a.first = time.AfterFunc(per, a.cutFirstChunk)
 		defer a.first.Stop()
 	}

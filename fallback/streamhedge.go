@@ -123,7 +123,7 @@ func (s *Stream[In, Chunk]) race(a *reading[Chunk], b budget.Budget, base contex
 	})
 	rc := streamRace[In, Chunk]{s: s, a: a, b: b, base: base, in: in, first: first, items: items}
 	defer rc.cleanup()
-	if per != budget.Unlimited && (st.try.Cap > 0 || per < remaining) {
+	if st.cutsFirstChunk(per, remaining) {
 		rc.firstCut = time.NewTimer(per)
 	}
 	if delay, ok := st.latency.Delay(); ok {
@@ -519,17 +519,12 @@ func (e *engine) prepareStreamHedge(b budget.Budget, st *stage, base context.Con
 	if !st.hedges.Take(least) {
 		return nil, 0
 	}
-	remaining := b.Remaining()
-	try := st.try
-	if b.Limited() {
-		try.Reserve = e.reserveFor(st.index, remaining)
-	}
-	per, ok := b.Window(remaining, try)
+	per, remaining, ok := e.hedgePer(b, st)
 	if !ok {
 		st.hedges.Refund()
 		return nil, 0
 	}
-	if per != budget.Unlimited && try.Cap == 0 && per >= remaining {
+	if !st.cutsFirstChunk(per, remaining) {
 		// Only the deadline bounds the wait, as for the first stream.
 		per = budget.Unlimited
 	}
@@ -552,4 +547,12 @@ func (e *engine) prepareStreamHedge(b budget.Budget, st *stage, base context.Con
 		hc.release = func(classify.Verdict, breaker.Outcome, time.Duration) { st.bulkhead.Release() }
 	}
 	return hc, per
+}
+
+// cutsFirstChunk reports whether a stream's wait for its first chunk
+// with content, in a window per of what remaining the budget had left,
+// needs a timer of its own: when the stage caps it (FirstChunkTimeout),
+// or the reserve for later tiers ends it before the deadline does.
+func (st *stage) cutsFirstChunk(per, remaining time.Duration) bool {
+	return per != budget.Unlimited && (st.try.Cap > 0 || per < remaining)
 }
