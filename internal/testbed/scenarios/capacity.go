@@ -163,12 +163,7 @@ type tailVariant struct {
 func runTail(c tailConfig, v tailVariant, seed uint64) sample {
 	srv := newLoadServer(c.loadConfig, seed)
 	defer srv.Close()
-	median := c.ProLatency
-	slow := time.Duration(c.SlowFactor * float64(median))
-	srv.SetScript(proModel, fakegemini.Script{
-		Latency: fakegemini.Latency{Fixed: median - median/10, Jitter: median / 5},
-		Rules:   []fakegemini.Rule{{Kind: fakegemini.Stall, P: c.SlowShare, Params: fakegemini.Params{StallFor: slow}}},
-	})
+	srv.SetScript(proModel, slowTail(c.ProLatency, c.SlowFactor, c.SlowShare))
 	r := capRig(srv)
 	var proTier fallback.ModelTier[string, gemrest.Response] = capTier(srv, r, proModel, "pro", apiKey)
 	if v.pool {
@@ -193,6 +188,15 @@ func runTail(c tailConfig, v tailVariant, seed uint64) sample {
 	s["fromPro"] = ratio(sum.byTier["pro"], sum.requests)
 	s["slow"] = float64(srv.Count(proModel, fakegemini.Stall))
 	return s
+}
+
+// slowTail is pro's script for a slow tail: calls take the median (±10%),
+// and the share of them that stall take factor times it instead.
+func slowTail(median time.Duration, factor, share float64) fakegemini.Script {
+	return fakegemini.Script{
+		Latency: fakegemini.Latency{Fixed: median - median/10, Jitter: median / 5},
+		Rules:   []fakegemini.Rule{{Kind: fakegemini.Stall, P: share, Params: fakegemini.Params{StallFor: time.Duration(factor * float64(median))}}},
+	}
 }
 
 func scenarioTail(c tailConfig, runs int, seed uint64) *result {

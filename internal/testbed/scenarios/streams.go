@@ -158,16 +158,13 @@ func readStream(c clock, s *fallback.Stream[string, gemrest.Chunk], o *streamOut
 func runStreamTail(c streamTailConfig, v streamTailVariant, seed uint64) sample {
 	srv := newLoadServer(c.loadConfig, seed)
 	defer srv.Close()
-	median := c.ProLatency
-	slow := time.Duration(c.SlowFactor * float64(median))
 	// The fake holds a Stall before it writes the response's headers, in
 	// place of Latency: the stream's first chunk comes StallFor after the
 	// request, the rest ChunkDelay apart as for any other.
-	srv.SetScript(proModel, fakegemini.Script{
-		Latency: fakegemini.Latency{Fixed: median - median/10, Jitter: median / 5},
-		Rules:   []fakegemini.Rule{{Kind: fakegemini.Stall, P: c.SlowShare, Params: fakegemini.Params{StallFor: slow}}},
-		Chunks:  c.Chunks, ChunkDelay: c.ChunkDelay,
-	})
+	slow := time.Duration(c.SlowFactor * float64(c.ProLatency))
+	script := slowTail(c.ProLatency, c.SlowFactor, c.SlowShare)
+	script.Chunks, script.ChunkDelay = c.Chunks, c.ChunkDelay
+	srv.SetScript(proModel, script)
 	srv.SetScript(flashModel, fakegemini.Script{Latency: latency(c.FlashLatency), FaultLatency: fakegemini.Latency{Fixed: 2 * time.Millisecond},
 		Chunks: c.Chunks, ChunkDelay: c.ChunkDelay})
 	r := &streamRig{srv: srv, clock: clock{t0: time.Now()}}
