@@ -2,12 +2,14 @@ package redisserver
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -107,6 +109,8 @@ func StartShared(pkg string) *Server {
 // StopAfter returns m with a Run that also stops s (when not nil) once the
 // tests are done, so that goleak.VerifyTestMain, which looks for goroutines
 // as soon as Run returns, does not find the one waiting for the server.
+// It also gives go-redis's redial probes the time they take to see their
+// client closed (see redialGrace).
 func StopAfter(m *testing.M, s *Server) interface{ Run() int } {
 	return stopAfter{m, s}
 }
@@ -121,7 +125,28 @@ func (r stopAfter) Run() int {
 	if r.s != nil {
 		r.s.Stop()
 	}
+	waitRedials(redialGrace)
 	return code
+}
+
+// redialGrace bounds the wait for go-redis's redial probes. A client whose
+// dials failed (a test that killed or paused its server) probes on a
+// goroutine of its own that sleeps a second between dials and sees the
+// client closed only when it wakes: for up to a second after Close, it is
+// not a leak. One still there after redialGrace is, and goleak reports it.
+const redialGrace = 3 * time.Second
+
+// waitRedials waits, up to grace, until no go-redis redial probe is left.
+func waitRedials(grace time.Duration) {
+	deadline := time.Now().Add(grace)
+	buf := make([]byte, 1<<20)
+	for time.Now().Before(deadline) {
+		n := runtime.Stack(buf, true)
+		if !bytes.Contains(buf[:n], []byte("internal/pool.(*ConnPool).tryDial")) {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // Skip skips the test when SkipEnv is set.
