@@ -31,9 +31,9 @@ const (
 	// attribute, the highest over tenants.
 	metricBudgetUtilization = "tierguard.budget.utilization"
 	// metricBudgetThresholds counts meters reaching a threshold (0.7, 0.9,
-	// 1 for the limit), by meter and threshold. The limit counts when use
-	// reaches it or at the first request refused at it, whichever comes
-	// first (see spend.ThresholdReached).
+	// 1 for the limit), by meter and threshold: use reaching it (see
+	// spend.ThresholdReached). The first request refused at a limit is in
+	// tierguard.budget.refusals, and its event is spend.FirstRefusal.
 	metricBudgetThresholds = "tierguard.budget.thresholds"
 	// metricBudgetRefusals counts requests the ledger refused, by meter
 	// and refusal (shed, limit_reached, unpriced_model, unavailable,

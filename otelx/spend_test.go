@@ -164,10 +164,11 @@ func TestLedgerMetrics(t *testing.T) {
 }
 
 // The README's pattern — Admit with an estimate — refuses before use
-// reaches the limit: the limit's threshold is counted at the first
-// refusal (tierguard_budget_thresholds_total{threshold="1"} never
-// appeared before), and the refusals keep their meter.
-func TestLedgerMetricsLimitAtTheFirstRefusal(t *testing.T) {
+// reaches the limit: the limit's threshold is counted only when use
+// reaches it (spend.ThresholdReached means what it says; the first
+// refusal is spend.FirstRefusal), and the refusals, which an alert on
+// the limit binding watches, keep their meter.
+func TestLedgerMetricsThresholdsAreUse(t *testing.T) {
 	h := newHarness(t)
 	l, c := spendRig(t)
 	li, err := otelx.InstrumentLedger(l, otelx.Options{MeterProvider: h.mp})
@@ -195,7 +196,7 @@ func TestLedgerMetricsLimitAtTheFirstRefusal(t *testing.T) {
 		assert.Equal(t, "daily_tokens", meter.AsString())
 		thresholds[v.AsFloat64()] += dp.Value
 	}
-	assert.Equal(t, map[float64]int64{0.7: 1, 1: 1}, thresholds, "80% used: 0.7, and the limit at its first refusal")
+	assert.Equal(t, map[float64]int64{0.7: 1}, thresholds, "80% used: 0.7; the limit was never reached")
 
 	m, ok = ledgerMetric(rm, "tierguard.budget.refusals")
 	require.True(t, ok)

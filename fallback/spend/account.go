@@ -28,9 +28,20 @@ type account struct {
 	// current period.
 	reserved [numMeters]int64
 	// reached counts the soft thresholds reported in the period, per
-	// meter; full is set once the limit's event was.
-	reached [numMeters]uint8
-	full    [numMeters]bool
+	// meter; full is set once the limit's event was (use reached the
+	// limit), refusing once the first refusal at the limit was reported.
+	reached  [numMeters]uint8
+	full     [numMeters]bool
+	refusing [numMeters]bool
+	// share is, per meter, what this process may spend while the store is
+	// away: its share of what the fleet had left when the store was last
+	// seen in the period; -1 before that.
+	share [numMeters]int64
+	// releases are the reservations of ended requests not yet released
+	// through the StrictStore; queued is set while the account waits for
+	// a prompt exchange (guarded by the syncer's relMu, not mu).
+	releases []release
+	queued   bool
 	// next is, per meter, a use below which no threshold is left to
 	// report (math.MaxInt64 when none is left in the period): the end of a
 	// request compares its meters with it, and looks at the thresholds
@@ -73,7 +84,8 @@ func (a *account) roll(cal *calendar) {
 func (a *account) reset(ms ...Meter) {
 	for _, m := range ms {
 		a.mine[m], a.fleet[m], a.synced[m], a.reserved[m], a.reached[m] = 0, 0, 0, 0, 0
-		a.blind[m], a.full[m] = false, false
+		a.blind[m], a.full[m], a.refusing[m] = false, false, false
+		a.share[m] = -1
 		a.rearm(m)
 	}
 }
@@ -203,9 +215,8 @@ func (l *Ledger) emitUnpriced(a *account, cal *calendar) {
 
 // levels checks the meters against the thresholds and records the newly
 // reached ones in out: each soft threshold once per period, in order,
-// and the limit once per period — here when use reaches it, or at the
-// first refusal at the limit if that comes first (reachLimit); a.mu is
-// held.
+// and the limit once per period, when use reaches it (the first refusal
+// at the limit is an event of its own: firstRefusal); a.mu is held.
 func (a *account) levels(l *Ledger, cal *calendar, out *crossings) {
 	if a.noteUnpriced(l) {
 		out.add(a.unpricedUsage(cal))
@@ -229,17 +240,41 @@ func (a *account) levels(l *Ledger, cal *calendar, out *crossings) {
 	}
 }
 
-// reachLimit marks meter m's limit reached by a refusal, and returns its
-// event when it had not been reported in the period; a.mu is held.
-func (a *account) reachLimit(cal *calendar, m Meter) (crossing, bool) {
-	if a.full[m] {
+// firstRefusal returns the FirstRefusal event of meter m when a refusal
+// at its limit had not been reported in the period; used is where the
+// meter stood (reservations included); a.mu is held.
+func (a *account) firstRefusal(cal *calendar, m Meter, used int64) (crossing, bool) {
+	if a.refusing[m] {
 		return crossing{}, false
 	}
-	a.full[m] = true
-	a.rearm(m)
-	return crossing{a: a, cal: cal, kind: ThresholdReached, meter: m, threshold: 1, used: a.used(m), limit: a.allow.Limit(m)}, true
+	a.refusing[m] = true
+	return crossing{a: a, cal: cal, kind: FirstRefusal, meter: m, threshold: 1, used: used, limit: a.allow.Limit(m)}, true
 }
 
+// view takes in the fleet's figures of a fresh exchange with the store
+// for meter m of period id: fleet is the fleet's stored use, mine this
+// process's part of it, reserved the estimates the fleet holds; pods
+// share what is left while the store is away. a.mu is held.
+func (a *account) view(m Meter, id, fleet, mine, reserved int64, pods int) {
+	if a.periodOf(m) != id {
+		return // the period ended meanwhile
+	}
+	a.fleet[m], a.synced[m] = max(fleet, mine), mine
+	if limit := a.limit[m]; limit > 0 {
+		a.share[m] = max(limit-a.fleet[m]-max(reserved, 0), 0) / int64(max(pods, 1))
+	}
+}
+
+// release is a reservation whose request ended, with the periods it was
+// booked in.
+type release struct {
+	Reserved
+	day, month int64
+}
+
+// emit reports the events of c. With a Claimer store, a threshold's
+// events wait for the fleet's claim, which the store's next exchange
+// makes: the process that wins it reports it.
 func (l *Ledger) emit(c *crossings) {
 	if c.n == 0 {
 		return
@@ -254,6 +289,10 @@ func (l *Ledger) emit(c *crossings) {
 			ev = c.inl[i].event()
 		} else {
 			ev = c.spill[i-len(c.inl)].event()
+		}
+		if l.claimer != nil && (ev.Kind == ThresholdReached || ev.Kind == FirstRefusal) && l.store.deferEvent(ev) {
+			l.store.poke()
+			continue
 		}
 		for _, fn := range fns {
 			fn(ev)

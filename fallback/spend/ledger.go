@@ -16,9 +16,10 @@ import (
 
 // Defaults applied to zero fields of Config.
 const (
-	defaultMaxTenants   = 10_000
-	defaultShedAt       = 0.9
-	defaultSyncInterval = 500 * time.Millisecond
+	defaultMaxTenants     = 10_000
+	defaultShedAt         = 0.9
+	defaultSyncInterval   = 500 * time.Millisecond
+	defaultReserveTimeout = 250 * time.Millisecond
 )
 
 // defaultThresholds are the soft thresholds reported by default; the hard
@@ -79,8 +80,13 @@ type Config struct {
 	// limits of a FailClosed allowance refuse requests. 0 means ten
 	// SyncIntervals.
 	MaxStaleness time.Duration
-	// OnStoreError, when set, receives every failed exchange, on the
-	// ledger's own goroutine. It must not block.
+	// ReserveTimeout bounds how long Admit waits on a StrictStore to
+	// reserve a request's estimate; past it, the request is decided as
+	// while the store is away, and so are the next ones until an exchange
+	// succeeds. 0 means 250ms.
+	ReserveTimeout time.Duration
+	// OnStoreError, when set, receives every failed exchange (and failed
+	// reservation), on the goroutine where it failed. It must not block.
 	OnStoreError func(error)
 }
 
@@ -167,7 +173,14 @@ type Ledger struct {
 	tripped  *sync.Map
 	ntripped atomic.Int64
 
-	store      *syncer
+	store *syncer
+	// strict is the store when it reserves each request (StrictStore);
+	// claimer when the fleet claims its threshold events (Claimer).
+	strict         StrictStore
+	reserveTimeout time.Duration
+	reservations   atomic.Uint64
+	claimer        Claimer
+
 	closeOnce  sync.Once
 	closeError error
 }
@@ -216,11 +229,11 @@ func New(cfg Config) (*Ledger, error) {
 	if math.IsNaN(cfg.ShedAt) || cfg.ShedAt < 0 {
 		bad("ShedAt must not be negative, got %v", cfg.ShedAt)
 	}
-	if cfg.SyncInterval < 0 || cfg.SyncTimeout < 0 || cfg.MaxStaleness < 0 {
-		bad("SyncInterval, SyncTimeout and MaxStaleness must not be negative")
+	if cfg.SyncInterval < 0 || cfg.SyncTimeout < 0 || cfg.MaxStaleness < 0 || cfg.ReserveTimeout < 0 {
+		bad("SyncInterval, SyncTimeout, MaxStaleness and ReserveTimeout must not be negative")
 	}
-	if cfg.Store == nil && (cfg.SyncInterval != 0 || cfg.SyncTimeout != 0 || cfg.MaxStaleness != 0) {
-		bad("SyncInterval, SyncTimeout and MaxStaleness need a Store")
+	if cfg.Store == nil && (cfg.SyncInterval != 0 || cfg.SyncTimeout != 0 || cfg.MaxStaleness != 0 || cfg.ReserveTimeout != 0) {
+		bad("SyncInterval, SyncTimeout, MaxStaleness and ReserveTimeout need a Store")
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("spend: invalid config: %w", err)
@@ -243,6 +256,10 @@ func New(cfg Config) (*Ledger, error) {
 	l.tripped = &sync.Map{}
 	if cfg.Store != nil {
 		interval := cmp.Or(cfg.SyncInterval, defaultSyncInterval)
+		if ss, ok := cfg.Store.(StrictStore); ok && ss.Strict() {
+			l.strict, l.reserveTimeout = ss, cmp.Or(cfg.ReserveTimeout, defaultReserveTimeout)
+		}
+		l.claimer, _ = cfg.Store.(Claimer)
 		l.store = startSyncer(l, cfg.Store, interval, cmp.Or(cfg.SyncTimeout, interval), cmp.Or(cfg.MaxStaleness, 10*interval), cfg.OnStoreError)
 	}
 	return l, nil
@@ -311,7 +328,7 @@ func (l *Ledger) newAccount(tenant string, a Allowance) *account {
 	}
 	acct := &account{tenant: tenant, allow: a, models: make([]modelTotals, n), thresholds: l.levels}
 	for m := range numMeters {
-		acct.limit[m] = a.Limit(m)
+		acct.limit[m], acct.share[m] = a.Limit(m), -1
 		acct.rearm(m)
 	}
 	return acct
@@ -426,39 +443,120 @@ func (l *Ledger) AdmitInto(t *Ticket, ctx context.Context, req Request, est Esti
 		}
 	}
 	if lerr != nil {
-		var full crossing
-		reached := false
-		if lerr.Refusal == Shed {
-			a.totals.Shed++
-		} else {
-			a.totals.Refused++
-			if lerr.Refusal == LimitReached {
-				full, reached = a.reachLimit(cal, lerr.Meter)
-			}
-		}
-		a.mu.Unlock()
-		if unpriced {
-			l.emitUnpriced(a, cal)
-		}
-		if reached {
-			l.emitOne(full.event())
-		}
-		lerr.Tenant, lerr.showTenant = req.Tenant, l.showTenant
-		l.emitRefusal(req, lerr)
-		return lerr
+		return l.refuse(a, cal, req, lerr, unpriced)
 	}
 	if est.Cost == UnknownCost {
 		est.Cost = 0 // admitted without a cost limit: nothing to reserve
 	}
+	a.book(est, 1)
+	a.mu.Unlock()
+	if unpriced {
+		l.emitUnpriced(a, cal)
+	}
+	var res Reserved
+	if l.strict != nil && a.allow.limited() && !l.store.failed.Load() {
+		var err error
+		if res, err = l.reserve(ctx, a, cal, req, est); err != nil {
+			return err
+		}
+	}
+	t.init(ctx, l, a, req, est, cal)
+	t.res = res
+	return nil
+}
+
+// book adds (sign 1) or takes back (-1) a request's estimate in the
+// account's reservations; a.mu is held.
+func (a *account) book(est Estimate, sign int64) {
 	for m := range numMeters {
-		a.reserved[m] += est.of(m)
+		a.reserved[m] += sign * est.of(m)
+	}
+}
+
+// refuse counts and reports a refusal; a.mu is held, and released.
+func (l *Ledger) refuse(a *account, cal *calendar, req Request, lerr *LimitError, unpriced bool) error {
+	var first crossing
+	refusing := false
+	if lerr.Refusal == Shed {
+		a.totals.Shed++
+	} else {
+		a.totals.Refused++
+		if lerr.Refusal == LimitReached {
+			first, refusing = a.firstRefusal(cal, lerr.Meter, lerr.Used)
+		}
 	}
 	a.mu.Unlock()
 	if unpriced {
 		l.emitUnpriced(a, cal)
 	}
-	t.init(ctx, l, a, req, est, cal)
-	return nil
+	if refusing {
+		var c crossings
+		c.add(first)
+		l.emit(&c)
+	}
+	lerr.Tenant, lerr.showTenant = req.Tenant, l.showTenant
+	l.emitRefusal(req, lerr)
+	return lerr
+}
+
+// reserve makes the fleet's reservation of a request admitted on this
+// process's figures, whose estimate is booked in a: the StrictStore
+// grants it (its Reserved is returned), refuses it (the estimate is taken
+// back and the *LimitError returned), or cannot decide in time — then
+// the store counts as away and the request is decided again, on this
+// process's share of what the fleet had left.
+func (l *Ledger) reserve(ctx context.Context, a *account, cal *calendar, req Request, est Estimate) (Reserved, error) {
+	r := Reservation{Tenant: req.Tenant, Day: cal.day, Month: cal.month, DayEnd: cal.end(Daily), MonthEnd: cal.end(Monthly),
+		Reserved: Reserved{ID: l.reservations.Add(1), Tokens: est.Tokens, Cost: est.Cost}, Limits: a.limit}
+	rctx, cancel := context.WithTimeout(ctx, l.reserveTimeout)
+	err := l.strict.Reserve(rctx, &r)
+	cancel()
+	if err != nil && ctx.Err() == nil {
+		l.store.fail(fmt.Errorf("spend: reserving: %w", err))
+	}
+	pods := l.store.pods()
+	a.mu.Lock()
+	if a.day != cal.day || a.month != cal.month {
+		// The period ended while the store decided: the new one holds
+		// neither the estimate nor the reservation; admit the request as
+		// the old period did.
+		a.mu.Unlock()
+		if err == nil && r.Granted {
+			return r.Reserved, nil
+		}
+		return Reserved{}, nil
+	}
+	switch {
+	case err != nil && ctx.Err() != nil:
+		// The caller gave up: the request will not run.
+		a.book(est, -1)
+		a.mu.Unlock()
+		return Reserved{}, ctx.Err()
+	case err != nil:
+		a.book(est, -1)
+		lerr := l.check(a, cal, req.Priority, est)
+		if lerr != nil {
+			return Reserved{}, l.refuse(a, cal, req, lerr, false)
+		}
+		a.book(est, 1)
+		a.mu.Unlock()
+		return Reserved{}, nil
+	}
+	for _, m := range Meters() {
+		id := r.Day
+		if m.Period() == Monthly {
+			id = r.Month
+		}
+		a.view(m, id, r.Fleet[m], r.Mine[m], r.FleetReserved[m], pods)
+	}
+	if r.Granted {
+		a.mu.Unlock()
+		return r.Reserved, nil
+	}
+	a.book(est, -1)
+	m := r.Meter
+	lerr := &LimitError{Refusal: LimitReached, Meter: m, Used: r.Fleet[m] + r.FleetReserved[m], Limit: a.limit[m], ResetAt: cal.end(m.Period()), Threshold: 1}
+	return Reserved{}, l.refuse(a, cal, req, lerr, false)
 }
 
 // refuseUnpriced is the refusal of a request under a cost limit that
@@ -475,8 +573,12 @@ func (l *Ledger) refuseUnpriced(a *account, cal *calendar, est Estimate) *LimitE
 	return &LimitError{Refusal: UnpricedModel, Meter: m, Used: a.used(m), Limit: a.allow.Limit(m), ResetAt: cal.end(m.Period())}
 }
 
-// check decides on a request's admission; a.mu is held.
+// check decides on a request's admission; a.mu is held. While the store
+// is away, a meter whose share is known also keeps what this process
+// spent since it last saw the store, with its requests in flight and this
+// one, within that share.
 func (l *Ledger) check(a *account, cal *calendar, p Priority, est Estimate) *LimitError {
+	away := l.store != nil && l.store.failed.Load()
 	for m := range numMeters {
 		limit := a.limit[m]
 		if limit <= 0 {
@@ -487,8 +589,13 @@ func (l *Ledger) check(a *account, cal *calendar, p Priority, est Estimate) *Lim
 		if after < used {
 			after = math.MaxInt64 // an estimate too large to add
 		}
+		overShare := false
+		if away && a.share[m] >= 0 {
+			own := a.mine[m] - a.synced[m] + a.reserved[m]
+			overShare = own+est.of(m) > a.share[m] || own+est.of(m) < own
+		}
 		switch {
-		case used >= limit || after > limit:
+		case used >= limit || after > limit || overShare:
 			return &LimitError{Refusal: LimitReached, Meter: m, Used: used, Limit: limit, ResetAt: cal.end(m.Period()), Threshold: 1}
 		case p == Low && l.shedAt < 1 && float64(after) >= l.shedAt*float64(limit):
 			return &LimitError{Refusal: Shed, Meter: m, Used: used, Limit: limit, ResetAt: cal.end(m.Period()), Threshold: l.shedAt}
@@ -668,12 +775,10 @@ type EventKind uint8
 
 const (
 	// ThresholdReached: a tenant's use of a meter reached a threshold (a
-	// soft one, or the limit) for the first time in its period. The
-	// limit's (Threshold 1) fires when use reaches the limit or, if that
-	// comes first, at the first request refused at the limit
-	// (LimitReached: used and reserved plus its estimate would pass it),
-	// just before that request's Refused event; Used then says where the
-	// meter stood. Each fires once per period.
+	// soft one, or the limit: Threshold 1) for the first time in its
+	// period — use, what was billed, not what requests in flight
+	// reserved. Each fires once per period (once per fleet with a
+	// Claimer store, such as redisspend's).
 	ThresholdReached EventKind = iota
 	// Refused: Admit refused a request (Refusal says why, shed included).
 	Refused
@@ -688,9 +793,17 @@ const (
 	// every request until ResetAt. The calls' Records name the model
 	// (AttemptCost billed, not priced).
 	UnpricedUsage
+	// FirstRefusal: the first request of a meter's period refused at its
+	// limit (LimitReached: use and the estimates reserved, plus the
+	// request's, would pass it), just before that request's Refused
+	// event. Used says where the meter stood, reservations included: the
+	// limit binds from here, though use may still be short of it, which
+	// ThresholdReached with Threshold 1 reports when use gets there. It
+	// fires once per period (once per fleet with a Claimer store).
+	FirstRefusal
 )
 
-var eventKindNames = [...]string{ThresholdReached: "threshold_reached", Refused: "refused", StoreFailed: "store_failed", StoreRecovered: "store_recovered", UnpricedUsage: "unpriced_usage"}
+var eventKindNames = [...]string{ThresholdReached: "threshold_reached", Refused: "refused", StoreFailed: "store_failed", StoreRecovered: "store_recovered", UnpricedUsage: "unpriced_usage", FirstRefusal: "first_refusal"}
 
 // String returns the kind in snake_case.
 func (k EventKind) String() string {

@@ -3,6 +3,9 @@ package spend
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -31,6 +34,102 @@ type Store interface {
 	Sync(ctx context.Context, shares []Share) error
 }
 
+// StrictStore is a Store that can keep the fleet's limits strictly: with
+// Strict set, Admit reserves each request's estimate against the fleet's
+// figures in one atomic step (Reserve) before it admits the request, and
+// the request's end releases the reservation in the same atomic step that
+// stores what the request used (a Share's Release, exchanged promptly
+// rather than at the next SyncInterval). A tenant's spend then never
+// passes its limit across any number of processes while the store
+// answers, as long as each request's estimate covers what it spends;
+// what a request spends beyond its estimate is the only overshoot.
+//
+// Admit then waits on the store for one round trip, bounded by
+// Config.ReserveTimeout. When the store does not answer in time, the
+// ledger decides as it does while the store is away: on its share of what
+// was left (see Config).
+type StrictStore interface {
+	Store
+	// Strict reports whether the ledger must reserve through the store.
+	// A StrictStore that is not strict is used as a plain Store.
+	Strict() bool
+	// Reserve checks, in one atomic step, that the fleet's use of each of
+	// r's limited meters — what the processes stored, plus the estimates
+	// reserved and not yet released — leaves room for r's estimate, and
+	// if so reserves it in both of r's periods. It sets Granted, Meter
+	// (the meter that refused, when not Granted) and the fleet's figures.
+	// It returns an error only when it could not decide; it must honour
+	// ctx.
+	Reserve(ctx context.Context, r *Reservation) error
+}
+
+// Reservation is one request's estimate, reserved against its tenant's
+// limits by StrictStore.Reserve.
+type Reservation struct {
+	// Tenant and the periods' ids and ends name the figures concerned
+	// (as a Share does: ID 20261201 for a day, 202612 for a month).
+	Tenant           string
+	Day, Month       int64
+	DayEnd, MonthEnd time.Time
+	// Reserved is the estimate and the reservation's number in this
+	// process.
+	Reserved Reserved
+	// Limits are the tenant's limits, by Meter; 0 for none.
+	Limits [numMeters]int64
+
+	// Granted is set by Reserve when the estimate was reserved; Meter
+	// then names the meter that refused it, when not.
+	Granted bool
+	Meter   Meter
+	// Fleet is, per meter, the fleet's stored use at the decision, and
+	// FleetReserved the estimates reserved and not yet released (r's not
+	// included); Mine is this process's part of Fleet.
+	Fleet, FleetReserved, Mine [numMeters]int64
+}
+
+// Reserved is a reservation a request holds: its number in this process
+// and its estimate.
+type Reserved struct {
+	ID     uint64
+	Tokens int64
+	Cost   Amount
+}
+
+// PodCounter is a Store that knows how many processes share it: while the
+// store is away, each process may spend its share of what was left of a
+// limit when the store was last seen, that remainder divided by Pods.
+type PodCounter interface {
+	// Pods returns the number of processes sharing the limits, at least
+	// 1; 0 when unknown.
+	Pods() int
+}
+
+// Claimer is a Store through which the fleet's processes agree on who
+// reports a threshold: the first process to claim an event for a
+// tenant's period reports it, the others stay silent, so that an alert
+// on a limit fires once for the fleet, not once per process.
+type Claimer interface {
+	// Claim tries every claim and sets Claimed on those it could try and
+	// Won on those this process is the first to claim. It returns an
+	// error when some claim could not be tried; it must honour ctx.
+	Claim(ctx context.Context, claims []Claim) error
+}
+
+// Claim is one event that one process of the fleet reports.
+type Claim struct {
+	// Tenant, Period, ID and End name the tenant's period.
+	Tenant string
+	Period Period
+	ID     int64
+	End    time.Time
+	// Event names the event: "<meter>:<threshold>" (daily_cost:0.9),
+	// or "<meter>:first_refusal".
+	Event string
+
+	// Claimed and Won are set by Claim.
+	Claimed, Won bool
+}
+
 // Share is one tenant's use of one period by this process, as Store.Sync
 // exchanges it.
 type Share struct {
@@ -48,8 +147,20 @@ type Share struct {
 	// process's included.
 	FleetTokens int64
 	FleetCost   Amount
+	// FleetReserved is set by a StrictStore's Sync: the estimates the
+	// fleet reserved in the period and has not yet released.
+	FleetReserved struct {
+		Tokens int64
+		Cost   Amount
+	}
 	// Synced is set by Sync when the share was exchanged.
 	Synced bool
+	// Release lists the reservations of this process's requests that
+	// ended in the period (StrictStore): Sync drops them in the same
+	// atomic step that stores Tokens and Cost, which include what those
+	// requests used, so that the fleet never counts a request both ways
+	// nor neither.
+	Release []Reserved
 }
 
 // syncer runs the exchanges with a Store on its own goroutine.
@@ -65,21 +176,77 @@ type syncer struct {
 	lastOK atomic.Int64
 	failed atomic.Bool
 
+	// npods is the fleet's size as the store last told it (PodCounter),
+	// 0 when unknown.
+	npods atomic.Int64
+
 	ctx    context.Context
 	cancel context.CancelFunc
 	done   chan struct{}
+	// wake asks the loop for a prompt exchange of the accounts that hold
+	// releases (StrictStore).
+	wake chan struct{}
+
+	// relMu guards relAccts: the accounts that got releases since the
+	// last prompt exchange.
+	relMu    sync.Mutex
+	relAccts []*account
+
+	// claimsMu guards claims: the events waiting for the fleet to say
+	// which process reports them (Claimer).
+	claimsMu sync.Mutex
+	claims   []pendingClaim
 
 	shares []Share
 	accts  []*account
+	// sent is, per account of accts, how many of its releases the
+	// exchange carries.
+	sent []int
 }
 
+// pendingClaim is an event this process found, which it reports if it
+// wins the fleet's claim on it.
+type pendingClaim struct {
+	claim Claim
+	event Event
+}
+
+// maxPendingClaims bounds the events waiting for a claim; past it (the
+// store away for long while many tenants cross thresholds), events are
+// reported unclaimed.
+const maxPendingClaims = 4096
+
 func startSyncer(l *Ledger, st Store, interval, timeout, staleness time.Duration, onError func(error)) *syncer {
-	s := &syncer{l: l, store: st, interval: interval, timeout: timeout, staleness: staleness, onError: onError, done: make(chan struct{})}
+	s := &syncer{l: l, store: st, interval: interval, timeout: timeout, staleness: staleness, onError: onError,
+		done: make(chan struct{}), wake: make(chan struct{}, 1)}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.lastOK.Store(time.Now().UnixNano())
 	go s.run()
 	return s
 }
+
+// releasing queues an account that now holds releases for a prompt
+// exchange; a.mu is not held.
+func (s *syncer) releasing(a *account) {
+	s.relMu.Lock()
+	if !a.queued {
+		a.queued = true
+		s.relAccts = append(s.relAccts, a)
+	}
+	s.relMu.Unlock()
+	s.poke()
+}
+
+// poke asks for a prompt exchange; it never blocks.
+func (s *syncer) poke() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// pods is the number of processes sharing the limits, at least 1.
+func (s *syncer) pods() int { return int(max(s.npods.Load(), 1)) }
 
 // stale reports whether the fleet's figures are older than the staleness
 // bound.
@@ -96,7 +263,9 @@ func (s *syncer) run() {
 		case <-s.ctx.Done():
 			return
 		case <-t.C:
-			s.once(s.ctx)
+			s.once(s.ctx, false)
+		case <-s.wake:
+			s.once(s.ctx, true)
 		}
 	}
 }
@@ -110,7 +279,7 @@ func (s *syncer) stop() error {
 	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
 	defer cancel()
 	for {
-		err := s.once(ctx)
+		err := s.once(ctx, false)
 		if err == nil || ctx.Err() != nil {
 			return err
 		}
@@ -124,38 +293,88 @@ func (s *syncer) stop() error {
 	}
 }
 
+// maxPendingReleases bounds the releases an account keeps while the
+// store is away; past it the oldest are dropped, and the store frees
+// their reservations when their lease ends.
+const maxPendingReleases = 1 << 14
+
 // once exchanges the figures of every account with a limit or with new
-// spending.
-func (s *syncer) once(parent context.Context) error {
+// spending, or with releases only of those that hold some (a prompt
+// exchange after requests ended), then tries the pending claims.
+func (s *syncer) once(parent context.Context, releasesOnly bool) error {
 	l := s.l
 	cal := l.clock.now(time.Now())
-	s.shares, s.accts = s.shares[:0], s.accts[:0]
-	l.each(func(a *account) {
+	s.shares, s.accts, s.sent = s.shares[:0], s.accts[:0], s.sent[:0]
+	each := l.each
+	if releasesOnly {
+		s.relMu.Lock()
+		queued := s.relAccts
+		s.relAccts = nil
+		for _, a := range queued {
+			a.queued = false
+		}
+		s.relMu.Unlock()
+		each = func(f func(*account)) {
+			for _, a := range queued {
+				f(a)
+			}
+		}
+	}
+	each(func(a *account) {
 		a.mu.Lock()
 		a.roll(cal)
-		if a.allow.limited() || a.dirty {
-			a.dirty = false
-			s.accts = append(s.accts, a)
-			for _, p := range []Period{Daily, Monthly} {
-				tok, cost := DailyTokens, DailyCost
-				if p == Monthly {
-					tok, cost = MonthlyTokens, MonthlyCost
-				}
-				s.shares = append(s.shares, Share{Tenant: a.tenant, Period: p, ID: cal.id(p), End: cal.end(p), Tokens: a.mine[tok], Cost: Amount(a.mine[cost])})
+		if releasesOnly && len(a.releases) == 0 || !releasesOnly && !a.allow.limited() && !a.dirty {
+			a.mu.Unlock()
+			return
+		}
+		a.dirty = false
+		if n := len(a.releases); n > maxPendingReleases {
+			a.releases = append(a.releases[:0], a.releases[n-maxPendingReleases:]...)
+		}
+		s.accts, s.sent = append(s.accts, a), append(s.sent, len(a.releases))
+		for _, p := range []Period{Daily, Monthly} {
+			tok, cost := DailyTokens, DailyCost
+			if p == Monthly {
+				tok, cost = MonthlyTokens, MonthlyCost
 			}
+			sh := Share{Tenant: a.tenant, Period: p, ID: cal.id(p), End: cal.end(p), Tokens: a.mine[tok], Cost: Amount(a.mine[cost])}
+			for _, r := range a.releases {
+				if r.day == sh.ID && p == Daily || r.month == sh.ID && p == Monthly {
+					sh.Release = append(sh.Release, r.Reserved)
+				}
+			}
+			s.shares = append(s.shares, sh)
 		}
 		a.mu.Unlock()
 	})
 	if len(s.shares) == 0 {
-		s.ok()
+		s.claim(parent)
+		if !releasesOnly {
+			s.ok()
+		}
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(parent, s.timeout)
 	err := s.store.Sync(ctx, s.shares)
 	cancel()
+	if pc, ok := s.store.(PodCounter); ok && err == nil {
+		s.npods.Store(int64(pc.Pods()))
+	}
+	pods := s.pods()
 	var cross crossings
+	var requeue []*account
 	for i, a := range s.accts {
 		a.mu.Lock()
+		day, month := s.shares[2*i], s.shares[2*i+1]
+		if day.Synced && month.Synced {
+			// The releases sent are released (those of periods that had
+			// ended were not sent: the store forgets them with their
+			// period); those of requests that ended meanwhile follow.
+			a.releases = append(a.releases[:0], a.releases[s.sent[i]:]...)
+			if len(a.releases) > 0 {
+				requeue = append(requeue, a)
+			}
+		}
 		for j, sh := range s.shares[2*i : 2*i+2] {
 			if !sh.Synced {
 				a.dirty = true
@@ -165,11 +384,8 @@ func (s *syncer) once(parent context.Context) error {
 			if j == 1 {
 				tok, cost = MonthlyTokens, MonthlyCost
 			}
-			if a.periodOf(tok) != sh.ID {
-				continue // the period ended meanwhile
-			}
-			a.fleet[tok], a.synced[tok] = max(sh.FleetTokens, sh.Tokens), sh.Tokens
-			a.fleet[cost], a.synced[cost] = max(int64(sh.FleetCost), int64(sh.Cost)), int64(sh.Cost)
+			a.view(tok, sh.ID, sh.FleetTokens, sh.Tokens, sh.FleetReserved.Tokens, pods)
+			a.view(cost, sh.ID, int64(sh.FleetCost), int64(sh.Cost), int64(sh.FleetReserved.Cost), pods)
 		}
 		if a.allow.limited() {
 			a.levels(l, cal, &cross)
@@ -177,6 +393,10 @@ func (s *syncer) once(parent context.Context) error {
 		a.mu.Unlock()
 	}
 	l.emit(&cross)
+	for _, a := range requeue {
+		s.releasing(a)
+	}
+	s.claim(parent)
 	if err == nil {
 		for _, sh := range s.shares {
 			if !sh.Synced {
@@ -212,4 +432,72 @@ func (s *syncer) fail(err error) {
 	for _, fn := range s.l.events.Load() {
 		fn(e)
 	}
+}
+
+// claim tries the pending claims, and reports the events whose claim this
+// process won; with the store away for longer than the staleness bound
+// it reports them unclaimed (the fleet may then report one event from
+// several processes: an alert twice rather than never).
+func (s *syncer) claim(parent context.Context) {
+	cl, ok := s.store.(Claimer)
+	if !ok {
+		return
+	}
+	s.claimsMu.Lock()
+	pend := s.claims
+	s.claims = nil
+	s.claimsMu.Unlock()
+	if len(pend) == 0 {
+		return
+	}
+	claims := make([]Claim, len(pend))
+	for i := range pend {
+		claims[i] = pend[i].claim
+	}
+	ctx, cancel := context.WithTimeout(parent, s.timeout)
+	err := cl.Claim(ctx, claims)
+	cancel()
+	if err != nil && s.onError != nil {
+		s.onError(fmt.Errorf("spend: claiming events: %w", err))
+	}
+	stale := s.stale(time.Now())
+	fns := s.l.events.Load()
+	var keep []pendingClaim
+	for i, c := range claims {
+		switch {
+		case c.Claimed && c.Won, !c.Claimed && stale:
+			for _, fn := range fns {
+				fn(pend[i].event)
+			}
+		case !c.Claimed:
+			keep = append(keep, pend[i])
+		}
+	}
+	if len(keep) > 0 {
+		s.claimsMu.Lock()
+		s.claims = append(keep, s.claims...)
+		s.claimsMu.Unlock()
+	}
+}
+
+// deferEvent queues an event for the fleet's claim, and reports whether it
+// did (false: the queue is full, report it now).
+func (s *syncer) deferEvent(e Event) bool {
+	c := Claim{Tenant: e.Tenant, Period: e.Meter.Period(), End: e.ResetAt, Event: claimName(e)}
+	c.ID = newCalendar(e.ResetAt.Add(-time.Nanosecond), s.l.clock.loc).id(c.Period)
+	s.claimsMu.Lock()
+	defer s.claimsMu.Unlock()
+	if len(s.claims) >= maxPendingClaims {
+		return false
+	}
+	s.claims = append(s.claims, pendingClaim{claim: c, event: e})
+	return true
+}
+
+// claimName names an event in the fleet's claims.
+func claimName(e Event) string {
+	if e.Kind == FirstRefusal {
+		return e.Meter.String() + ":first_refusal"
+	}
+	return e.Meter.String() + ":" + strconv.FormatFloat(e.Threshold, 'g', -1, 64)
 }

@@ -14,12 +14,12 @@ import (
 )
 
 // The README's pattern — Admit with an estimate — refuses before use
-// reaches the limit (used + estimate would pass it). The limit's event
-// fires at that first refusal, once, before the Refused event, and every
-// refusal carries the threshold it enforces. Before, refusals started at
-// 97% of the limit, only the 70% and 90% events fired, and refusals
-// carried threshold 0: an alert on the limit never heard of it.
-func TestLimitEventAtTheFirstRefusal(t *testing.T) {
+// reaches the limit (used + estimate would pass it). That first refusal
+// has an event of its own (FirstRefusal), once, before the Refused event,
+// saying where the meter stood; the limit's ThresholdReached waits for
+// use to reach the limit, which it did not here (970 of 1000): before,
+// it fired at the first refusal, when use was short of the limit.
+func TestFirstRefusalIsNotTheLimitReached(t *testing.T) {
 	l := newLedger(t, spend.Config{Prices: testPrices(t), Tenants: map[string]spend.Allowance{"acme": {DailyTokens: 1000}}})
 	ev := watch(l)
 	// Each request uses 97 tokens and is admitted with an estimate of 100.
@@ -34,33 +34,40 @@ func TestLimitEventAtTheFirstRefusal(t *testing.T) {
 	}
 	assert.Equal(t, 10, admitted, "970 used: the 11th request's 100 would pass the limit")
 	assert.Equal(t, int64(970), l.Use("acme")[spend.DailyTokens].Used)
-	assert.Equal(t, []float64{0.7, 0.9, 1}, ev.thresholds(), "the limit's event fired, once")
+	assert.Equal(t, []float64{0.7, 0.9}, ev.thresholds(), "use never reached the limit")
 
 	ev.mu.Lock()
-	defer ev.mu.Unlock()
 	var kinds []spend.EventKind
 	for _, e := range ev.all {
 		kinds = append(kinds, e.Kind)
 	}
 	require.Len(t, kinds, 2+1+10)
-	assert.Equal(t, []spend.EventKind{spend.ThresholdReached, spend.ThresholdReached, spend.ThresholdReached, spend.Refused}, kinds[:4], "the limit's event comes before the first refusal")
-	limit := ev.all[2]
-	assert.Equal(t, 1.0, limit.Threshold)
-	assert.Equal(t, spend.DailyTokens, limit.Meter)
-	assert.Equal(t, "acme", limit.Tenant)
-	assert.Equal(t, int64(970), limit.Used, "where the meter stood when the limit refused")
-	assert.Equal(t, int64(1000), limit.Limit)
-	assert.False(t, limit.ResetAt.IsZero())
+	assert.Equal(t, []spend.EventKind{spend.ThresholdReached, spend.ThresholdReached, spend.FirstRefusal, spend.Refused}, kinds[:4], "the first refusal's event comes before its Refused")
+	first := ev.all[2]
+	assert.Equal(t, 1.0, first.Threshold)
+	assert.Equal(t, spend.DailyTokens, first.Meter)
+	assert.Equal(t, "acme", first.Tenant)
+	assert.Equal(t, int64(970), first.Used, "where the meter stood when the limit refused")
+	assert.Equal(t, int64(1000), first.Limit)
+	assert.False(t, first.ResetAt.IsZero())
 	for _, e := range ev.all[3:] {
 		assert.Equal(t, spend.Refused, e.Kind)
 		assert.Equal(t, spend.LimitReached, e.Refusal)
 		assert.Equal(t, 1.0, e.Threshold, "a refusal at the limit carries the limit's threshold")
 	}
+	ev.mu.Unlock()
+
+	// A request whose estimate fits uses 97 tokens: use reaches the
+	// limit (1067), and now the limit's event fires, once.
+	_, err := do(t, l, c, normal, spend.Estimate{Tokens: 30})
+	require.NoError(t, err)
+	assert.Equal(t, []float64{0.7, 0.9, 1}, ev.thresholds())
+	assert.Equal(t, 1, ev.count(spend.FirstRefusal))
 }
 
 // A shed request carries the shed threshold; a request refused at the
-// limit the limit's, and the limit's event fires once per period however
-// the limit is reached — by use, or by a refusal first.
+// limit the limit's. The first refusal and the limit reached by use are
+// one event each per period.
 func TestRefusalsCarryTheirThreshold(t *testing.T) {
 	l := newLedger(t, spend.Config{Prices: testPrices(t), ShedAt: 0.8, Tenants: map[string]spend.Allowance{"acme": {DailyTokens: 1000}}})
 	ev := watch(l)
@@ -90,9 +97,11 @@ func TestRefusalsCarryTheirThreshold(t *testing.T) {
 			got = append(got, e.Refusal.String()+"@"+fmtShare(e.Threshold))
 		case spend.ThresholdReached:
 			got = append(got, "reached@"+fmtShare(e.Threshold))
+		case spend.FirstRefusal:
+			got = append(got, "first_refusal@"+fmtShare(e.Threshold))
 		}
 	}
-	assert.Equal(t, []string{"reached@0.7", "shed@0.8", "reached@1", "limit_reached@1", "reached@0.9", "limit_reached@1"}, got)
+	assert.Equal(t, []string{"reached@0.7", "shed@0.8", "first_refusal@1", "limit_reached@1", "reached@0.9", "reached@1", "limit_reached@1"}, got)
 }
 
 func fmtShare(f float64) string {

@@ -32,6 +32,8 @@ type Ticket struct {
 	feature  string
 	priority Priority
 	est      Estimate
+	// res is the fleet's reservation of est (StrictStore), ID 0 for none.
+	res Reserved
 	// day and month are the periods the estimate was booked in.
 	day, month int64
 
@@ -115,6 +117,7 @@ func (t *Ticket) init(ctx context.Context, l *Ledger, a *account, req Request, e
 	t.Context, t.l, t.acct, t.est, t.day, t.month = ctx, l, a, est, cal.day, cal.month
 	t.freq = fallback.Request{ID: req.ID, Tenant: req.Tenant, Scenario: req.Scenario}
 	t.feature, t.priority = req.Feature, req.Priority
+	t.res = Reserved{}
 	t.sum = tally{tierIndex: -1, primary: -1, answer: -1}
 	if t.spill != nil {
 		t.spill = t.spill[:0]
@@ -327,6 +330,12 @@ func (t *Ticket) finish() {
 	if tokens != 0 || cost != 0 {
 		a.dirty = true
 	}
+	queue := false
+	if t.res.ID != 0 {
+		queue = len(a.releases) == 0
+		a.releases = append(a.releases, release{Reserved: t.res, day: t.day, month: t.month})
+		a.dirty = true
+	}
 	if a.allow.limited() && a.due() {
 		// Rare: a threshold reached, or unpriced usage to look at.
 		t.commitCrossing(a, cal, fallbackAnswer)
@@ -334,6 +343,11 @@ func (t *Ticket) finish() {
 		t.commit(a, fallbackAnswer)
 		a.mu.Unlock()
 		t.storeState(ticketDone)
+	}
+	if queue {
+		// The fleet counts the estimate until the store hears of the
+		// request's end: tell it now rather than at the next interval.
+		l.store.releasing(a)
 	}
 	if fns := l.records.Load(); len(fns) > 0 {
 		rec := t.record()

@@ -135,7 +135,9 @@ func runSpend(c spendConfig, seed uint64) (sample, map[string]sample) {
 		tallies[t.name] = tl
 	}
 	ledger.Observe(func(e spend.Event) {
-		if e.Kind == spend.ThresholdReached && e.Threshold == 1 {
+		// The limit binds at its first refusal, or when use reaches it
+		// if that comes first.
+		if e.Kind == spend.FirstRefusal || e.Kind == spend.ThresholdReached && e.Threshold == 1 {
 			tallies[e.Tenant].limitAt.CompareAndSwap(-1, cur.Load())
 		}
 	})

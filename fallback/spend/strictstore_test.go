@@ -1,0 +1,96 @@
+package spend_test
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tierguard/tierguard/fallback/spend"
+)
+
+// strictStore is a StrictStore that answers from its own count, or,
+// paused, never (as a Redis stopped by SIGSTOP).
+type strictStore struct {
+	paused   atomic.Bool
+	reserves atomic.Int64
+	mu       sync.Mutex
+	used     int64
+}
+
+func (s *strictStore) Strict() bool { return true }
+
+func (s *strictStore) Sync(ctx context.Context, shares []spend.Share) error {
+	if s.paused.Load() {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := range shares {
+		if shares[i].Period == spend.Daily {
+			s.used = max(s.used, shares[i].Tokens)
+		}
+		shares[i].FleetTokens, shares[i].Synced = s.used, true
+	}
+	return nil
+}
+
+func (s *strictStore) Reserve(ctx context.Context, r *spend.Reservation) error {
+	s.reserves.Add(1)
+	if s.paused.Load() {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	r.Granted = true
+	return nil
+}
+
+// One reservation that does not come back within ReserveTimeout decides
+// its request as while the store is away (here admitted: nothing was
+// seen to share yet), and the next requests do not wait on the store
+// until an exchange succeeds again.
+func TestReserveTimeoutDecidesAsWhileAway(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := &strictStore{}
+		l, err := spend.New(spend.Config{Tenants: map[string]spend.Allowance{"acme": {DailyTokens: 1000}}, Store: st,
+			SyncInterval: time.Second, ReserveTimeout: 100 * time.Millisecond})
+		require.NoError(t, err)
+		defer l.Close()
+		ev := watch(l)
+
+		tk, err := l.Admit(context.Background(), spend.Request{Tenant: "acme"}, spend.Estimate{Tokens: 10})
+		require.NoError(t, err)
+		tk.End()
+		assert.Equal(t, int64(1), st.reserves.Load(), "reserved through the store")
+
+		st.paused.Store(true)
+		start := time.Now()
+		tk, err = l.Admit(context.Background(), spend.Request{Tenant: "acme"}, spend.Estimate{Tokens: 10})
+		require.NoError(t, err)
+		tk.End()
+		assert.Equal(t, 100*time.Millisecond, time.Since(start), "waited ReserveTimeout, no more")
+		assert.Equal(t, 1, ev.count(spend.StoreFailed))
+		for range 5 {
+			tk, err = l.Admit(context.Background(), spend.Request{Tenant: "acme"}, spend.Estimate{Tokens: 10})
+			require.NoError(t, err)
+			tk.End()
+		}
+		assert.Equal(t, int64(2), st.reserves.Load(), "no request waits on a store known away")
+		assert.Equal(t, 100*time.Millisecond, time.Since(start))
+
+		st.paused.Store(false)
+		time.Sleep(2 * time.Second) // the next exchanges succeed
+		synctest.Wait()
+		assert.Equal(t, 1, ev.count(spend.StoreRecovered))
+		tk, err = l.Admit(context.Background(), spend.Request{Tenant: "acme"}, spend.Estimate{Tokens: 10})
+		require.NoError(t, err)
+		tk.End()
+		assert.Equal(t, int64(3), st.reserves.Load(), "back to reserving")
+	})
+}
