@@ -59,8 +59,9 @@
 // request before it enters the chain with an estimate, which it
 // reserves; when the request ends, its real usage replaces the estimate.
 // Events report each meter reaching 70% and 90% (Config.Thresholds) and
-// its limit — when use reaches it, or at the first request refused at it
-// if that comes first, as it does when estimates are reserved; from 90%
+// its limit (ThresholdReached), and the first request refused at the
+// limit (FirstRefusal), which comes first when estimates are reserved;
+// from 90%
 // (Config.ShedAt) requests marked Low are shed; at the limit every
 // request is refused. Refusals are *LimitError values saying which limit,
 // the threshold it enforces and when it resets (ErrShed,
@@ -84,9 +85,19 @@
 // With a Store (fallback/spend/redisspend for Redis), the processes of a
 // fleet share their limits: each decides locally on the fleet's figures
 // as of its last exchange plus its own since, and exchanges cumulative
-// figures in the background (see Store). Requests never wait on the
-// store; when it is down, limits fail open by default (Allowance.FailClosed
-// to refuse instead), and the figures reconcile exactly when it is back.
+// figures in the background (see Store); the fleet may pass a limit by
+// what the others spend before a process hears of it. A StrictStore
+// removes that: Admit reserves the estimate against the fleet's figures
+// in one round trip, and the fleet never passes a limit by more than the
+// estimates' shortfall. While the store is away, each process spends at
+// most its share of what was left when it last saw the store (PodCounter);
+// Allowance.FailClosed refuses instead. The figures reconcile exactly
+// when the store is back. With a Claimer store, each threshold's event
+// is reported by one process of the fleet.
+//
+// Thresholds: ThresholdReached reports use reaching 70 %, 90 % and the
+// limit itself; FirstRefusal the first request refused at a limit, which
+// with estimates reserved comes before use reaches it.
 //
 // # Identity
 //

@@ -69,7 +69,9 @@ type Config struct {
 	Unpriced UnpricedPolicy
 
 	// Store, when set, shares the limits' figures with the other processes
-	// that use the same store: see Store. Requests never wait on it.
+	// that use the same store: see Store. Requests never wait on it,
+	// unless it is a strict StrictStore: then Admit waits for one
+	// reservation, at most ReserveTimeout.
 	Store Store
 	// SyncInterval is how often the figures are exchanged with the Store.
 	// 0 means 500ms.
@@ -390,8 +392,12 @@ func (e Estimate) of(m Meter) int64 {
 // context of the chain's Do. A refused request gets a *LimitError saying
 // which limit and when it resets; a request that would take a meter past
 // its limit is refused, and one marked Low is shed from ShedAt of a
-// limit. Admit never waits: with a Store, it decides on the figures of the
-// last exchange plus this process's own since.
+// limit. With a Store, Admit decides on the figures of the last exchange
+// plus this process's own since, and never waits, unless the store is a
+// strict StrictStore: then it reserves the estimate through the store
+// first, one round trip bounded by Config.ReserveTimeout, and is refused
+// when the fleet's figures leave no room for it. ctx bounds that wait
+// too: a caller that gives up gets ctx's error.
 func (l *Ledger) Admit(ctx context.Context, req Request, est Estimate) (*Ticket, error) {
 	t := new(Ticket)
 	if err := l.AdmitInto(t, ctx, req, est); err != nil {

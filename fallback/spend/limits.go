@@ -85,8 +85,10 @@ type Allowance struct {
 	DailyCost, MonthlyCost Amount
 	// FailClosed refuses the tenant's requests (ErrUnavailable) when the
 	// shared Store has not answered for Config.MaxStaleness. The default,
-	// false, keeps admitting on this process's own count, reconciled with
-	// the fleet's when the store is back.
+	// false, keeps admitting while the store is away, within this
+	// process's share of what the tenant had left when the store was last
+	// seen (see PodCounter), reconciled with the fleet's figures when the
+	// store is back.
 	FailClosed bool
 }
 

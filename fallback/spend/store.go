@@ -14,11 +14,11 @@ import (
 // the same tenants' limits: breaker/redisstore's approach for money.
 // fallback/spend/redisspend implements it over Redis.
 //
-// The ledger stays local-first: Admit decides on the fleet's figures as
-// of the last exchange plus this process's own since, and never waits on
-// the store. Every SyncInterval the ledger sends, for each tenant with a
-// limit (or new spending) and each current period, what this process has
-// used in it in all — a cumulative figure, not an increment — and reads
+// The ledger is local-first unless the store is a strict StrictStore:
+// Admit decides on the fleet's figures as of the last exchange plus this
+// process's own since, and never waits on the store. Every SyncInterval
+// the ledger sends, for each tenant with a limit (or new spending) and
+// each current period, what this process has used in it in all — a cumulative figure, not an increment — and reads
 // back the fleet's total. A cumulative figure makes every write
 // idempotent: a write retried after a lost reply, or repeated after the
 // store restarted empty, sets the same value again and never counts
