@@ -460,7 +460,7 @@ func (l *Ledger) AdmitInto(t *Ticket, ctx context.Context, req Request, est Esti
 		l.emitUnpriced(a, cal)
 	}
 	var res Reserved
-	if l.strict != nil && a.allow.limited() && !l.store.failed.Load() {
+	if l.strict != nil && a.allow.limited() && !l.store.failed.Load() && !l.store.stopped.Load() {
 		var err error
 		if res, err = l.reserve(ctx, a, cal, req, est); err != nil {
 			return err

@@ -175,6 +175,9 @@ type syncer struct {
 	// the ledger's creation, so that a new process is not stale at once.
 	lastOK atomic.Int64
 	failed atomic.Bool
+	// stopped is set by stop: from then on requests are decided on this
+	// process's figures alone, and events reported at once.
+	stopped atomic.Bool
 
 	// npods is the fleet's size as the store last told it (PodCounter),
 	// 0 when unknown.
@@ -274,10 +277,14 @@ func (s *syncer) run() {
 // this process's final figures: tried again until it succeeds or the sync
 // timeout has passed.
 func (s *syncer) stop() error {
+	s.stopped.Store(true)
 	s.cancel()
 	<-s.done
 	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
 	defer cancel()
+	// Events the fleet could not be asked about are reported unclaimed:
+	// an alert twice rather than never.
+	defer s.unclaimed()
 	for {
 		err := s.once(ctx, false)
 		if err == nil || ctx.Err() != nil {
@@ -289,6 +296,20 @@ func (s *syncer) stop() error {
 		case <-ctx.Done():
 			t.Stop()
 			return err
+		}
+	}
+}
+
+// unclaimed reports the events still waiting for a claim.
+func (s *syncer) unclaimed() {
+	s.claimsMu.Lock()
+	pend := s.claims
+	s.claims = nil
+	s.claimsMu.Unlock()
+	fns := s.l.events.Load()
+	for _, p := range pend {
+		for _, fn := range fns {
+			fn(p.event)
 		}
 	}
 }
@@ -487,7 +508,7 @@ func (s *syncer) deferEvent(e Event) bool {
 	c.ID = newCalendar(e.ResetAt.Add(-time.Nanosecond), s.l.clock.loc).id(c.Period)
 	s.claimsMu.Lock()
 	defer s.claimsMu.Unlock()
-	if len(s.claims) >= maxPendingClaims {
+	if len(s.claims) >= maxPendingClaims || s.stopped.Load() {
 		return false
 	}
 	s.claims = append(s.claims, pendingClaim{claim: c, event: e})
