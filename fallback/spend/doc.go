@@ -78,7 +78,8 @@
 // event says so (Refused, UnpricedUsage).
 //
 // Admitting reads no clock (a timer moves the periods on at midnight) and
-// allocates nothing with AdmitInto; see BENCHMARKS.md for the cost.
+// allocates nothing with AdmitInto, but for a strict store's reservation
+// (a Redis round trip); see BENCHMARKS.md for the cost.
 //
 // # Several processes
 //
