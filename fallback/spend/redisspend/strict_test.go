@@ -86,6 +86,18 @@ func newPod(t testing.TB, pc podConfig) *pod {
 	return &pod{ledger: l, chain: c, store: store, events: ev}
 }
 
+// newPods makes n pods of one configuration, under a key prefix of the
+// test's own.
+func newPods(t *testing.T, n int, pc podConfig) []*pod {
+	t.Helper()
+	pc.prefix = prefix(t)
+	pods := make([]*pod, n)
+	for i := range pods {
+		pods[i] = newPod(t, pc)
+	}
+	return pods
+}
+
 func cmpOr(d, def time.Duration) time.Duration {
 	if d != 0 {
 		return d
@@ -169,11 +181,7 @@ func TestStrictFleetNeverPassesTheLimit(t *testing.T) {
 		name := map[bool]string{true: "strict", false: "local-first"}[strict]
 		t.Run(name, func(t *testing.T) {
 			var billed atomic.Int64
-			pre := prefix(t)
-			var pods []*pod
-			for range 4 {
-				pods = append(pods, newPod(t, podConfig{addr: addr, prefix: pre, limit: limit, strict: strict, used: 100, billed: &billed}))
-			}
+			pods := newPods(t, 4, podConfig{addr: addr, limit: limit, strict: strict, used: 100, billed: &billed})
 			admitted := runFleet(t, pods, 16, 100)
 			over := float64(billed.Load()-limit) / limit * 100
 			t.Logf("%s: %d requests admitted, %d tokens billed against %d (%+.1f %%)", name, admitted, billed.Load(), limit, over)
@@ -202,11 +210,7 @@ func TestStrictOvershootIsTheEstimatesShortfall(t *testing.T) {
 	addr := sharedAddr(t)
 	const limit, callers = 20_000, 8
 	var billed atomic.Int64
-	pre := prefix(t)
-	var pods []*pod
-	for range 4 {
-		pods = append(pods, newPod(t, podConfig{addr: addr, prefix: pre, limit: limit, strict: true, used: 130, billed: &billed}))
-	}
+	pods := newPods(t, 4, podConfig{addr: addr, limit: limit, strict: true, used: 130, billed: &billed})
 	admitted := runFleet(t, pods, callers, 100)
 	t.Logf("%d admitted, %d billed against %d: %d over, of a shortfall of %d", admitted, billed.Load(), limit, billed.Load()-limit, 30*admitted)
 	assert.LessOrEqual(t, 100*admitted, int64(limit), "the estimates admitted fit in the limit")
@@ -272,11 +276,7 @@ func TestThresholdEventsOncePerFleet(t *testing.T) {
 		name := map[bool]string{true: "strict", false: "local-first"}[strict]
 		t.Run(name, func(t *testing.T) {
 			var billed atomic.Int64
-			pre := prefix(t)
-			var pods []*pod
-			for range 4 {
-				pods = append(pods, newPod(t, podConfig{addr: addr, prefix: pre, limit: 20_000, strict: strict, used: 100, billed: &billed}))
-			}
+			pods := newPods(t, 4, podConfig{addr: addr, limit: 20_000, strict: strict, used: 100, billed: &billed})
 			runFleet(t, pods, 4, 100)
 			// Every pod sees the fleet's final figure, then closes: the
 			// last exchange makes the claims still pending.
