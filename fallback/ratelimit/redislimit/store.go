@@ -79,25 +79,36 @@ type Options struct {
 	// background. DefaultRetryHealth when zero.
 	RetryHealth time.Duration
 	// Pods is how many processes are expected to share each quota: while
-	// the store cannot use Redis (down, paused, slower than RequestBound,
-	// or closed), each of its limiters keeps to a share of 1/Pods of its
-	// quota — of its burst and of its rate — so that the fleet together
-	// stays near its quota instead of each process spending all of it. A
-	// share starts empty when the store stops using Redis (the fleet may
-	// have spent the quota just before), so the switch adds no burst; it
-	// fills at the share's rate. Turns at hand (Prefetch) are used first:
-	// the fleet counted them. When Redis answers again the store tells the
-	// fleet's bucket, in the background, what the share admitted that
-	// still counts (its state as a bucket: at most its burst), so that the
-	// fleet's burst does not come on top of the shares' last window.
+	// the store cannot use Redis (down, paused, slower than the bound
+	// OutageAfter times in a row, or closed) — and for a call whose reply
+	// comes after the bound — each of its limiters keeps to a share of
+	// 1/Pods of its quota — of its burst and of its rate — so that the
+	// fleet together stays near its quota instead of each process
+	// spending all of it. Turns at hand (Prefetch) are used first: the
+	// fleet counted them. A share is not emptied when the store stops
+	// using Redis: the calls the fleet admits for the process are spent
+	// from it too, so it holds what the process has not spent of it
+	// lately. A process that was quiet serves a burst of its share at
+	// once; one that spent its share through the fleet just before (when
+	// the fleet may have spent its quota) has little left and fills at
+	// the share's rate. A window across the outage's start holds at most
+	// the quota and the part of the fleet's burst the quiet processes had
+	// not spent (at most the burst: 110 % with the default Burst). When
+	// Redis answers again the store tells the fleet's bucket, in the
+	// background, what the share admitted that still counts (its state as
+	// a bucket: at most its burst), and what it admitted for calls whose
+	// reply was late while the store used Redis (all of them, unless the
+	// late reply granted the call's turn), so that the fleet's burst does
+	// not come on top of the shares' last window; and for one window of
+	// the quota after it is back a call needs room in the share as well
+	// as a fleet turn, because other processes may still be on their
+	// shares (a go-redis client redials once a second after failed dials).
 	// Set it to the number of replicas, or the most you run: more pods
 	// than Pods still exceed the quota while Redis is out (by Pods
 	// running/Pods), fewer only waste part of it. While some processes
-	// reach Redis and others do not (a partition, or a host so loaded
-	// that Redis answers it slower than RequestBound), those that do take
-	// the fleet's whole rate and the others their shares on top of it
-	// until they are back: keep RequestBound well above Redis's p99
-	// round trip, so that a loaded host does not flap between the two.
+	// reach Redis and others do not (a partition), those that do take the
+	// fleet's whole rate and the others their shares on top of it until
+	// they are back.
 	// 0, the default: as many processes as Redis last saw taking turns
 	// of the limit within the 30 s before (each take notes its process;
 	// at least one), so that a fleet that does not say its size still
@@ -189,12 +200,14 @@ func ID(name string) string {
 // Local-first: a call is first admitted by the process's own limiter (its
 // Config is the fleet's quota, so one process alone can never exceed it),
 // then takes a fleet turn the process holds at hand, prefetched in the
-// background. Only a call that finds none waits on Redis, at most
-// RequestBound. It fails open, to a share: when Redis is slow, down or
-// unreachable, calls are decided by the process's share of the quota
-// (Options.Pods; on the local limit alone without it), the store stops
-// waiting on Redis, and a background check every RetryHealth brings the
-// fleet's limit back when Redis answers again.
+// background. Only a call that finds none waits on Redis, at most the
+// bound (Options.RequestBound, grown with the round trips the store
+// measures). It fails open, to a share: a call whose reply is late is
+// decided by the process's share of the quota (Options.Pods; on the local
+// limit alone without it) and the reply tells the fleet when it comes;
+// when Redis is late OutageAfter times in a row, paused or down, the
+// store stops waiting on Redis, and a background check every RetryHealth
+// brings the fleet's limit back when Redis answers again.
 type Store struct {
 	client redis.UniversalClient
 	opts   Options
@@ -265,8 +278,9 @@ type Stats struct {
 	// Refused how Redis answered; FailedOpen, the calls decided without
 	// the fleet because Redis did not answer in time (by the process's
 	// share when Options.Pods is above 1, otherwise admitted on the local
-	// limit); ShareRefused, those of them the share refused; Errors,
-	// failed operations.
+	// limit); ShareRefused, the calls the share refused (those, and calls
+	// refused for want of room in the share in the window after an
+	// outage); Errors, failed operations.
 	Takes, Granted, Refused, FailedOpen, ShareRefused, Errors uint64
 	// Outages counts the times the store stopped using Redis.
 	Outages uint64
