@@ -99,16 +99,16 @@ func TestOneSlowReplyIsNoOutage(t *testing.T) {
 	for i := range 20 {
 		require.True(t, a.lim.Allow(0), "call %d", i)
 	}
+	requireEventually(t, func() bool { return a.store.Stats().Granted >= 2 }, "the fleet grants the next turns")
 	st = a.store.Stats()
 	assert.Zero(t, st.Outages, "%+v", st)
 	assert.True(t, st.Healthy)
-	assert.Equal(t, uint64(1), st.FailedOpen, "the calls after the late reply were the fleet's: %+v", st)
 }
 
 // TestSlowRepliesInARowAreAnOutage: Redis that answers every take later
 // than the bound is an outage, declared after Options.OutageAfter late
-// replies in a row: the pod then keeps to its share without waiting on
-// Redis.
+// replies in a row: the pod then keeps to its share, and a background
+// check brings Redis back.
 func TestSlowRepliesInARowAreAnOutage(t *testing.T) {
 	srv := redisserver.Need(t, shared)
 	cfg := ratelimit.Config{Name: "gemini-2.5-pro", Requests: 600, Per: time.Minute}
@@ -127,11 +127,11 @@ func TestSlowRepliesInARowAreAnOutage(t *testing.T) {
 	st := a.store.Stats()
 	assert.Equal(t, uint64(1), st.Outages)
 	assert.Equal(t, uint64(3), st.FailedOpen, "three late replies in a row, each call's decided by the share: %+v", st)
-	takes := st.Takes
+	// The share goes on admitting: the health check, not the calls,
+	// waits on Redis now.
 	for range 10 {
 		require.True(t, a.lim.Allow(0), "the share admits it")
 	}
-	assert.Equal(t, takes, a.store.Stats().Takes, "no take while the store does not use Redis")
 }
 
 // chainPod is a pod whose limiter guards the first tier of a chain that
