@@ -30,7 +30,8 @@
 // paused). A share is not emptied when Redis goes out: it holds what the
 // process has not spent of it lately through the fleet, so a quiet
 // process serves a burst at once while a busy one has little left. For a
-// window after Redis is back, a call needs room in the share too, so the
+// window after Redis is back from an outage in which a health check found
+// it unreachable, a call needs room in the share too, so the
 // processes still out do not add their shares to the fleet's whole rate.
 // Without Pods, the share is 1/N of the quota, N the processes Redis last
 // saw taking the limit's turns within 30 s; with Pods: 1 each process goes

@@ -99,10 +99,13 @@ type Options struct {
 	// a bucket: at most its burst), and what it admitted for calls whose
 	// reply was late while the store used Redis (all of them, unless the
 	// late reply granted the call's turn), so that the fleet's burst does
-	// not come on top of the shares' last window; and for one window of
-	// the quota after it is back a call needs room in the share as well
-	// as a fleet turn, because other processes may still be on their
-	// shares (a go-redis client redials once a second after failed dials).
+	// not come on top of the shares' last window; and, when a health
+	// check found Redis unreachable during the outage (down or paused, so
+	// that the other processes were out too), for one window of the quota
+	// after it is back a call needs room in the share as well as a fleet
+	// turn, because other processes may still be on their shares (a
+	// go-redis client redials once a second after failed dials). An
+	// outage of this process alone (its replies late) has no such window.
 	// Set it to the number of replicas, or the most you run: more pods
 	// than Pods still exceed the quota while Redis is out (by Pods
 	// running/Pods), fewer only waste part of it. While some processes
@@ -226,9 +229,13 @@ type Store struct {
 	// rtt is the slowest recent round trip of a take (ns): each reply
 	// raises it to its own, or lowers it by an eighth of the way.
 	rtt atomic.Int64
-	// backAt is when the store last used Redis again after an outage (ns
-	// since epoch); 0 before any.
+	// backAt is when the store last used Redis again after an outage in
+	// which a health check failed (ns since epoch); 0 before any.
 	backAt atomic.Int64
+	// unreachable is set when a health check failed during the outage:
+	// Redis was down or paused, not merely slow to this process, so the
+	// other processes were likely out too.
+	unreachable atomic.Bool
 
 	takes, granted, refused, failedOpen, errs, shareRefused atomic.Uint64
 	// token names this store among the processes Redis sees taking turns.
@@ -329,16 +336,19 @@ func (s *Store) lateReply() {
 	}
 }
 
-// up marks the store as using Redis again, noting when an outage ended.
+// up marks the store as using Redis again, noting when an outage in
+// which Redis was unreachable ended. An outage whose first health check
+// found Redis answering (this process was slow, or its replies late) has
+// no window after it: the other processes were not out.
 func (s *Store) up() {
-	if !s.healthy.Load() && s.healthy.CompareAndSwap(false, true) {
+	if !s.healthy.Load() && s.healthy.CompareAndSwap(false, true) && s.unreachable.Swap(false) {
 		s.backAt.Store(int64(time.Since(s.epoch)))
 	}
 }
 
 // catchingUp reports whether the store uses Redis again since less than
-// per: a limit of that window then keeps to its share as well (see
-// Options.Pods).
+// per, after an outage in which it was unreachable: a limit of that
+// window then keeps to its share as well (see Options.Pods).
 func (s *Store) catchingUp(per time.Duration) bool {
 	at := s.backAt.Load()
 	return at != 0 && s.healthy.Load() && time.Since(s.epoch)-time.Duration(at) < per
@@ -347,6 +357,7 @@ func (s *Store) catchingUp(per time.Duration) bool {
 // down marks the store as not using Redis, counting a new outage.
 func (s *Store) down() {
 	if s.healthy.CompareAndSwap(true, false) {
+		s.unreachable.Store(false)
 		s.outages.Add(1)
 	}
 }
@@ -1102,8 +1113,10 @@ func (s *Store) checkHealth() {
 		defer s.checking.Store(false)
 		ctx, cancel := context.WithTimeout(s.ctx, min(s.opts.OpTimeout, 4*s.maxBound()))
 		defer cancel()
-		if err := s.client.Ping(ctx).Err(); err == nil {
-			s.up()
+		if err := s.client.Ping(ctx).Err(); err != nil {
+			s.unreachable.Store(true)
+			return
 		}
+		s.up()
 	}()
 }
