@@ -167,7 +167,8 @@ func TestTokenEstimateIsCorrectedByUsage(t *testing.T) {
 		_, err = c.Do(context.Background(), strings.Repeat("x", 10_001))
 		var fe *fallback.Error
 		require.ErrorAs(t, err, &fe)
-		assert.Equal(t, fallback.SkipRateLimited, fe.Tiers[0].Skip, "an estimate above the burst is never admitted")
+		assert.Equal(t, fallback.SkipTooLarge, fe.Tiers[0].Skip, "an estimate above the burst is never admitted")
+		assert.ErrorIs(t, err, fallback.ErrTooLarge)
 	})
 }
 

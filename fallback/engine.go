@@ -813,16 +813,82 @@ func (e *engine) localAnswered(r *request, src Source, hit string) {
 	}
 }
 
+// tooLargeVerdict is the verdict of a request every tier skipped as too
+// large.
+var tooLargeVerdict = classify.Verdict{Class: classify.InvalidRequest, Reason: "never admissible: too large for every tier"}
+
 // localCause is the verdict a request that found no local answer fails
-// with.
+// with, and whether it fails closed, without asking the cache or the
+// default: when its caller cancelled it, or when every tier skipped it
+// as too large (the request must change; a canned answer would hide it).
 func (e *engine) localCause(r *request, last classify.Verdict) (classify.Verdict, bool) {
 	if err := r.ctx.Err(); errors.Is(err, context.Canceled) {
 		return classify.Verdict{Class: classify.Canceled, Reason: "canceled by caller"}, true
+	}
+	if e.tooLarge(r) {
+		return tooLargeVerdict, true
 	}
 	if r.budget.Remaining() <= 0 {
 		return classify.Verdict{Class: classify.DeadlineExhausted, Reason: "deadline budget exhausted"}, false
 	}
 	return last, false
+}
+
+// tooLarge reports whether every stage skipped the request as too large
+// (SkipTooLarge) and no tier was called. It reads the trail in place: a
+// failing request builds no trail to ask.
+func (e *engine) tooLarge(r *request) bool {
+	s := &r.sum
+	if s.UpstreamCalls != 0 || len(e.stages) == 0 {
+		return false
+	}
+	stages, last := 0, -1
+	for _, k := range s.skips[:s.marks] {
+		if k.skip != SkipTooLarge {
+			return false
+		}
+		if int(k.stage) != last {
+			stages, last = stages+1, int(k.stage)
+		}
+	}
+	calls := s.spill
+	if calls == nil {
+		calls = s.inline[:s.n]
+	}
+	for i := range calls {
+		a := &calls[i]
+		switch {
+		case a.Hedge && a.Skip != NotSkipped:
+			// A hedge that found nowhere to go says nothing of its tier.
+		case a.Skip != SkipTooLarge:
+			return false
+		case s.marks == 0 && a.TierIndex != last:
+			stages, last = stages+1, a.TierIndex
+		}
+	}
+	if s.marks != 0 && len(calls) != 0 {
+		// Marks and entries both: count the stages apart.
+		return e.everyStageTooLarge(s)
+	}
+	return stages == len(e.stages)
+}
+
+// everyStageTooLarge is tooLarge's count of the stages skipped, for a
+// trail that holds skips both as marks and as entries.
+func (e *engine) everyStageTooLarge(s *Summary) bool {
+	for i := range e.stages {
+		found := false
+		for _, a := range s.trail() {
+			if a.TierIndex == i && a.Skip == SkipTooLarge {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
 }
 
 // failure builds the request's *Error from its trail.

@@ -136,6 +136,15 @@ func (e *Error) Is(target error) bool {
 // chain's error names why the request failed.
 func (e *Error) Verdict() classify.Verdict { return e.Cause }
 
+// ErrTooLarge reports a request no tier can ever admit: every tier skipped
+// it as too large (SkipTooLarge: its token estimate exceeds the burst of
+// the tier's rate limiter), so waiting or retrying cannot help. The
+// chain's *Error matches it with errors.Is, as does the *SkipError of a
+// tier that skipped a request as too large; ratelimit.ErrTooLarge is
+// this error. A gateway answers 413 to it, where it answers 429 or the
+// default to a request merely rate-limited.
+var ErrTooLarge = errors.New("tierguard: request too large to be admitted")
+
 // SkipError reports a tier passed over without an upstream call: its
 // model is retired, its quota is exhausted and it is parked, or a tier
 // decorator refused the call (a rate limit's turn, every pool member out).
@@ -158,6 +167,10 @@ type SkipError struct {
 
 // Unwrap returns the cause.
 func (e *SkipError) Unwrap() error { return e.Cause }
+
+// Is reports whether target is ErrTooLarge and the tier skipped the
+// request as too large.
+func (e *SkipError) Is(target error) bool { return target == ErrTooLarge && e.Skip == SkipTooLarge }
 
 // Error names the tier and why it was skipped.
 func (e *SkipError) Error() string {

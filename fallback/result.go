@@ -56,12 +56,21 @@ const (
 	// down until the server's time (see CoolDown; SkipError.Cooling says
 	// by which rule, until when).
 	SkipRateLimited
+	// SkipTooLarge: the request can never be admitted by the tier's guard,
+	// however long it waits — its token estimate exceeds its rate
+	// limiter's TokenBurst (ratelimit), or every member's of its pool. A
+	// guard of any kind says so by skipping with it. When every tier of a
+	// chain skips a request as too large, and none was called, the chain
+	// fails closed, without the cache or the default — the request must
+	// be changed, not retried — with an error that matches ErrTooLarge
+	// (a gateway answers 413).
+	SkipTooLarge
 )
 
 var skipNames = [...]string{
 	NotSkipped: "not_skipped", SkipOpen: "open", SkipFull: "full",
 	SkipRetired: "retired", SkipQuota: "quota", SkipBudget: "budget",
-	SkipRateLimited: "rate_limited",
+	SkipRateLimited: "rate_limited", SkipTooLarge: "too_large",
 }
 
 // skipReasons are the verdict reasons of skips.
@@ -73,6 +82,7 @@ var skipReasons = [...]string{
 	SkipQuota:       "quota exhausted, tier parked",
 	SkipBudget:      "too little time left for this tier",
 	SkipRateLimited: "over the local rate limit",
+	SkipTooLarge:    "never admissible: larger than the limit allows",
 }
 
 // String names the skip reason.

@@ -17,7 +17,7 @@ import (
 var numClasses = len(classify.Classes())
 
 // numSkips is the number of fallback.Skip values, NotSkipped included.
-const numSkips = int(fallback.SkipRateLimited) + 1
+const numSkips = int(fallback.SkipTooLarge) + 1
 
 // maxCached bounds the registry: past it, attribute sets for new stages
 // and operations are built per event instead of cached. A chain's stages are

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"math/bits"
 	"reflect"
 	"sync/atomic"
 	"time"
@@ -281,6 +282,10 @@ func (p *Pool[In, Out]) Call(ctx context.Context, in In) (Out, error) {
 	if m < 0 {
 		return *new(Out), p.p.none(why)
 	}
+	// mixed is set once a member's wrapper refused the call for a reason
+	// other than its size: the pool is then not one that can never admit
+	// it.
+	mixed := false
 	for {
 		tried |= 1 << m
 		out, v, latency, err := p.callMember(ctx, rec, m, tok, probe, rules, tokens, in)
@@ -288,7 +293,13 @@ func (p *Pool[In, Out]) Call(ctx context.Context, in In) (Out, error) {
 		if refused(err) {
 			// The member's own wrapper made no call: the next member is
 			// tried, with no rotation to tell.
-			if next, tok, probe, _ = p.p.enter(key, tried, tokens); next < 0 {
+			large := errors.Is(err, fallback.ErrTooLarge)
+			mixed = mixed || !large
+			if next, tok, probe, why = p.p.enter(key, tried, tokens); next < 0 {
+				if large && (mixed || why != outTooLarge && bits.OnesCount64(tried) < len(p.p.members)) {
+					// Too large for this member, not for the pool.
+					return out, &fallback.SkipError{Tier: p.p.name, Skip: fallback.SkipRateLimited, Cause: err}
+				}
 				return out, err
 			}
 			m = next
@@ -541,20 +552,24 @@ const (
 	outOpen    = uint8(fallback.SkipOpen)
 	outQuota   = uint8(fallback.SkipQuota)
 	outCooling = uint8(fallback.SkipRateLimited)
-	outAuth    = uint8(255)
+	// outTooLarge: every member's limiter can never admit the call (its
+	// tokens exceed their TokenBurst).
+	outTooLarge = uint8(fallback.SkipTooLarge)
+	outAuth     = uint8(255)
 )
 
 // enter picks a member for a call — not in tried, in rotation, its breaker
 // admitting it, its limiter admitting tokens now — and takes its breaker
 // token and a place in flight. m is -1 when none can serve; why says what
-// kept the last candidate out (SkipRateLimited, SkipQuota, SkipOpen), or
+// kept the last candidate out (SkipRateLimited, SkipQuota, SkipOpen),
+// outTooLarge when no member's limiter could ever admit the call, or
 // outAuth when every member is out for its credentials. probe is set
 // when the call is the one let through at the end of the member's
 // cool-down (done ends its hold).
 func (p *pool) enter(key string, tried uint64, tokens int64) (m int, tok breaker.Token, probe int64, why uint8) {
 	n := len(p.members)
 	why = outOpen
-	auth := 0
+	auth, tooLarge := 0, 0
 	for range n {
 		m = p.choose(key, tried)
 		if m < 0 {
@@ -562,6 +577,13 @@ func (p *pool) enter(key string, tried uint64, tokens int64) (m int, tok breaker
 		}
 		tried |= 1 << m
 		pm := &p.members[m]
+		if pm.limiter != nil && !pm.limiter.Admissible(tokens) {
+			// Never this member, whatever its state: no wait admits it.
+			// Over its limit, if another member could take it.
+			tooLarge++
+			why = outCooling
+			continue
+		}
 		out, held := pm.Enter(p.epoch)
 		switch out {
 		case outAuth:
@@ -589,8 +611,11 @@ func (p *pool) enter(key string, tried uint64, tokens int64) (m int, tok breaker
 		pm.inflight.Add(1)
 		return m, tok, held, park.None
 	}
-	if auth == n {
+	switch {
+	case auth == n:
 		why = outAuth
+	case tooLarge == n:
+		why = outTooLarge
 	}
 	return -1, breaker.Token{}, 0, why
 }

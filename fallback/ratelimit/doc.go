@@ -31,6 +31,15 @@
 // (fallback.Stage.Tokens), read from the call's record; the correction is
 // the usage the tier's responses report (fallback.Report).
 //
+// A call whose estimate exceeds a limiter's TokenBurst can never be
+// admitted, however long it waits: Tier skips it as fallback.SkipTooLarge
+// rather than SkipRateLimited, its *LimitedError has TooLarge set and
+// matches ErrTooLarge (which is fallback.ErrTooLarge; ErrLimited too, so
+// test for ErrTooLarge first), and a chain whose every tier skips a
+// request as too large fails closed with that error rather than answer
+// from the cache or the default — "retry in a minute" would be wrong
+// forever; a gateway answers 413. Limiter.Admissible tells ahead.
+//
 // Each limit is a token bucket whose burst is a tenth of the quota
 // (Config.Burst; a quarter for tokens) and whose rate is what is left of
 // the quota after the burst, so that no window of Config.Per ever holds

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tierguard/tierguard/classify"
+	"github.com/tierguard/tierguard/fallback"
 	"github.com/tierguard/tierguard/internal/keyed"
 	"github.com/tierguard/tierguard/internal/subscribers"
 )
@@ -29,28 +30,48 @@ const (
 // errors.Is.
 var ErrLimited = errors.New("tierguard: rate limited locally")
 
+// ErrTooLarge reports a call a limiter can never admit: its tokens exceed
+// the limiter's TokenBurst, so no wait makes room for it. It is
+// fallback.ErrTooLarge, so that a chain's error, whose every tier skipped
+// the request as too large (fallback.SkipTooLarge), matches it too. Such
+// an error matches ErrLimited as well (a limiter refused the call): test
+// for ErrTooLarge first — a gateway answers 413 to it, not 429.
+var ErrTooLarge = fallback.ErrTooLarge
+
 // LimitedError is the error of a refused call.
 type LimitedError struct {
 	// Name is the limiter's name.
 	Name string
 	// RetryIn is how long until the call could have been admitted; 0 when
-	// it never can (its tokens exceed the burst).
+	// it never can (TooLarge, or its turn beyond the limiter's clock).
 	RetryIn time.Duration
+	// TooLarge is set when the call can never be admitted: its tokens
+	// exceed the limiter's TokenBurst. The error then matches ErrTooLarge.
+	TooLarge bool
 }
 
 // Error names the limiter and when to come back.
 func (e *LimitedError) Error() string {
+	if e.TooLarge {
+		return "tierguard: rate limiter " + strconv.Quote(e.Name) + ": the call exceeds the token burst: never admissible"
+	}
 	if e.RetryIn <= 0 {
 		return "tierguard: rate limiter " + strconv.Quote(e.Name) + ": the call exceeds the burst"
 	}
 	return "tierguard: rate limiter " + strconv.Quote(e.Name) + ": limited, retry in " + e.RetryIn.String()
 }
 
-// Is reports whether target is ErrLimited.
-func (e *LimitedError) Is(target error) bool { return target == ErrLimited }
+// Is reports whether target is ErrLimited, or ErrTooLarge for a call
+// that can never be admitted.
+func (e *LimitedError) Is(target error) bool {
+	return target == ErrLimited || e.TooLarge && target == ErrTooLarge
+}
 
 // Verdict classifies the refusal as Rejected: no upstream call was made.
 func (e *LimitedError) Verdict() classify.Verdict {
+	if e.TooLarge {
+		return classify.Verdict{Class: classify.Rejected, Reason: "never admissible: exceeds the token burst"}
+	}
 	return classify.Verdict{Class: classify.Rejected, Reason: "rate limited locally", RetryAfter: e.RetryIn}
 }
 
@@ -501,6 +522,13 @@ func (l *Limiter) refusal() {
 	}
 }
 
+// Admissible reports whether a call of tokens tokens can ever be admitted:
+// false when they exceed TokenBurst, which no wait makes room for. It
+// takes nothing.
+func (l *Limiter) Admissible(tokens int64) bool {
+	return l.tok == nil || tokens <= l.tok.burst
+}
+
 // Allow admits one call of tokens tokens if it can be made now, and
 // reports whether it was. It is Take, as a bool.
 func (l *Limiter) Allow(tokens int64) bool {
@@ -524,7 +552,7 @@ func (l *Limiter) Wait(ctx context.Context, tokens int64) error {
 		}
 		r := l.TakeWithin(tokens, maxWait)
 		if !r.ok {
-			return &LimitedError{Name: l.Name()}
+			return &LimitedError{Name: l.Name(), TooLarge: !l.Admissible(tokens)}
 		}
 		if r.delay == 0 && !r.retry {
 			return nil

@@ -39,7 +39,11 @@ type TierConfig[In any] struct {
 // lose none of them. When one refuses, the turns the others took are
 // given back and the call returns a *fallback.SkipError (SkipRateLimited)
 // wrapping a *LimitedError that says when to come back: the chain skips
-// the tier without an upstream call, as it does a parked one. Once t has
+// the tier without an upstream call, as it does a parked one. A call whose
+// estimate exceeds a limiter's TokenBurst can never be admitted: it is
+// skipped as SkipTooLarge instead, its *LimitedError marked TooLarge
+// (ErrTooLarge), and a chain whose every tier skips it so fails closed
+// rather than answer from the cache or the default. Once t has
 // answered, the limiters' token counts are corrected with the usage its
 // responses reported (fallback.Report).
 //
@@ -145,11 +149,16 @@ func (c *TierConfig[In]) take(ctx context.Context, rec *fallback.Record, in In, 
 		return g, nil
 	}
 	var waited time.Duration
-	refused := func(err error) error {
-		// No upstream call: the chain skips the tier.
+	refused := func(err *LimitedError) error {
+		// No upstream call: the chain skips the tier — as too large when
+		// no wait would ever admit the call.
 		rec.Waited(waited)
 		rec.CountCalls()
-		return &fallback.SkipError{Tier: tier, Skip: fallback.SkipRateLimited, Cause: err}
+		skip := fallback.SkipRateLimited
+		if err.TooLarge {
+			skip = fallback.SkipTooLarge
+		}
+		return &fallback.SkipError{Tier: tier, Skip: skip, Cause: err}
 	}
 	for {
 		wait := c.waitLeft(ctx, g.rules, waited)
@@ -162,7 +171,7 @@ func (c *TierConfig[In]) take(ctx context.Context, rec *fallback.Record, in In, 
 			g.res[i] = l.TakeWithin(g.cost, wait)
 			if !g.res[i].OK() {
 				g.cancel()
-				return g, refused(&LimitedError{Name: l.Name()})
+				return g, refused(&LimitedError{Name: l.Name(), TooLarge: !l.Admissible(g.cost)})
 			}
 			if g.res[i].Retry() {
 				// A fleet's refusal: nothing held by this one; give back

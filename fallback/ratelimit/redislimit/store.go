@@ -28,21 +28,39 @@ const (
 	DefaultPrefetch     = 1
 	DefaultHoldFor      = time.Second
 	DefaultRetryHealth  = time.Second
+	DefaultOutageAfter  = 3
 )
+
+// boundGrowth is how far the bound a call waits on Redis grows past
+// Options.RequestBound when the store measures slower round trips: up to
+// this many times it (and no more than a quarter of OpTimeout).
+const boundGrowth = 20
 
 // Options configures a Store. The zero value is a working configuration.
 type Options struct {
 	// Prefix starts every key; DefaultPrefix when empty. It must be
 	// printable and hold no '{', '}' or space. Use one per environment.
 	Prefix string
-	// RequestBound is the longest a call waits on Redis: only when the
-	// process holds no prefetched turn of its own. Past the bound the
+	// RequestBound is the longest a call waits on Redis while the store
+	// has measured no slower round trips: only a call that holds no
+	// prefetched turn of its own waits. The store learns from the round
+	// trips it measures: the bound is twice the slowest recent one when
+	// that is longer (a loaded host reads its replies late), up to 20
+	// times RequestBound and a quarter of OpTimeout. Past the bound the
 	// call is decided without Redis — by the process's share of the quota
-	// (Pods), or on the local limit alone — and the store stops waiting on
-	// Redis until a background check finds it healthy.
+	// (Pods), or on the local limit alone — and the late reply, when it
+	// comes, tells the fleet what was decided. One late reply is no
+	// outage: the store stops waiting on Redis after OutageAfter late
+	// replies in a row, or when a take has waited OutageAfter bounds
+	// without a reply (Redis paused), or on a failed operation (Redis
+	// down), until a background check finds it healthy.
 	// Size it at two or three times Redis's p99 round trip, well below the
 	// model call's latency. DefaultRequestBound when zero.
 	RequestBound time.Duration
+	// OutageAfter is how many takes in a row must find Redis slower than
+	// the bound before the store stops waiting on it (see RequestBound).
+	// DefaultOutageAfter when zero; 1 stops at the first late reply.
+	OutageAfter int
 	// OpTimeout bounds each Redis operation through its context (go-redis
 	// honours it with redis.Options.ContextTimeoutEnabled; otherwise its
 	// read and write timeouts do). DefaultOpTimeout when zero.
@@ -61,25 +79,39 @@ type Options struct {
 	// background. DefaultRetryHealth when zero.
 	RetryHealth time.Duration
 	// Pods is how many processes are expected to share each quota: while
-	// the store cannot use Redis (down, paused, slower than RequestBound,
-	// or closed), each of its limiters keeps to a share of 1/Pods of its
-	// quota — of its burst and of its rate — so that the fleet together
-	// stays near its quota instead of each process spending all of it. A
-	// share starts empty when the store stops using Redis (the fleet may
-	// have spent the quota just before), so the switch adds no burst; it
-	// fills at the share's rate. Turns at hand (Prefetch) are used first:
-	// the fleet counted them. When Redis answers again the store tells the
-	// fleet's bucket, in the background, what the share admitted that
-	// still counts (its state as a bucket: at most its burst), so that the
-	// fleet's burst does not come on top of the shares' last window.
+	// the store cannot use Redis (down, paused, slower than the bound
+	// OutageAfter times in a row, or closed) — and for a call whose reply
+	// comes after the bound — each of its limiters keeps to a share of
+	// 1/Pods of its quota — of its burst and of its rate — so that the
+	// fleet together stays near its quota instead of each process
+	// spending all of it. Turns at hand (Prefetch) are used first: the
+	// fleet counted them. A share is not emptied when the store stops
+	// using Redis: the calls the fleet admits for the process are spent
+	// from it too, so it holds what the process has not spent of it
+	// lately. A process that was quiet serves a burst of its share at
+	// once; one that spent its share through the fleet just before (when
+	// the fleet may have spent its quota) has little left and fills at
+	// the share's rate. A window across the outage's start holds at most
+	// the quota and the part of the fleet's burst the quiet processes had
+	// not spent (at most the burst: 110 % with the default Burst). When
+	// Redis answers again the store tells the fleet's bucket, in the
+	// background, what the share admitted that still counts (its state as
+	// a bucket: at most its burst), and what it admitted for calls whose
+	// reply was late while the store used Redis (all of them, unless the
+	// late reply granted the call's turn), so that the fleet's burst does
+	// not come on top of the shares' last window; and, when a health
+	// check found Redis unreachable during the outage (down or paused, so
+	// that the other processes were out too), for one window of the quota
+	// after it is back a call needs room in the share as well as a fleet
+	// turn, because other processes may still be on their shares (a
+	// go-redis client redials once a second after failed dials). An
+	// outage of this process alone (its replies late) has no such window.
 	// Set it to the number of replicas, or the most you run: more pods
 	// than Pods still exceed the quota while Redis is out (by Pods
 	// running/Pods), fewer only waste part of it. While some processes
-	// reach Redis and others do not (a partition, or a host so loaded
-	// that Redis answers it slower than RequestBound), those that do take
-	// the fleet's whole rate and the others their shares on top of it
-	// until they are back: keep RequestBound well above Redis's p99
-	// round trip, so that a loaded host does not flap between the two.
+	// reach Redis and others do not (a partition), those that do take the
+	// fleet's whole rate and the others their shares on top of it until
+	// they are back.
 	// 0, the default: as many processes as Redis last saw taking turns
 	// of the limit within the 30 s before (each take notes its process;
 	// at least one), so that a fleet that does not say its size still
@@ -114,6 +146,7 @@ func (o Options) normalize() (Options, error) {
 	check(o.HoldFor >= 0, "HoldFor must not be negative, got %v", o.HoldFor)
 	check(o.RetryHealth >= 0, "RetryHealth must not be negative, got %v", o.RetryHealth)
 	check(o.Pods >= 0, "Pods must not be negative, got %d", o.Pods)
+	check(o.OutageAfter >= 0, "OutageAfter must not be negative, got %d", o.OutageAfter)
 	if err := errors.Join(errs...); err != nil {
 		return o, fmt.Errorf("redislimit: invalid options: %w", err)
 	}
@@ -128,6 +161,9 @@ func (o Options) normalize() (Options, error) {
 	def(&o.RetryHealth, DefaultRetryHealth)
 	if o.Prefetch == 0 {
 		o.Prefetch = DefaultPrefetch
+	}
+	if o.OutageAfter == 0 {
+		o.OutageAfter = DefaultOutageAfter
 	}
 	return o, nil
 }
@@ -167,12 +203,14 @@ func ID(name string) string {
 // Local-first: a call is first admitted by the process's own limiter (its
 // Config is the fleet's quota, so one process alone can never exceed it),
 // then takes a fleet turn the process holds at hand, prefetched in the
-// background. Only a call that finds none waits on Redis, at most
-// RequestBound. It fails open, to a share: when Redis is slow, down or
-// unreachable, calls are decided by the process's share of the quota
-// (Options.Pods; on the local limit alone without it), the store stops
-// waiting on Redis, and a background check every RetryHealth brings the
-// fleet's limit back when Redis answers again.
+// background. Only a call that finds none waits on Redis, at most the
+// bound (Options.RequestBound, grown with the round trips the store
+// measures). It fails open, to a share: a call whose reply is late is
+// decided by the process's share of the quota (Options.Pods; on the local
+// limit alone without it) and the reply tells the fleet when it comes;
+// when Redis is late OutageAfter times in a row, paused or down, the
+// store stops waiting on Redis, and a background check every RetryHealth
+// brings the fleet's limit back when Redis answers again.
 type Store struct {
 	client redis.UniversalClient
 	opts   Options
@@ -183,10 +221,21 @@ type Store struct {
 	healthy   atomic.Bool
 	checking  atomic.Bool
 	lastCheck atomic.Int64
-	// outages counts the times the store stopped using Redis: a member
-	// empties its share when it sees a new one.
+	// outages counts the times the store stopped using Redis.
 	outages atomic.Uint64
 	epoch   time.Time
+	// late counts the takes in a row whose reply came after the bound.
+	late atomic.Int64
+	// rtt is the slowest recent round trip of a take (ns): each reply
+	// raises it to its own, or lowers it by an eighth of the way.
+	rtt atomic.Int64
+	// backAt is when the store last used Redis again after an outage in
+	// which a health check failed (ns since epoch); 0 before any.
+	backAt atomic.Int64
+	// unreachable is set when a health check failed during the outage:
+	// Redis was down or paused, not merely slow to this process, so the
+	// other processes were likely out too.
+	unreachable atomic.Bool
 
 	takes, granted, refused, failedOpen, errs, shareRefused atomic.Uint64
 	// token names this store among the processes Redis sees taking turns.
@@ -236,8 +285,9 @@ type Stats struct {
 	// Refused how Redis answered; FailedOpen, the calls decided without
 	// the fleet because Redis did not answer in time (by the process's
 	// share when Options.Pods is above 1, otherwise admitted on the local
-	// limit); ShareRefused, those of them the share refused; Errors,
-	// failed operations.
+	// limit); ShareRefused, the calls the share refused (those, and calls
+	// refused for want of room in the share in the window after an
+	// outage); Errors, failed operations.
 	Takes, Granted, Refused, FailedOpen, ShareRefused, Errors uint64
 	// Outages counts the times the store stopped using Redis.
 	Outages uint64
@@ -252,9 +302,62 @@ func (s *Store) Stats() Stats {
 		Outages: s.outages.Load(), Healthy: s.healthy.Load()}
 }
 
+// bound is how long a call waits on Redis now: RequestBound, or twice
+// the slowest recent round trip when that is longer, at most maxBound.
+func (s *Store) bound() time.Duration {
+	return max(s.opts.RequestBound, min(2*time.Duration(s.rtt.Load()), s.maxBound()))
+}
+
+// maxBound is the longest the bound grows to.
+func (s *Store) maxBound() time.Duration {
+	return max(s.opts.RequestBound, min(boundGrowth*s.opts.RequestBound, s.opts.OpTimeout/4))
+}
+
+// measured notes a take's round trip: a reply within the bound ends a
+// run of late ones.
+func (s *Store) measured(rtt, bound time.Duration) {
+	if rtt <= bound {
+		s.late.Store(0)
+	}
+	for {
+		old := s.rtt.Load()
+		next := max(int64(rtt), old-old/8)
+		if next == old || s.rtt.CompareAndSwap(old, next) {
+			return
+		}
+	}
+}
+
+// lateReply counts a take whose reply did not come within the bound, and
+// declares an outage after OutageAfter of them in a row.
+func (s *Store) lateReply() {
+	if s.late.Add(1) >= int64(s.opts.OutageAfter) {
+		s.down()
+	}
+}
+
+// up marks the store as using Redis again, noting when an outage in
+// which Redis was unreachable ended. An outage whose first health check
+// found Redis answering (this process was slow, or its replies late) has
+// no window after it: the other processes were not out.
+func (s *Store) up() {
+	if !s.healthy.Load() && s.healthy.CompareAndSwap(false, true) && s.unreachable.Swap(false) {
+		s.backAt.Store(int64(time.Since(s.epoch)))
+	}
+}
+
+// catchingUp reports whether the store uses Redis again since less than
+// per, after an outage in which it was unreachable: a limit of that
+// window then keeps to its share as well (see Options.Pods).
+func (s *Store) catchingUp(per time.Duration) bool {
+	at := s.backAt.Load()
+	return at != 0 && s.healthy.Load() && time.Since(s.epoch)-time.Duration(at) < per
+}
+
 // down marks the store as not using Redis, counting a new outage.
 func (s *Store) down() {
 	if s.healthy.CompareAndSwap(true, false) {
+		s.unreachable.Store(false)
 		s.outages.Add(1)
 	}
 }
@@ -279,22 +382,24 @@ func (s *Store) Join(name string, q ratelimit.Quota) (ratelimit.Member, error) {
 	if q.Tokens > 0 {
 		m.tok = newBucket(per/float64(q.Tokens-q.TokenBurst), q.TokenBurst)
 	}
-	m.sizeShareLocked(max(s.opts.Pods, 1))
+	m.sizeShareLocked(max(s.opts.Pods, 1), 0)
 	return m, nil
 }
 
-// sizeShareLocked makes the member's share 1/pods of its quota; a share
-// of one pod is off (the local limit alone decides). m.mu must be held,
+// sizeShareLocked makes the member's share 1/pods of its quota at now; a
+// share of one pod is off (the local limit alone decides). A share
+// resized keeps the part of its burst it had spent. m.mu must be held,
 // or the member not yet shared.
-func (m *member) sizeShareLocked(pods int) {
+func (m *member) sizeShareLocked(pods int, now float64) {
 	q, n := m.q, float64(pods)
 	if q.Requests > 0 {
-		m.share.req = newShare(float64(q.Per)/float64(max(q.Requests-q.Burst, 1))*n, float64(q.Burst)/n)
+		m.share.req = m.share.req.resized(now, float64(q.Per)/float64(max(q.Requests-q.Burst, 1))*n, float64(q.Burst)/n)
 	}
 	if q.Tokens > 0 {
-		m.share.tok = newShare(float64(q.Per)/float64(q.Tokens-q.TokenBurst)*n, float64(q.TokenBurst)/n)
+		m.share.tok = m.share.tok.resized(now, float64(q.Per)/float64(q.Tokens-q.TokenBurst)*n, float64(q.TokenBurst)/n)
 	}
 	m.share.on = pods > 1
+	m.share.pods = pods
 }
 
 type bucket struct {
@@ -330,21 +435,31 @@ func nanos(ns float64) time.Duration {
 	return time.Duration(ns)
 }
 
-// shareBucket is one limit of a process's share, kept while the store
-// cannot use Redis: a bucket of the limit's burst and rate divided by
-// Options.Pods, on the process's monotonic clock (ns since the store's
-// epoch), guarded by the member's lock.
+// shareBucket is one limit of a process's share, which decides the calls
+// the fleet could not in time: a bucket of the limit's burst and rate
+// divided by Options.Pods, on the process's monotonic clock (ns since the
+// store's epoch), guarded by the member's lock. While the store uses
+// Redis, the calls the fleet admits for the process are spent from it
+// too (without ever refusing one): so that it holds, when Redis is out,
+// what the process has not spent of its share lately — its whole burst
+// after a quiet spell, little after a busy one, when the fleet may have
+// spent its quota just before.
 type shareBucket struct {
 	interval, window float64 // ns
 	tat              float64
 	set              bool
 }
 
-// newShare returns a share of interval ns per unit and burst units
-// (fractional: a share of a burst of 10 among 4 pods holds 2.5). A
-// share's burst below one unit still admits one at a time, at its rate.
-func newShare(interval, burst float64) shareBucket {
-	return shareBucket{interval: interval, window: max(burst, 1) * interval, set: true}
+// resized returns the share of interval ns per unit and burst units
+// (fractional: a share of a burst of 10 among 4 pods holds 2.5) that b
+// becomes at now: full, or as spent as b was. A share's burst below one
+// unit still admits one at a time, at its rate.
+func (b shareBucket) resized(now, interval, burst float64) shareBucket {
+	n := shareBucket{interval: interval, window: max(burst, 1) * interval, set: true}
+	if b.set && b.tat > now {
+		n.tat = now + (b.tat-now)/b.window*n.window
+	}
+	return n
 }
 
 // wait is how long until n units fit at now (0: they fit now).
@@ -368,18 +483,33 @@ func (b *shareBucket) refund(now float64, n int64) {
 	}
 }
 
-// empty leaves the share with nothing at now: it fills at its rate.
-func (b *shareBucket) empty(now float64) { b.tat = now + b.window }
+// spend spends n units the fleet admitted at now, down to an empty
+// share, never below — the fleet, not the share, decided them — unless
+// debt says the share decided them too.
+func (b *shareBucket) spend(now float64, n int64, debt bool) {
+	if b.set && n > 0 {
+		b.tat = max(b.tat, now) + float64(n)*b.interval
+		if !debt {
+			b.tat = min(b.tat, now+b.window)
+		}
+	}
+}
 
 // share is a member's share of its quota while Redis is out.
 type share struct {
 	req, tok shareBucket
 	on       bool
-	// outage is the store's outage the share was emptied for.
+	// pods is how many pods the share is sized for, and outage the
+	// store's outage it was sized in (Options.Pods left at 0).
+	pods   int
 	outage uint64
 	// owedReq and owedTok are what the share admitted that the fleet has
 	// not been told of yet (see settleLocked).
 	owedReq, owedTok int64
+	// lateReq and lateTok are what the share admitted while the store
+	// used Redis (a reply later than the bound), told to the fleet in
+	// full: the fleet's window counts them all.
+	lateReq, lateTok int64
 }
 
 // owed is what of the share's admissions still counts at now: no more
@@ -415,9 +545,10 @@ type member struct {
 	refusals     int
 	refilling    bool
 	// flight, while a call asks the fleet, is closed when it has the
-	// answer.
-	flight chan struct{}
-	share  share
+	// answer; flightAt is when it asked.
+	flight   chan struct{}
+	flightAt time.Time
+	share    share
 }
 
 // Take implements ratelimit.Member.
@@ -425,7 +556,7 @@ func (m *member) Take(tokens int64) (bool, time.Duration) {
 	s := m.s
 	now := time.Now()
 	m.mu.Lock()
-	if m.share.owedReq|m.share.owedTok != 0 && s.healthy.Load() && s.ctx.Err() == nil {
+	if m.share.owedReq|m.share.owedTok|m.share.lateReq|m.share.lateTok != 0 && s.healthy.Load() && s.ctx.Err() == nil {
 		m.settleLocked()
 	}
 	if now.Before(m.blockedUntil) {
@@ -433,19 +564,33 @@ func (m *member) Take(tokens int64) (bool, time.Duration) {
 		m.mu.Unlock()
 		return false, in
 	}
+	if m.share.on && s.catchingUp(m.q.Per) {
+		// Back from an outage: other processes may still be out, on
+		// their shares, beside the fleet's whole rate, until their
+		// clients reach Redis again (go-redis redials once a second
+		// after failed dials). For a window, a call needs room in this
+		// process's share too, so that the fleet keeps to the shares'
+		// sum meanwhile.
+		if in, ok := m.shareRoomLocked(now, tokens); !ok {
+			m.mu.Unlock()
+			s.shareRefused.Add(1)
+			return false, in
+		}
+	}
 	if m.fromHandLocked(now, tokens) {
 		m.mu.Unlock()
 		return true, 0
 	}
 	if !s.healthy.Load() || s.ctx.Err() != nil {
-		ok, in := m.byShareLocked(tokens)
+		ok, in, _, _ := m.byShareLocked(tokens)
 		m.mu.Unlock()
 		s.checkHealth()
 		return ok, in
 	}
 	if fl := m.flight; fl != nil {
+		at := m.flightAt
 		m.mu.Unlock()
-		if ok, in, decided := m.join(fl, tokens); decided {
+		if ok, in, decided := m.join(fl, at, tokens); decided {
 			return ok, in
 		}
 	} else {
@@ -467,12 +612,62 @@ func (m *member) fromHandLocked(now time.Time, tokens int64) bool {
 	if m.req.interval > 0 && m.handReq < 1 || m.handTok < needTok {
 		return false
 	}
+	needReq := int64(0)
 	if m.req.interval > 0 {
-		m.handReq--
+		needReq = 1
 	}
+	m.handReq -= needReq
 	m.handTok -= needTok
+	m.spendShareLocked(now, needReq, needTok)
 	m.refillLocked(tokens)
 	return true
+}
+
+// spendShareLocked spends from the share what the fleet admitted for the
+// process (see shareBucket). m.mu must be held.
+func (m *member) spendShareLocked(at time.Time, req, tok int64) {
+	if !m.share.on {
+		return
+	}
+	now := float64(at.Sub(m.s.epoch))
+	// While catching up after an outage the share decides too: calls
+	// that passed its check together go into its debt, which the next
+	// ones wait out.
+	debt := m.s.catchingUp(m.q.Per)
+	m.share.req.spend(now, req, debt)
+	m.share.tok.spend(now, tok, debt)
+}
+
+// shareRoomLocked reports whether the share has room now for a call of
+// tokens tokens, and if not, how long until it does. m.mu must be held.
+func (m *member) shareRoomLocked(at time.Time, tokens int64) (time.Duration, bool) {
+	sh := &m.share
+	now := float64(at.Sub(m.s.epoch))
+	need, ntok := int64(0), int64(0)
+	if m.req.interval > 0 {
+		need = 1
+	}
+	if m.tok.interval > 0 && float64(tokens)*sh.tok.interval <= sh.tok.window {
+		ntok = tokens
+	}
+	if w := max(sh.req.wait(now, need), sh.tok.wait(now, ntok)); w > 0 {
+		return max(nanos(w), time.Millisecond), false
+	}
+	return 0, true
+}
+
+// asked is a call that asks the fleet, as the call and the take that
+// answers it both see it, under the member's lock: when the reply comes
+// after the bound, the call has been decided by the share meanwhile, and
+// the reply tells the fleet what it was.
+type asked struct {
+	// replied is set when the take's reply was read; late, when the call
+	// stopped waiting for it first.
+	replied, late bool
+	// admitted is set when the share (or the local limit alone) admitted
+	// the late call, and req, tok are what it took from the share for it.
+	admitted bool
+	req, tok int64
 }
 
 // ask asks the fleet for a call's turns and the next ones', waiting no
@@ -482,16 +677,28 @@ func (m *member) fromHandLocked(now time.Time, tokens int64) bool {
 func (m *member) ask(tokens int64) (bool, time.Duration) {
 	s := m.s
 	fl := make(chan struct{})
+	call := new(asked)
 	m.mu.Lock()
+	if other := m.flight; other != nil {
+		// Another call began asking since this one looked: wait for
+		// its answer as if this one had seen it.
+		at := m.flightAt
+		m.mu.Unlock()
+		if ok, in, decided := m.join(other, at, tokens); decided {
+			return ok, in
+		}
+		m.mu.Lock()
+	}
 	if m.flight == nil {
-		m.flight = fl
+		m.flight, m.flightAt = fl, time.Now()
 	} else {
 		fl = nil
 	}
 	m.mu.Unlock()
 	res := make(chan takeResult, 1)
+	bound := s.bound()
 	go func() {
-		r := m.take(tokens, true)
+		r := m.take(tokens, call, bound)
 		if fl != nil {
 			m.mu.Lock()
 			m.flight = nil
@@ -500,38 +707,60 @@ func (m *member) ask(tokens int64) (bool, time.Duration) {
 		}
 		res <- r
 	}()
-	t := time.NewTimer(s.opts.RequestBound)
+	t := time.NewTimer(bound)
 	defer t.Stop()
 	select {
 	case r := <-res:
-		if r.err != nil {
-			return m.byShare(tokens)
-		}
-		return r.ok, r.retryIn
+		return m.answer(r, tokens)
 	case <-t.C:
-		// Slower than the bound: decide on the process's share, and wait
-		// on Redis no more until it answers in time again.
-		s.down()
+	}
+	m.mu.Lock()
+	if call.replied {
+		// The reply came as the bound ran out: it decides.
+		m.mu.Unlock()
+		return m.answer(<-res, tokens)
+	}
+	// Slower than the bound: decide on the process's share, and count a
+	// late reply. The store goes on waiting on Redis unless the replies
+	// have been late OutageAfter times in a row: one slow reply on a
+	// loaded host is no outage.
+	call.late = true
+	ok, in, req, tok := m.byShareLocked(tokens)
+	call.admitted, call.req, call.tok = ok, req, tok
+	m.mu.Unlock()
+	s.lateReply()
+	return ok, in
+}
+
+// answer is a call's answer from its take's result.
+func (m *member) answer(r takeResult, tokens int64) (bool, time.Duration) {
+	if r.err != nil {
 		return m.byShare(tokens)
 	}
+	return r.ok, r.retryIn
 }
 
 // join waits, no longer than the bound, for the answer to another call of
-// this process that is asking the fleet, and decides by it: a refusal
-// refuses this call too (the fleet said when its next turn comes), a
-// grant's prefetch at hand admits it, Redis failing or too slow leaves it
-// to the share. Under contention this is what keeps a process's callers
-// from asking Redis each for the same turn. decided is false when the
-// answer left nothing for this call, which then asks on its own.
-func (m *member) join(fl <-chan struct{}, tokens int64) (ok bool, in time.Duration, decided bool) {
+// this process that is asking the fleet (since at), and decides by it: a
+// refusal refuses this call too (the fleet said when its next turn
+// comes), a grant's prefetch at hand admits it, Redis failing or too slow
+// leaves it to the share. Under contention this is what keeps a process's
+// callers from asking Redis each for the same turn. decided is false when
+// the answer left nothing for this call, which then asks on its own.
+func (m *member) join(fl <-chan struct{}, at time.Time, tokens int64) (ok bool, in time.Duration, decided bool) {
 	s := m.s
-	t := time.NewTimer(s.opts.RequestBound)
+	t := time.NewTimer(s.bound())
 	defer t.Stop()
 	select {
 	case <-fl:
 	case <-t.C:
-		// The flight's own bound, which began before, has run out too:
-		// it marked the store down.
+		// The flight is late. Redis that has not answered it in
+		// OutageAfter of the longest bounds is out (paused, or its host
+		// stuck): stop waiting on it. A reply merely slow (a loaded host)
+		// comes before.
+		if time.Since(at) >= time.Duration(s.opts.OutageAfter)*s.maxBound() {
+			s.down()
+		}
 		ok, in := m.byShare(tokens)
 		return ok, in, true
 	}
@@ -540,7 +769,7 @@ func (m *member) join(fl <-chan struct{}, tokens int64) (ok bool, in time.Durati
 	defer m.mu.Unlock()
 	switch {
 	case !s.healthy.Load() || s.ctx.Err() != nil:
-		ok, in := m.byShareLocked(tokens)
+		ok, in, _, _ := m.byShareLocked(tokens)
 		return ok, in, true
 	case now.Before(m.blockedUntil):
 		return false, m.blockedUntil.Sub(now), true
@@ -555,29 +784,29 @@ func (m *member) join(fl <-chan struct{}, tokens int64) (ok bool, in time.Durati
 func (m *member) byShare(tokens int64) (bool, time.Duration) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.byShareLocked(tokens)
+	ok, in, _, _ := m.byShareLocked(tokens)
+	return ok, in
 }
 
-// byShareLocked is byShare with m.mu held.
-func (m *member) byShareLocked(tokens int64) (bool, time.Duration) {
+// byShareLocked is byShare with m.mu held; req and tok are what it took
+// from the share.
+func (m *member) byShareLocked(tokens int64) (ok bool, in time.Duration, req, tok int64) {
 	s := m.s
 	s.failedOpen.Add(1)
 	sh := &m.share
 	now := float64(time.Since(s.epoch))
-	if o := s.outages.Load(); o != sh.outage {
-		// A new outage (or the store was closed): the fleet may have
-		// spent the quota just before it, so the share starts empty.
+	if o := s.outages.Load(); s.opts.Pods == 0 && (o != sh.outage || m.seenPods > sh.pods) {
+		// As many pods as Redis last saw taking this limit's turns when
+		// the outage began, or more seen since: a Redis restarted empty
+		// counts the pods again from one as they come back, which must
+		// not make a pod's share the whole quota.
 		sh.outage = o
-		if s.opts.Pods == 0 {
-			// As many pods as Redis last saw taking this limit's turns.
-			m.sizeShareLocked(max(m.seenPods, 1))
-		}
-		sh.req.empty(now)
-		sh.tok.empty(now)
+		m.sizeShareLocked(max(m.seenPods, 1), now)
 	}
-	if !sh.on {
-		return true, 0
-	}
+	// The share is not emptied when Redis goes out: it holds what this
+	// process has not spent of it lately (see shareBucket), so a burst
+	// after a quiet spell is served, while a process that spent its
+	// share through the fleet just before has little of it left.
 	need := int64(0)
 	if m.req.interval > 0 {
 		need = 1
@@ -586,6 +815,17 @@ func (m *member) byShareLocked(tokens int64) (bool, time.Duration) {
 	if m.tok.interval > 0 {
 		ntok = tokens
 	}
+	healthy := s.healthy.Load() && s.ctx.Err() == nil
+	if !sh.on {
+		// No share: the local limit alone admits the call. While the
+		// store uses Redis the fleet is still told of it.
+		if !healthy {
+			return true, 0, 0, 0
+		}
+		sh.lateReq += need
+		sh.lateTok += max(ntok, 0)
+		return true, 0, need, max(ntok, 0)
+	}
 	if ntok > 0 && float64(ntok)*sh.tok.interval > sh.tok.window {
 		// More tokens than the share's burst: it can never pass by the
 		// share; let the local limit (which admitted it) decide.
@@ -593,13 +833,18 @@ func (m *member) byShareLocked(tokens int64) (bool, time.Duration) {
 	}
 	if w := max(sh.req.wait(now, need), sh.tok.wait(now, ntok)); w > 0 {
 		s.shareRefused.Add(1)
-		return false, max(nanos(w), time.Millisecond)
+		return false, max(nanos(w), time.Millisecond), 0, 0
 	}
 	sh.req.take(now, need)
 	sh.tok.take(now, ntok)
-	sh.owedReq += need
-	sh.owedTok += ntok
-	return true, 0
+	if healthy {
+		sh.lateReq += need
+		sh.lateTok += ntok
+	} else {
+		sh.owedReq += need
+		sh.owedTok += ntok
+	}
+	return true, 0, need, ntok
 }
 
 // settleLocked tells the fleet, once the store uses Redis again, what the
@@ -611,12 +856,12 @@ func (m *member) byShareLocked(tokens int64) (bool, time.Duration) {
 // held.
 func (m *member) settleLocked() {
 	sh := &m.share
-	if sh.owedReq == 0 && sh.owedTok == 0 {
+	if sh.owedReq|sh.owedTok|sh.lateReq|sh.lateTok == 0 {
 		return
 	}
 	now := float64(time.Since(m.s.epoch))
-	req, tok := sh.req.owed(now, sh.owedReq), sh.tok.owed(now, sh.owedTok)
-	sh.owedReq, sh.owedTok = 0, 0
+	req, tok := sh.req.owed(now, sh.owedReq)+sh.lateReq, sh.tok.owed(now, sh.owedTok)+sh.lateTok
+	sh.owedReq, sh.owedTok, sh.lateReq, sh.lateTok = 0, 0, 0, 0
 	if req > 0 && m.req.interval > 0 {
 		m.background("settle", adjustScript, m.keys[:1], m.req.interval, m.req.window, req)
 	}
@@ -632,13 +877,15 @@ type takeResult struct {
 }
 
 // take asks Redis for the turns of a call of tokens tokens (needed, when
-// forCall) and a prefetch beyond them, and keeps what it is granted beyond
-// the call at hand.
-func (m *member) take(tokens int64, forCall bool) takeResult {
+// call is set) and a prefetch beyond them, and keeps what it is granted
+// beyond the call at hand — and the call's own turns too, when the call
+// stopped waiting for the reply and was refused meanwhile. bound is the
+// bound the call waits for the reply.
+func (m *member) take(tokens int64, call *asked, bound time.Duration) takeResult {
 	s := m.s
 	s.takes.Add(1)
 	needReq, needTok := int64(0), int64(0)
-	if forCall {
+	if call != nil {
 		needReq, needTok = 1, tokens
 	}
 	wantReq := needReq + int64(s.opts.Prefetch)
@@ -651,6 +898,7 @@ func (m *member) take(tokens int64, forCall bool) takeResult {
 	}
 	ctx, cancel := context.WithTimeout(s.ctx, s.opts.OpTimeout)
 	defer cancel()
+	start := time.Now()
 	v, err := takeScript.Run(ctx, s.client, m.keys,
 		m.req.interval, m.req.window, wantReq, needReq, m.tok.interval, m.tok.window, wantTok, needTok,
 		s.token, presence.Microseconds()).Int64Slice()
@@ -658,10 +906,16 @@ func (m *member) take(tokens int64, forCall bool) takeResult {
 		s.fail("take", m.id, err)
 		return takeResult{err: err}
 	}
-	s.healthy.Store(true)
+	s.measured(time.Since(start), bound)
+	s.up()
 	if len(v) == 3 && v[0] == 0 {
 		s.refused.Add(1)
 		m.mu.Lock()
+		if call != nil {
+			// A late call the share admitted stays owed: the fleet is
+			// told when the member next settles.
+			call.replied = true
+		}
 		m.seenPods = int(v[2])
 		m.refusals = min(m.refusals+1, 30)
 		// A fleet's next turn may be centuries away (a rate near zero):
@@ -684,9 +938,25 @@ func (m *member) take(tokens int64, forCall bool) takeResult {
 	if time.Since(m.handAt) > s.opts.HoldFor {
 		m.handReq, m.handTok = 0, 0
 	}
+	now := time.Now()
+	if call != nil {
+		call.replied = true
+		switch {
+		case !call.late:
+			m.spendShareLocked(now, needReq, needTok)
+		case !call.admitted:
+			// Refused meanwhile: the call's turns are the next call's.
+			needReq, needTok = 0, 0
+		default:
+			// Admitted meanwhile: the fleet has counted it now, so the
+			// share owes nothing for it.
+			m.share.lateReq = max(m.share.lateReq-call.req, 0)
+			m.share.lateTok = max(m.share.lateTok-call.tok, 0)
+		}
+	}
 	m.handReq += v[1] - needReq
 	m.handTok += v[2] - needTok
-	m.handAt = time.Now()
+	m.handAt = now
 	m.mu.Unlock()
 	return takeResult{ok: true}
 }
@@ -735,7 +1005,7 @@ func (m *member) refillLocked(tokens int64) {
 	go func() {
 		defer s.wg.Done()
 		if s.ctx.Err() == nil {
-			m.take(tokens, false)
+			m.take(tokens, nil, s.bound())
 		}
 		m.mu.Lock()
 		m.refilling = false
@@ -792,6 +1062,12 @@ func (m *member) Refund(tokens int64) {
 	if m.tok.interval > 0 {
 		m.handTok += max(tokens, 0)
 	}
+	if m.share.on {
+		// The share was spent for it too (see shareBucket).
+		now := float64(time.Since(m.s.epoch))
+		m.share.req.refund(now, 1)
+		m.share.tok.refund(now, tokens)
+	}
 }
 
 // Leave implements ratelimit.Member.
@@ -835,10 +1111,12 @@ func (s *Store) checkHealth() {
 	go func() {
 		defer s.wg.Done()
 		defer s.checking.Store(false)
-		ctx, cancel := context.WithTimeout(s.ctx, min(s.opts.OpTimeout, s.opts.RequestBound*4))
+		ctx, cancel := context.WithTimeout(s.ctx, min(s.opts.OpTimeout, 4*s.maxBound()))
 		defer cancel()
-		if err := s.client.Ping(ctx).Err(); err == nil {
-			s.healthy.Store(true)
+		if err := s.client.Ping(ctx).Err(); err != nil {
+			s.unreachable.Store(true)
+			return
 		}
+		s.up()
 	}()
 }
