@@ -11,6 +11,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tierguard/tierguard/classify"
+	"github.com/tierguard/tierguard/fallback"
+	"github.com/tierguard/tierguard/fallback/ratelimit"
 	"github.com/tierguard/tierguard/fallback/spend"
 )
 
@@ -93,4 +96,29 @@ func TestReserveTimeoutDecidesAsWhileAway(t *testing.T) {
 		tk.End()
 		assert.Equal(t, int64(3), st.reserves.Load(), "back to reserving")
 	})
+}
+
+// A first tier that skipped a request as too large for its rate limiter
+// (fallback.SkipTooLarge) hands it to the next as a too-long input would:
+// the fallback's cost is the ContextTooLong class's, not a local
+// rejection's.
+func TestTooLargeSkipIsAFallbackForContextTooLong(t *testing.T) {
+	l := newLedger(t, spend.Config{Prices: testPrices(t)})
+	lim, err := ratelimit.New(ratelimit.Config{Name: "pro", Tokens: 100_000, TokenBurst: 1_000})
+	require.NoError(t, err)
+	defer lim.Close()
+	pro := &tier{name: "pro", def: answer(10, 10)}
+	c, err := fallback.New(fallback.Config[string, reply]{Stages: []fallback.Stage[string, reply]{
+		{Tier: ratelimit.Tier[string, reply](pro, ratelimit.TierConfig[string]{Limiter: lim}), Model: "pro",
+			Tokens: func(string) int64 { return 5_000 }},
+		{Tier: &tier{name: "flash", def: answer(10, 10)}, Model: "flash"},
+	}})
+	require.NoError(t, err)
+	_, err = l.Attach(c)
+	require.NoError(t, err)
+	_, err = do(t, l, c, spend.Request{Tenant: "acme"}, spend.Estimate{})
+	require.NoError(t, err)
+	tot := l.Totals("acme")
+	assert.Equal(t, int64(1), tot.Fallbacks)
+	assert.Equal(t, int64(1), tot.ByClass[classify.ContextTooLong].Fallbacks)
 }

@@ -253,7 +253,8 @@ func (t *Ticket) skipped(b *binding, e *fallback.TierSkip) {
 
 // skipCause is the class a skip of the first tier stands for: the parked
 // quota, the rate limit (a server's cool-down, a local limiter), the
-// retired model, the deadline; for an open breaker, the class
+// retired model, a request too large for the tier's limiter (counted as
+// too long for it), the deadline; for an open breaker, the class
 // of the last failure seen on its model, the one that tripped it (or kept
 // it open), so that a 429 storm's fallbacks stay the 429s' once the
 // breaker opens; else a local rejection.
@@ -271,6 +272,10 @@ func skipCause(l *Ledger, e *fallback.TierSkip) classify.Class {
 		return classify.RateLimited
 	case fallback.SkipRetired:
 		return classify.Retired
+	case fallback.SkipTooLarge:
+		// Larger than the tier's limiter ever admits: as an input over
+		// its window, a later tier may take it.
+		return classify.ContextTooLong
 	case fallback.SkipBudget:
 		return classify.DeadlineExhausted
 	}
