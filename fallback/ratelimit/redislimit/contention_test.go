@@ -140,7 +140,9 @@ func TestChainStageUnderContentionThroughRedis(t *testing.T) {
 		t.Logf("first Redis error: %v", firstErr)
 	}
 	emu.Unlock()
-	assert.GreaterOrEqual(t, float64(len(calls)), 0.95*ceiling, "the fleet passes its quota")
+	// Callers the scheduler held for as long as the lag measured could
+	// not take the turns of that time: the same allowance, the other way.
+	assert.GreaterOrEqual(t, float64(len(calls)), 0.95*ceiling-float64(lagAllowance), "the fleet passes its quota")
 	assert.LessOrEqual(t, worst, quota+2*redislimit.DefaultPrefetch+lagAllowance, "never more than the quota and the turns at hand")
 	// Each refused ask used to send every caller of the pod to Redis for
 	// the same next turn: 26 takes per granted one here.
