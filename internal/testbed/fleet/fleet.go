@@ -178,6 +178,8 @@ type TenantReport struct {
 	// Limit is the daily token limit, Used the tokens the upstream
 	// billed the tenant (the provider's count).
 	Limit, Used int64
+	// Requests counts the requests made for the tenant (admitted or not).
+	Requests int64
 	// Strict is set for the strict ledgers' tenants; Estimate is what
 	// each of their requests reserved (each bills 100 tokens), Shortfall
 	// the estimates' shortfall over every billed request.
@@ -204,6 +206,12 @@ type TenantReport struct {
 	// strict tenant's callers go on once Redis is back (see RELIABILITY.md
 	// for what passes the limit then).
 	Outage, Final int64
+	// Unclaimed is set when the tenant's alerts may have been reported
+	// unclaimed, by several pods: it was billed in an outage, or some
+	// ledger of its mode went without an exchange for longer than its
+	// MaxStaleness in its phase (spend reports an alert whose claim it
+	// cannot make by then, twice rather than never).
+	Unclaimed bool
 	// RedisTokens and RedisReserved are the tenant's day as Redis holds
 	// it at the end: the pods' figures, and the reservations left.
 	RedisTokens, RedisReserved int64
@@ -278,8 +286,8 @@ type fleet struct {
 
 	requests, passed atomic.Uint64
 	// used is, per tenant, what the upstream billed (*atomic.Int64): the
-	// provider's own count.
-	used sync.Map
+	// provider's own count; asked the requests made (*atomic.Int64).
+	used, asked sync.Map
 
 	// strictRequests counts the strict callers' requests; held the strict
 	// calls the upstream holds now, peakHeld the most at once in a burst;
@@ -606,6 +614,7 @@ func (p *pod) close() {
 func (p *pod) request(tenant string) {
 	f := p.f
 	f.requests.Add(1)
+	f.ask(tenant)
 	c := call{tenant: tenant, asked: time.Now(), watched: f.watched(tenant)}
 	tk, err := p.ledger.Admit(context.Background(), spend.Request{Tenant: tenant}, spend.Estimate{Tokens: tokensPerCall})
 	if err != nil {

@@ -49,17 +49,20 @@ func TestFleet(t *testing.T) {
 	// this 2-core machine serves within the strict ledgers' timeout (a
 	// tenth of that hold saturates it: see RELIABILITY.md).
 	cfg := Config{Pods: 50, Quota: 250, Per: time.Second, Interval: 40 * time.Millisecond, Phase: 2 * time.Second,
-		InFlight: 64, StrictRounds: 2, Hold: time.Second, StrictTimeout: time.Second,
+		InFlight: 64, StrictRounds: 2, Hold: time.Second, StrictTimeout: 2 * time.Second,
 		Restarts: 3, Settle: 30 * time.Second, Logf: t.Logf}
 	if *full {
 		cfg = Config{Pods: 50, Quota: 1000, Per: 2 * time.Second, Interval: 20 * time.Millisecond, Phase: 6 * time.Second,
-			InFlight: 64, StrictRounds: 4, Hold: time.Second, StrictTimeout: time.Second,
+			InFlight: 64, StrictRounds: 4, Hold: time.Second, StrictTimeout: 2 * time.Second,
 			Restarts: 20, Storms: 5, Settle: time.Minute, Logf: t.Logf}
 	}
 	if raceDetector {
-		// The same pods, phases and callers at half the load: the race
-		// detector slows every request several times over.
+		// The same pods and phases at half the load, and a sixteenth of
+		// the strict callers' (an eighth of them, each holding twice as
+		// long): the race detector slows every request several times
+		// over.
 		cfg.Interval *= 2
+		cfg.InFlight /= 8
 		cfg.Hold *= 2
 		cfg.StrictTimeout *= 2
 	}
@@ -87,12 +90,25 @@ func TestFleet(t *testing.T) {
 		assert.Equal(t, cfg.InFlight, b.PeakInFlight, "%s: every pod had its callers' requests in flight at once", b.Tenant)
 	}
 	for _, tn := range rep.Tenants {
-		assert.Positive(t, tn.Used, tn.Name)
+		assert.Positive(t, tn.Requests, tn.Name)
+		if !tn.FailClosed {
+			// A FailClosed tenant may have been refused throughout: on a
+			// loaded machine its ledger's figures may be stale when its
+			// phase begins.
+			assert.Positive(t, tn.Used, tn.Name)
+		}
 		switch {
 		case tn.Phase == "steady":
 			assert.Less(t, tn.Overshoot(), 1.0, "with Redis up, a tenant's limit holds to within what the pods spend before they hear of it")
 		case tn.Phase == "strict" && tn.Shortfall == 0:
-			assert.LessOrEqual(t, tn.Used, tn.Limit, "%s: with Redis healthy, the strict limit holds exactly", tn.Name)
+			if burst(rep, tn.Name).StoreFailures == 0 {
+				assert.Equal(t, tn.Limit, tn.Used, "%s: with Redis healthy, the strict limit holds exactly", tn.Name)
+			} else {
+				// A reservation or exchange that failed (the machine too
+				// loaded for the StrictTimeout) made its pod decide on its
+				// share: the guarantee holds only while Redis answers.
+				t.Logf("%s: the strict store failed %d times in the burst: %d of %d tokens", tn.Name, burst(rep, tn.Name).StoreFailures, tn.Used, tn.Limit)
+			}
 		case tn.Phase == "strict":
 			assert.Greater(t, tn.Used, tn.Limit, "%s: short estimates pass the limit", tn.Name)
 			assert.LessOrEqual(t, tn.Used-tn.Limit, tn.Shortfall, "%s: by no more than the estimates' shortfall", tn.Name)
@@ -104,7 +120,8 @@ func TestFleet(t *testing.T) {
 		// Each alert due fires once across the fleet; while Redis is away
 		// longer than MaxStaleness, the pods report the alerts they find
 		// unclaimed (spend's syncer.claim: twice rather than never), so
-		// the outages' tenants get each at least once, at most once a pod.
+		// the outages' tenants (and any whose ledgers went stale in its
+		// phase) get each at least once, at most once a pod.
 		got := map[string]int{}
 		for _, a := range tn.WantAlerts {
 			got[a] = tn.Alerts[a]
@@ -115,11 +132,20 @@ func TestFleet(t *testing.T) {
 			}
 		}
 		for a, n := range got {
-			if tn.Bound == 0 {
+			if !tn.Unclaimed {
 				assert.Equal(t, 1, n, "%s: alert %q once across the fleet", tn.Name, a)
 			} else {
 				assert.True(t, n >= 1 && n <= cfg.Pods, "%s: alert %q ×%d: at least once, at most once a pod", tn.Name, a, n)
 			}
 		}
 	}
+}
+
+func burst(rep *Report, tenant string) BurstReport {
+	for _, b := range rep.Bursts {
+		if b.Tenant == tenant {
+			return b
+		}
+	}
+	return BurstReport{}
 }

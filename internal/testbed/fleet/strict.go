@@ -53,6 +53,7 @@ func raise(peak *atomic.Int64, n int64) {
 func (p *pod) strictRequest(tenant string, est int64) error {
 	f := p.f
 	f.strictRequests.Add(1)
+	f.ask(tenant)
 	raise(&f.peakInFlight, p.inflight.Add(1))
 	defer p.inflight.Add(-1)
 	c := call{tenant: tenant, asked: time.Now(), watched: f.watched(tenant)}
@@ -385,7 +386,11 @@ func (f *fleet) tenantReports(rep *Report, raw *redis.Client) {
 		if v, ok := f.used.Load(tp.name); ok {
 			used = v.(*atomic.Int64).Load()
 		}
-		tr := TenantReport{Name: tp.name, Phase: tp.phase, FailClosed: tp.failClosed, Limit: tp.limit, Used: used,
+		var asked int64
+		if v, ok := f.asked.Load(tp.name); ok {
+			asked = v.(*atomic.Int64).Load()
+		}
+		tr := TenantReport{Name: tp.name, Requests: asked, Phase: tp.phase, FailClosed: tp.failClosed, Limit: tp.limit, Used: used,
 			Strict: tp.strict, Estimate: tokensPerCall, Alerts: map[string]int{}}
 		if tp.strict {
 			tr.Estimate = tp.estimate
@@ -422,6 +427,19 @@ func (f *fleet) tenantReports(rep *Report, raw *redis.Client) {
 				}
 			}
 			f.cfg.logf("%s: %d calls asked after Redis was back, by %d pods, the last %v after", tp.name, after, pods, last)
+		}
+		// The alerts of a tenant billed in an outage, or in a phase in
+		// which some ledger of its mode went stale, may be reported
+		// unclaimed (see TenantReport.Unclaimed).
+		mode, staleness := 0, time.Second
+		if tp.strict {
+			mode, staleness = 1, 3*f.cfg.StrictTimeout
+		}
+		tr.Unclaimed = tp.watched()
+		for _, ph := range rep.Phases {
+			if ph.Name == tp.phase || tp.phase == "steady" && ph.Name == "strict" {
+				tr.Unclaimed = tr.Unclaimed || f.stale(mode, f.start.Add(ph.From), f.start.Add(ph.To), staleness-syncInterval-syncTimeout)
+			}
 		}
 		_, refused := f.refused.Load(tp.name)
 		tr.WantAlerts = wantAlerts(used, tp.limit, refused)
@@ -467,4 +485,42 @@ func (f *fleet) tenantReports(rep *Report, raw *redis.Client) {
 		}
 		rep.Tenants = append(rep.Tenants, tr)
 	}
+}
+
+// stale reports whether some pod's ledger of the mode (0 local-first, 1
+// strict) went longer than staleness without a successful exchange at
+// some time between from and to: its alerts may then have been reported
+// unclaimed.
+func (f *fleet) stale(mode int, from, to time.Time, staleness time.Duration) bool {
+	for _, p := range f.pods {
+		w := p.watches[mode]
+		w.mu.Lock()
+		var began time.Time
+		for _, s := range w.states {
+			switch {
+			case s.failed && began.IsZero():
+				began = s.at
+			case !s.failed && !began.IsZero():
+				if s.at.Sub(began) > staleness && s.at.After(from) && began.Before(to) {
+					w.mu.Unlock()
+					return true
+				}
+				began = time.Time{}
+			}
+		}
+		w.mu.Unlock()
+		if !began.IsZero() && began.Before(to) && to.Sub(began) > staleness {
+			return true
+		}
+	}
+	return false
+}
+
+// ask counts a request made for the tenant.
+func (f *fleet) ask(tenant string) {
+	v, ok := f.asked.Load(tenant)
+	if !ok {
+		v, _ = f.asked.LoadOrStore(tenant, new(atomic.Int64))
+	}
+	v.(*atomic.Int64).Add(1)
 }
