@@ -110,7 +110,12 @@ func TestFleet(t *testing.T) {
 				t.Logf("%s: the strict store failed %d times in the burst: %d of %d tokens", tn.Name, burst(rep, tn.Name).StoreFailures, tn.Used, tn.Limit)
 			}
 		case tn.Phase == "strict":
-			assert.Greater(t, tn.Used, tn.Limit, "%s: short estimates pass the limit", tn.Name)
+			if burst(rep, tn.Name).StoreFailures == 0 {
+				// (Otherwise the pods that counted Redis away refused on
+				// their shares, and their callers stopped, perhaps short
+				// of the limit.)
+				assert.Greater(t, tn.Used, tn.Limit, "%s: short estimates pass the limit", tn.Name)
+			}
 			assert.LessOrEqual(t, tn.Used-tn.Limit, tn.Shortfall, "%s: by no more than the estimates' shortfall", tn.Name)
 		default: // billed in an outage
 			assert.Positive(t, tn.Bound, tn.Name)
