@@ -407,27 +407,6 @@ func (f *fleet) tenantReports(rep *Report, raw *redis.Client) {
 				tr.RedisTokens, tr.RedisReserved = tot.Tokens, tot.ReservedTokens
 			}
 		}
-		if out, ok := f.outs[tp.phase]; ok && tp.watched() && tp.strict {
-			mode := 1
-			var after, pods int
-			var last time.Duration
-			for _, p := range f.pods {
-				p.watches[mode].mu.Lock()
-				n := 0
-				for _, sp := range p.watches[mode].spends[tp.name] {
-					if !sp.asked.Before(out[1]) {
-						n++
-						last = max(last, sp.asked.Sub(out[1]))
-					}
-				}
-				p.watches[mode].mu.Unlock()
-				after += n
-				if n > 0 {
-					pods++
-				}
-			}
-			f.cfg.logf("%s: %d calls asked after Redis was back, by %d pods, the last %v after", tp.name, after, pods, last)
-		}
 		// The alerts of a tenant billed in an outage, or in a phase in
 		// which some ledger of its mode went stale, may be reported
 		// unclaimed (see TenantReport.Unclaimed).
@@ -435,10 +414,14 @@ func (f *fleet) tenantReports(rep *Report, raw *redis.Client) {
 		if tp.strict {
 			mode, staleness = 1, 3*f.cfg.StrictTimeout
 		}
+		interval, timeout := syncInterval, syncTimeout
+		if tp.strict {
+			interval, timeout = strictSyncInterval, f.cfg.StrictTimeout
+		}
 		tr.Unclaimed = tp.watched()
 		for _, ph := range rep.Phases {
 			if ph.Name == tp.phase || tp.phase == "steady" && ph.Name == "strict" {
-				tr.Unclaimed = tr.Unclaimed || f.stale(mode, f.start.Add(ph.From), f.start.Add(ph.To), staleness-syncInterval-syncTimeout)
+				tr.Unclaimed = tr.Unclaimed || f.stale(mode, f.start.Add(ph.From), f.start.Add(ph.To), staleness-interval-timeout)
 			}
 		}
 		_, refused := f.refused.Load(tp.name)
