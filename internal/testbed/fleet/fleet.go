@@ -197,14 +197,16 @@ type TenantReport struct {
 	// and Detection split Bound − Limit: Σ synced_i + Σ s_i − Limit (the
 	// pods' views differ: what the fleet spent between them) and
 	// Σ max(e_i − s_i, 0) (what pods spent past their shares before they
-	// knew). A strict tenant's callers go on once Redis is back, when
-	// Redis's reservations hold it to the limit: its Bound is at least
-	// Limit.
+	// knew).
 	Bound, Views, Detection int64
 	// Outage is what the fleet spent on the tenant's requests asked
-	// before Redis came back (its Bound bounds it); Final bounds Used: a
-	// strict tenant's callers go on once Redis is back (see RELIABILITY.md
-	// for what passes the limit then).
+	// before Redis came back (Bound bounds it); Final bounds Used. A
+	// strict tenant's callers go on for a second once Redis is back,
+	// when the first pods back may reserve again what the others spent
+	// on their shares and have not yet sent: after a pause Final is
+	// Limit + Σ max(s_i, e_i), after a restart (Redis empty, its
+	// reservations counting only the figures sent again) Bound + Limit.
+	// See RELIABILITY.md.
 	Outage, Final int64
 	// Unclaimed is set when the tenant's alerts may have been reported
 	// unclaimed, by several pods: it was billed in an outage, or some
