@@ -254,12 +254,17 @@ func (a *account) firstRefusal(cal *calendar, m Meter, used int64) (crossing, bo
 // view takes in the fleet's figures of a fresh exchange with the store
 // for meter m of period id: fleet is the fleet's stored use, mine this
 // process's part of it, reserved the estimates the fleet holds; pods
-// share what is left while the store is away. a.mu is held.
+// share what is left while the store is away. The other processes' part
+// never shrinks within a period (their figures are cumulative): a store
+// that lost them (Redis restarted empty) holds less until each of them
+// has sent its own again, and this process must not spend again what it
+// saw them spend. a.mu is held.
 func (a *account) view(m Meter, id, fleet, mine, reserved int64, pods int) {
 	if a.periodOf(m) != id {
 		return // the period ended meanwhile
 	}
-	a.fleet[m], a.synced[m] = max(fleet, mine), mine
+	others := max(fleet-mine, a.fleet[m]-a.synced[m], 0)
+	a.fleet[m], a.synced[m] = others+mine, mine
 	if limit := a.limit[m]; limit > 0 {
 		a.share[m] = max(limit-a.fleet[m]-max(reserved, 0), 0) / int64(max(pods, 1))
 	}

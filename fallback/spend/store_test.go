@@ -182,6 +182,61 @@ func TestStoreRestartedEmpty(t *testing.T) {
 	})
 }
 
+// offProc is a process whose exchanges fail while off is set.
+type offProc struct {
+	proc
+	off *atomic.Bool
+}
+
+func (p offProc) Sync(ctx context.Context, shares []spend.Share) error {
+	if p.off.Load() {
+		return errors.New("process paused")
+	}
+	return p.proc.Sync(ctx, shares)
+}
+
+// A store restarted empty holds, until every process has sent its figure
+// again, less than the fleet spent: a process that exchanged with it
+// meanwhile keeps what it saw the others spend, and does not spend it
+// again.
+func TestStoreRestartedEmptyKeepsTheOthers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := &memStore{}
+		limits := map[string]spend.Allowance{"acme": {DailyTokens: 1000}}
+		var bOff atomic.Bool
+		a := newLedger(t, spend.Config{Tenants: limits, Store: proc{st, 1}, SyncInterval: 100 * time.Millisecond})
+		b := newLedger(t, spend.Config{Tenants: limits, Store: offProc{proc{st, 2}, &bOff}, SyncInterval: 100 * time.Millisecond})
+		ca := newChain(t, a, &tier{name: "pro", def: answer(50, 50)}, &tier{name: "flash"})
+		cb := newChain(t, b, &tier{name: "pro", def: answer(50, 50)}, &tier{name: "flash"})
+		for range 3 {
+			_, err := do(t, a, ca, spend.Request{Tenant: "acme"}, spend.Estimate{})
+			require.NoError(t, err)
+			_, err = do(t, b, cb, spend.Request{Tenant: "acme"}, spend.Estimate{})
+			require.NoError(t, err)
+		}
+		time.Sleep(250 * time.Millisecond)
+		require.Equal(t, int64(600), a.Use("acme")[spend.DailyTokens].Used)
+		// The store forgets everything; b cannot send its figure again.
+		bOff.Store(true)
+		st.mu.Lock()
+		st.held = nil
+		st.mu.Unlock()
+		time.Sleep(250 * time.Millisecond)
+		assert.Equal(t, int64(600), a.Use("acme")[spend.DailyTokens].Used, "a still counts b's 300")
+		admitted := 0
+		for range 10 {
+			if _, err := do(t, a, ca, spend.Request{Tenant: "acme"}, spend.Estimate{Tokens: 100}); err == nil {
+				admitted++
+			}
+		}
+		assert.Equal(t, 4, admitted, "a spends what is left of the fleet's 1000, not of its own 300")
+		bOff.Store(false)
+		time.Sleep(250 * time.Millisecond)
+		assert.Equal(t, int64(1000), a.Use("acme")[spend.DailyTokens].Used)
+		assert.Equal(t, int64(1000), b.Use("acme")[spend.DailyTokens].Used)
+	})
+}
+
 // Close makes a last exchange and stops the ledger's goroutine.
 func TestCloseFlushes(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {

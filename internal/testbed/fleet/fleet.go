@@ -36,6 +36,16 @@ type Config struct {
 	Interval time.Duration
 	// Phase is the length of each phase of load.
 	Phase time.Duration
+	// InFlight is how many callers each pod runs for a strict tenant,
+	// each with one request in flight at a time (64); Hold how long the
+	// upstream holds each of their calls (a few ms, so that they are
+	// truly in flight together); StrictRounds sizes the strict tenants'
+	// limits: that many requests per caller.
+	InFlight, StrictRounds int
+	Hold                   time.Duration
+	// StrictTimeout is the strict ledgers' SyncTimeout and ReserveTimeout
+	// (spend.Config), and a third of their MaxStaleness.
+	StrictTimeout time.Duration
 	// Restarts is the number of restart drills, Storms of 503 storms
 	// (at least one).
 	Restarts, Storms int
@@ -44,6 +54,14 @@ type Config struct {
 	Settle time.Duration
 	// Logf, when set, receives progress lines.
 	Logf func(format string, args ...any)
+}
+
+// reserveTimeout is the strict ledgers' ReserveTimeout.
+func (c Config) reserveTimeout() time.Duration {
+	if c.StrictTimeout > 0 {
+		return c.StrictTimeout
+	}
+	return 250 * time.Millisecond
 }
 
 func (c Config) logf(format string, args ...any) {
@@ -104,12 +122,37 @@ type Report struct {
 	DrillCases                           map[string]int
 	// Tenants are the limited tenants' spends.
 	Tenants []TenantReport
+	// Bursts are the strict tenants' bursts with Redis healthy.
+	Bursts []BurstReport
+	// StoreFailures counts the failed exchanges (and, strict, failed
+	// reservations) of the local-first and of the strict ledgers, whole
+	// run.
+	StoreFailures [2]uint64
 	// RoundTrips counts the Redis round trips of each kind of store
 	// ("breaker", "limit", "spend") over the run.
 	RoundTrips map[string]uint64
 	// Requests counts the requests made, Admitted those answered, Grants
-	// the calls the limiters admitted.
-	Requests, Admitted, Grants uint64
+	// the calls the limiters admitted; StrictRequests the strict
+	// tenants' requests (each asks the strict ledger once).
+	Requests, Admitted, Grants, StrictRequests uint64
+}
+
+// BurstReport is one strict tenant's burst with Redis healthy.
+type BurstReport struct {
+	Tenant string
+	// PeakInFlight is the most requests one pod had in flight at once
+	// (Admit to End), PeakHeld the most calls the upstream held at once
+	// over the fleet.
+	PeakInFlight, PeakHeld int
+	// StoreFailures counts the strict ledgers' failed exchanges and
+	// reservations during the burst (each makes its pod decide on its
+	// share until an exchange succeeds).
+	StoreFailures uint64
+	// ReserveMax is the longest reservation, ReserveSlow counts those
+	// that took more than half the ReserveTimeout, ReserveErrors those
+	// that failed (ReserveTimeout passed, most often).
+	ReserveMax                 time.Duration
+	ReserveSlow, ReserveErrors uint64
 }
 
 // PhaseReport is one phase's figures.
@@ -119,8 +162,9 @@ type PhaseReport struct {
 	Name     string
 	From, To time.Duration
 	// Requests counts the requests made in the phase, Admitted those
-	// answered, Granted the calls the limiters admitted.
-	Requests, Admitted, Granted uint64
+	// answered, Granted the calls the limiters admitted; StrictRequests
+	// the strict tenants' requests.
+	Requests, Admitted, Granted, StrictRequests uint64
 	// RoundTrips counts the phase's Redis round trips by kind of store.
 	RoundTrips map[string]uint64
 }
@@ -131,9 +175,54 @@ type TenantReport struct {
 	Name, Phase string
 	// FailClosed is the allowance's FailClosed.
 	FailClosed bool
-	// Limit is the daily token limit, Used the tokens the tenant's
-	// answered calls used.
+	// Limit is the daily token limit, Used the tokens the upstream
+	// billed the tenant (the provider's count).
 	Limit, Used int64
+	// Requests counts the requests made for the tenant (admitted or not).
+	Requests int64
+	// Strict is set for the strict ledgers' tenants; Estimate is what
+	// each of their requests reserved (each bills 100 tokens), Shortfall
+	// the estimates' shortfall over every billed request.
+	Strict    bool
+	Estimate  int64
+	Shortfall int64
+	// Bound, for the tenants billed in an outage, is the most the fleet
+	// may have spent by the share rule on requests asked before Redis came
+	// back (0 for the others): each pod i
+	// spends, beyond its own figure in Redis at its last view (synced_i),
+	// its share of what the fleet had left at that view, s_i = (limit −
+	// F_i − R_i) ÷ pods, once it knows Redis is away; before it knows, on
+	// requests it admitted before its first failed exchange, it spent
+	// e_i on its local view. Bound = Σ synced_i + max(s_i, e_i). Views
+	// and Detection split Bound − Limit: Σ synced_i + Σ s_i − Limit (the
+	// pods' views differ: what the fleet spent between them) and
+	// Σ max(e_i − s_i, 0) (what pods spent past their shares before they
+	// knew).
+	Bound, Views, Detection int64
+	// Outage is what the fleet spent on the tenant's requests asked
+	// before Redis came back (Bound bounds it); Final bounds Used. A
+	// strict tenant's callers go on for a second once Redis is back,
+	// when the first pods back may reserve again what the others spent
+	// on their shares and have not yet sent: after a pause Final is
+	// Limit + Σ max(s_i, e_i), after a restart (Redis empty, its
+	// reservations counting only the figures sent again) Bound + Limit.
+	// See RELIABILITY.md.
+	Outage, Final int64
+	// Unclaimed is set when the tenant's alerts may have been reported
+	// unclaimed, by several pods: it was billed in an outage, or some
+	// ledger of its mode went without an exchange for longer than its
+	// MaxStaleness in its phase (spend reports an alert whose claim it
+	// cannot make by then, twice rather than never).
+	Unclaimed bool
+	// RedisTokens and RedisReserved are the tenant's day as Redis holds
+	// it at the end: the pods' figures, and the reservations left.
+	RedisTokens, RedisReserved int64
+	// Alerts counts the fleet's alerts ("0.7", "0.9", "1", "first
+	// refusal"); WantAlerts are those due once: each threshold the
+	// billed use reached, and the first refusal when the limit (or a
+	// pod's share of it) refused a request.
+	Alerts     map[string]int
+	WantAlerts []string
 }
 
 // Overshoot is how far the tenant's spend went past its limit, as a
@@ -160,7 +249,9 @@ func (c *counter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proc
 	}
 }
 
-var kinds = []string{"breaker", "limit", "spend"}
+// kinds are the kinds of store whose round trips are counted: "spend" is
+// the local-first ledgers' store, "spend-strict" the strict ones'.
+var kinds = []string{"breaker", "limit", "spend", "spend-strict"}
 
 // fault is what the upstream answers.
 type fault int32
@@ -196,8 +287,39 @@ type fleet struct {
 	outages  [][2]time.Duration
 
 	requests, passed atomic.Uint64
-	used             sync.Map // tenant -> *atomic.Int64
+	// used is, per tenant, what the upstream billed (*atomic.Int64): the
+	// provider's own count; asked the requests made (*atomic.Int64).
+	used, asked sync.Map
+
+	// strictRequests counts the strict callers' requests; held the strict
+	// calls the upstream holds now, peakHeld the most at once in a burst;
+	// peakInFlight the most strict requests a pod had in flight at once
+	// (from Admit to End) in a burst.
+	strictRequests               atomic.Uint64
+	held, peakHeld, peakInFlight atomic.Int64
+	// storeFails counts the StoreFailed events of the local-first and
+	// the strict ledgers.
+	storeFails [2]atomic.Uint64
+	// reserveMax is the longest reservation (ns) in a burst, reserveSlow
+	// counts those longer than half the ReserveTimeout, reserveErrs those
+	// that failed.
+	reserveMax               atomic.Int64
+	reserveSlow, reserveErrs atomic.Uint64
+	firstReserveErr          atomic.Pointer[error]
+	// refused marks the tenants a request of which was refused at the
+	// limit (or at a pod's share of it).
+	refused sync.Map
+	// alerts counts the fleet's threshold events, by tenant and alert.
+	amu    sync.Mutex
+	alerts map[alertKey]int
+	// planned are the tenants' plans by name; outs the outages' bounds
+	// in time, by phase.
+	planned map[string]tenantPlan
+	outs    map[string][2]time.Time
 }
+
+// watched reports whether the tenant is billed in an outage.
+func (f *fleet) watched(tenant string) bool { return f.planned[tenant].watched() }
 
 type reply struct{}
 
@@ -213,10 +335,28 @@ type pod struct {
 	drill   *breaker.Breaker
 	lim     *ratelimit.Limiter
 	ledger  *spend.Ledger
-	chain   *fallback.Chain[string, reply]
+	chain   *fallback.Chain[call, reply]
+	// sledger and schain are the strict ledger (over a strict redisspend
+	// store) and its chain, which the strict tenants' callers use.
+	sledger *spend.Ledger
+	schain  *fallback.Chain[call, reply]
+	// watches record, per ledger (local-first, strict), what the
+	// outages' bounds are computed from.
+	watches [2]*watch
+	// inflight counts the strict requests between Admit and End.
+	inflight atomic.Int64
 
 	mu    sync.Mutex
 	trans []transition // of br and drill
+}
+
+// call is a chain's input: the tenant billed, and when its Admit was
+// asked (the outages' bounds tell the requests a pod admitted before it
+// knew Redis was away from the others).
+type call struct {
+	tenant  string
+	asked   time.Time
+	watched bool
 }
 
 type transition struct {
@@ -233,7 +373,7 @@ type tier struct{ p *pod }
 
 func (tier) Name() string { return "pro" }
 
-func (t tier) Call(ctx context.Context, _ string) (reply, error) {
+func (t tier) Call(ctx context.Context, c call) (reply, error) {
 	p, f := t.p, t.p.f
 	tok, err := p.br.Allow()
 	if err != nil {
@@ -259,9 +399,21 @@ func (t tier) Call(ctx context.Context, _ string) (reply, error) {
 	}
 	tok.Done(breaker.Success)
 	p.lim.Passed()
+	p.bill(ctx, c, 0)
+	return reply{}, nil
+}
+
+// bill is the upstream's answer to a call: it counts what it bills, per
+// tenant (the provider's own count, the truth the limits are judged by)
+// and reports the usage to the chain.
+func (p *pod) bill(ctx context.Context, c call, mode int) {
+	v, _ := p.f.used.LoadOrStore(c.tenant, new(atomic.Int64))
+	v.(*atomic.Int64).Add(tokensPerCall)
+	if c.watched {
+		p.watches[mode].billed(c.tenant, c.asked, tokensPerCall)
+	}
 	u := fallback.Usage{InputTokens: 60, OutputTokens: 40}
 	fallback.Report(ctx, fallback.Reply{Usage: u, HasUsage: true})
-	return reply{}, nil
 }
 
 var prices = func() *spend.Prices {
@@ -279,7 +431,16 @@ type tenantPlan struct {
 	name, phase string
 	failClosed  bool
 	limit       int64
+	// strict tenants are the strict ledgers', billed by InFlight callers
+	// per pod; estimate is what each of their requests reserves (it bills
+	// tokensPerCall).
+	strict   bool
+	estimate int64
 }
+
+// watched reports whether the tenant's figures are recorded for the
+// outages' bounds: the tenants billed while Redis is away.
+func (tp tenantPlan) watched() bool { return tp.phase == "restart" || tp.phase == "pause" }
 
 func (f *fleet) plans() []tenantPlan {
 	// What the fleet spends in a phase at its quota.
@@ -290,21 +451,38 @@ func (f *fleet) plans() []tenantPlan {
 	// starting empty) and cross theirs in its first half. "bulk" keeps
 	// the load up once they are spent.
 	quarter, eighth := max(full/4, tokensPerCall), max(full/8, tokensPerCall)
+	// The strict tenants' limits are StrictRounds requests per caller:
+	// every caller gets to the limit with its peers in flight.
+	strict := int64(tokensPerCall) * int64(f.cfg.Pods) * int64(f.cfg.InFlight) * int64(max(f.cfg.StrictRounds, 1))
 	return []tenantPlan{
-		{"bulk", "every", false, 1 << 50},
-		{"steady", "steady", false, quarter},
-		{"restart-open", "restart", false, eighth},
-		{"restart-closed", "restart", true, eighth},
-		{"pause-open", "pause", false, eighth},
-		{"pause-closed", "pause", true, eighth},
+		{name: "bulk", phase: "every", limit: 1 << 50},
+		{name: "steady", phase: "steady", limit: quarter},
+		{name: "restart-open", phase: "restart", limit: eighth},
+		{name: "restart-closed", phase: "restart", failClosed: true, limit: eighth},
+		{name: "pause-open", phase: "pause", limit: eighth},
+		{name: "pause-closed", phase: "pause", failClosed: true, limit: eighth},
+		{name: "strict", phase: "strict", strict: true, limit: strict, estimate: tokensPerCall},
+		{name: "strict-short", phase: "strict", strict: true, limit: strict, estimate: tokensPerCall - shortBy},
+		{name: "strict-restart", phase: "restart", strict: true, limit: strict, estimate: tokensPerCall},
+		{name: "strict-pause", phase: "pause", strict: true, limit: strict, estimate: tokensPerCall},
 	}
 }
+
+// shortBy is how far "strict-short"'s estimate falls short of what each
+// of its requests bills.
+const shortBy = 30
 
 func (f *fleet) newPod(i int) (*pod, error) {
 	p := &pod{f: f, i: i}
 	client := func(kind string) *redis.Client {
-		c := redis.NewClient(&redis.Options{Addr: f.srv.Addr, ContextTimeoutEnabled: true, MaxRetries: -1,
-			DialTimeout: 200 * time.Millisecond})
+		opts := &redis.Options{Addr: f.srv.Addr, ContextTimeoutEnabled: true, MaxRetries: -1, DialTimeout: 200 * time.Millisecond}
+		if kind == "spend-strict" {
+			// Each request waits on a reservation: the pool is kept
+			// warm, as a serving pod's is, rather than dialled by the
+			// first burst's 64 callers at once.
+			opts.MinIdleConns = 4
+		}
+		c := redis.NewClient(opts)
 		c.AddHook(f.trips[kind])
 		p.clients = append(p.clients, c)
 		return c
@@ -351,33 +529,86 @@ func (f *fleet) newPod(i int) (*pod, error) {
 	if err != nil {
 		return nil, err
 	}
-	sstore, err := redisspend.New(client("spend"), redisspend.Options{Prefix: f.prefix + "spend:"})
-	if err != nil {
-		return nil, err
-	}
-	tenants := map[string]spend.Allowance{}
-	for _, tp := range f.plans() {
-		tenants[tp.name] = spend.Allowance{DailyTokens: tp.limit, FailClosed: tp.failClosed}
-	}
-	p.ledger, err = spend.New(spend.Config{Prices: prices, Tenants: tenants, Store: sstore,
-		SyncInterval: 200 * time.Millisecond, SyncTimeout: 300 * time.Millisecond, MaxStaleness: time.Second})
-	if err != nil {
-		return nil, err
-	}
-	p.chain, err = fallback.New(fallback.Config[string, reply]{Stages: []fallback.Stage[string, reply]{
-		{Tier: tier{p}, Model: "pro", Retry: retry.Policy{MaxAttempts: 1}},
-	}})
-	if err != nil {
-		return nil, err
-	}
-	if _, err := p.ledger.Attach(p.chain); err != nil {
-		return nil, err
+	// Two ledgers, each over its own store and client: the local-first
+	// one (the default) for the worker's tenants, the strict one for the
+	// strict tenants' callers. Their prefixes differ so that each store
+	// counts its own 50 processes (Options.Pods 0), as a fleet with one
+	// mode would.
+	for _, strict := range []bool{false, true} {
+		kind, pre, mode := "spend", f.prefix+"spend:", 0
+		if strict {
+			kind, pre, mode = "spend-strict", f.prefix+"spend-strict:", 1
+		}
+		watch := map[string]bool{}
+		for _, tp := range f.plans() {
+			watch[tp.name] = tp.strict == strict && tp.watched()
+		}
+		p.watches[mode] = newWatch(f, watch)
+		rs, err := redisspend.New(client(kind), redisspend.Options{Prefix: pre, Strict: strict, Lease: 30 * time.Second})
+		if err != nil {
+			return nil, err
+		}
+		tenants := map[string]spend.Allowance{}
+		for _, tp := range f.plans() {
+			if tp.strict == strict {
+				tenants[tp.name] = spend.Allowance{DailyTokens: tp.limit, FailClosed: tp.failClosed}
+			}
+		}
+		cfg := spend.Config{Prices: prices, Tenants: tenants, Store: watched{rs, p.watches[mode]},
+			SyncInterval: syncInterval, SyncTimeout: syncTimeout, MaxStaleness: time.Second}
+		if strict {
+			// The strict ledgers send each release promptly, and take in
+			// the fleet's figures with every reservation: their periodic
+			// exchanges (of four idle tenants, most of the run) need not
+			// double the local-first ones' load on Redis.
+			cfg.SyncInterval = strictSyncInterval
+			cfg.SyncTimeout, cfg.ReserveTimeout, cfg.MaxStaleness = f.cfg.StrictTimeout, f.cfg.StrictTimeout, 3*f.cfg.StrictTimeout
+		}
+		l, err := spend.New(cfg)
+		if err != nil {
+			return nil, err
+		}
+		l.Observe(func(e spend.Event) { f.event(p, strict, e) })
+		var tr fallback.ModelTier[call, reply] = tier{p}
+		if strict {
+			tr = strictTier{p}
+		}
+		c, err := fallback.New(fallback.Config[call, reply]{Stages: []fallback.Stage[call, reply]{
+			{Tier: tr, Model: "pro", Retry: retry.Policy{MaxAttempts: 1}},
+		}})
+		if err != nil {
+			_ = l.Close()
+			return nil, err
+		}
+		if _, err := l.Attach(c); err != nil {
+			_ = l.Close()
+			return nil, err
+		}
+		if strict {
+			p.sledger, p.schain = l, c
+		} else {
+			p.ledger, p.chain = l, c
+		}
 	}
 	return p, nil
 }
 
+// The ledgers' exchanges: every 200 ms, each bounded by 300 ms; the
+// strict callers of an outage go on for afterBack once Redis is back.
+const (
+	syncInterval       = 200 * time.Millisecond
+	strictSyncInterval = 500 * time.Millisecond
+	syncTimeout        = 300 * time.Millisecond
+	afterBack          = 5 * syncInterval
+)
+
 func (p *pod) close() {
-	_ = p.ledger.Close()
+	if p.ledger != nil {
+		_ = p.ledger.Close()
+	}
+	if p.sledger != nil {
+		_ = p.sledger.Close()
+	}
 	_ = p.bstore.Close()
 	_ = p.lstore.Close()
 	p.lim.Close()
@@ -391,15 +622,15 @@ func (p *pod) close() {
 func (p *pod) request(tenant string) {
 	f := p.f
 	f.requests.Add(1)
+	f.ask(tenant)
+	c := call{tenant: tenant, asked: time.Now(), watched: f.watched(tenant)}
 	tk, err := p.ledger.Admit(context.Background(), spend.Request{Tenant: tenant}, spend.Estimate{Tokens: tokensPerCall})
 	if err != nil {
 		return
 	}
 	defer tk.End()
-	if _, err := p.chain.Do(tk, "q"); err == nil {
+	if _, err := p.chain.Do(tk, c); err == nil {
 		f.passed.Add(1)
-		v, _ := f.used.LoadOrStore(tenant, new(atomic.Int64))
-		v.(*atomic.Int64).Add(tokensPerCall)
 	}
 }
 
@@ -498,7 +729,11 @@ func Run(cfg Config) (*Report, error) {
 		return nil, err
 	}
 	defer srv.Stop()
-	f := &fleet{cfg: cfg, srv: srv, prefix: "tgfleet:", trips: map[string]*counter{}}
+	f := &fleet{cfg: cfg, srv: srv, prefix: "tgfleet:", trips: map[string]*counter{}, alerts: map[alertKey]int{},
+		planned: map[string]tenantPlan{}, outs: map[string][2]time.Time{}}
+	for _, tp := range f.plans() {
+		f.planned[tp.name] = tp
+	}
 	for _, k := range kinds {
 		f.trips[k] = &counter{}
 	}
@@ -538,13 +773,14 @@ func Run(cfg Config) (*Report, error) {
 	}()
 	phase := func(name string, run func() error) error {
 		from := time.Since(f.start)
-		req, pass, rt, gr := f.requests.Load(), f.passed.Load(), f.roundTrips(), f.granted()
+		req, pass, rt, gr, sreq := f.requests.Load(), f.passed.Load(), f.roundTrips(), f.granted(), f.strictRequests.Load()
 		cfg.logf("%v: %s", from.Round(time.Millisecond), name)
 		if err := run(); err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
 		pr := PhaseReport{Name: name, From: from, To: time.Since(f.start), Requests: f.requests.Load() - req,
-			Admitted: f.passed.Load() - pass, Granted: f.granted() - gr, RoundTrips: map[string]uint64{}}
+			Admitted: f.passed.Load() - pass, Granted: f.granted() - gr, RoundTrips: map[string]uint64{},
+			StrictRequests: f.strictRequests.Load() - sreq}
 		for k, v := range f.roundTrips() {
 			pr.RoundTrips[k] = v - rt[k]
 		}
@@ -556,16 +792,25 @@ func Run(cfg Config) (*Report, error) {
 		run  func() error
 	}{
 		{"steady", func() error { time.Sleep(cfg.Phase); return nil }},
+		{"strict", func() error {
+			// With Redis healthy, one strict tenant after the other, while
+			// the workers go on with "bulk" alone: on a loaded machine
+			// the strict callers slow the local-first ledgers' exchanges,
+			// and "steady" would measure that rather than the sync
+			// interval.
+			f.setTenants("bulk")
+			defer f.setTenants("bulk", "steady")
+			for _, name := range []string{"strict", "strict-short"} {
+				if err := f.burst(rep, f.planned[name]); err != nil {
+					return fmt.Errorf("%s: %w", name, err)
+				}
+			}
+			return nil
+		}},
 		{"503 storm", func() error { return f.storm503(rep) }},
 		{"429 storm", func() error { return f.storm429(rep) }},
-		{"restart", func() error {
-			f.setTenants("bulk", "restart-open", "restart-closed")
-			return f.outage(rep, func() error { srv.Kill(); return nil }, srv.Restart)
-		}},
-		{"pause", func() error {
-			f.setTenants("bulk", "pause-open", "pause-closed")
-			return f.outage(rep, srv.Freeze, srv.Thaw)
-		}},
+		{"restart", func() error { return f.outage("restart", func() error { srv.Kill(); return nil }, srv.Restart) }},
+		{"pause", func() error { return f.outage("pause", srv.Freeze, srv.Thaw) }},
 	}
 	for _, s := range steps {
 		if err := phase(s.name, s.run); err != nil {
@@ -579,16 +824,13 @@ func Run(cfg Config) (*Report, error) {
 		return rep, err
 	}
 
+	// The ledgers' last exchanges make the fleet's last claims: the
+	// alerts are counted once every ledger is closed.
 	for _, p := range f.pods {
 		_ = p.ledger.Close()
+		_ = p.sledger.Close()
 	}
-	for _, tp := range f.plans()[1:] {
-		var used int64
-		if v, ok := f.used.Load(tp.name); ok {
-			used = v.(*atomic.Int64).Load()
-		}
-		rep.Tenants = append(rep.Tenants, TenantReport{Name: tp.name, Phase: tp.phase, FailClosed: tp.failClosed, Limit: tp.limit, Used: used})
-	}
+	f.tenantReports(rep, raw)
 	f.windows(rep)
 	rep.RoundTrips = f.roundTrips()
 	for _, p := range f.pods {
@@ -597,6 +839,8 @@ func Run(cfg Config) (*Report, error) {
 		rep.Granted += st.Granted
 	}
 	rep.Requests, rep.Admitted = f.requests.Load(), f.passed.Load()
+	rep.StrictRequests = f.strictRequests.Load()
+	rep.StoreFailures = [2]uint64{f.storeFails[0].Load(), f.storeFails[1].Load()}
 	f.mu.Lock()
 	rep.Grants = uint64(len(f.admitted))
 	f.mu.Unlock()
@@ -689,18 +933,44 @@ func (f *fleet) storm429(rep *Report) error {
 	return nil
 }
 
-// outage takes Redis out for a phase while the workers go on, then brings
-// it back and waits for every pod to use it again.
-func (f *fleet) outage(rep *Report, out, back func() error) error {
-	from := time.Since(f.start)
+// outage bills the phase's tenants: the local-first "<name>-open" and
+// "<name>-closed" through the workers, the strict "strict-<name>" through
+// its callers. A quarter phase in, it takes Redis out for a phase, then
+// stops billing them (the strict callers go on until Redis is back and
+// every pod uses it again, to see the fleet agree again), brings Redis
+// back and waits for every pod to use it again.
+func (f *fleet) outage(name string, out, back func() error) error {
+	f.setTenants("bulk", name+"-open", name+"-closed")
+	stop := make(chan struct{})
+	wait := f.strictCallers("strict-"+name, f.planned["strict-"+name].estimate, false, stop)
+	stopped := false
+	stopStrict := func() {
+		if !stopped {
+			stopped = true
+			close(stop)
+			wait()
+		}
+	}
+	defer stopStrict()
+	// A quarter phase with Redis up: the tenants are partly spent when
+	// it goes, and the pods' last views of them differ.
+	time.Sleep(f.cfg.Phase / 4)
+	from, at := time.Since(f.start), time.Now()
 	if err := out(); err != nil {
 		return err
 	}
 	time.Sleep(f.cfg.Phase)
+	f.setTenants("bulk", "steady")
+	f.outs[name] = [2]time.Time{at, time.Now()}
 	if err := back(); err != nil {
 		return err
 	}
-	f.setTenants("bulk", "steady")
+	// The strict callers go on while the pods find Redis again and send
+	// it their figures (five sync intervals), then stop: 64 callers a
+	// pod would keep Redis too busy for the limit stores to count it
+	// healthy.
+	time.Sleep(afterBack)
+	stopStrict()
 	ok := f.eventually(f.backOnRedis(true))
 	f.mu.Lock()
 	f.outages = append(f.outages, [2]time.Duration{from, time.Since(f.start)})
@@ -878,13 +1148,37 @@ func (r *Report) Print(w io.Writer) {
 	fmt.Fprintf(w, "| rate limit, worst window of %v with Redis up | %d of %d (%.1f %%) |\n", c.Per, r.WorstUp, c.Quota, 100*float64(r.WorstUp)/float64(c.Quota))
 	fmt.Fprintf(w, "| rate limit, worst window of %v meeting an outage (kill or pause) | %d of %d (%.1f %%) |\n", c.Per, r.WorstDown, c.Quota, 100*float64(r.WorstDown)/float64(c.Quota))
 	for _, t := range r.Tenants {
-		mode := "fail open"
-		if t.FailClosed {
-			mode = "fail closed"
+		mode := "local-first"
+		if t.Strict {
+			mode = fmt.Sprintf("strict, estimate %d of %d", t.Estimate, tokensPerCall)
 		}
-		fmt.Fprintf(w, "| spend, tenant %q (%s, billed during %s) | %d of %d tokens: overshoot %.1f %% |\n",
-			t.Name, mode, t.Phase, t.Used, t.Limit, 100*t.Overshoot())
+		if t.FailClosed {
+			mode += ", fail closed"
+		}
+		var extra []string
+		if t.Shortfall > 0 {
+			extra = append(extra, fmt.Sprintf("the estimates' shortfall %d", t.Shortfall))
+		}
+		if t.Bound > 0 {
+			extra = append(extra, fmt.Sprintf("asked before Redis was back %d, share bound %d (%+.1f %%: views %+d, before the pods knew %+d); bound on the whole %d",
+				t.Outage, t.Bound, 100*float64(t.Bound-t.Limit)/float64(t.Limit), t.Views, t.Detection, t.Final))
+		}
+		var alerts []string
+		for _, a := range alertNames {
+			alerts = append(alerts, fmt.Sprintf("%s ×%d", a, t.Alerts[a]))
+		}
+		fmt.Fprintf(w, "| spend, tenant %q (%s, billed during %s) | %d of %d tokens: overshoot %.1f %%%s; Redis holds %d, reserved %d; alerts %s (due once: %s) |\n",
+			t.Name, mode, t.Phase, t.Used, t.Limit, 100*t.Overshoot(), prefixed("; ", strings.Join(extra, "; ")), t.RedisTokens, t.RedisReserved,
+			strings.Join(alerts, ", "), strings.Join(t.WantAlerts, ", "))
 	}
+	for _, b := range r.Bursts {
+		fmt.Fprintf(w, "| strict burst %q, Redis healthy: requests in flight, most in one pod / most calls held by the upstream at once | %d / %d (store failures %d; reservations: longest %v, %d slower than %v, %d failed) |\n",
+			b.Tenant, b.PeakInFlight, b.PeakHeld, b.StoreFailures, b.ReserveMax.Round(time.Millisecond), b.ReserveSlow, c.reserveTimeout()/2, b.ReserveErrors)
+	}
+	fmt.Fprintf(w, "| spend stores: Redis round trips per request, whole run: local-first / strict | %.2f (%d for %d) / %.2f (%d for %d); failed exchanges %d / %d |\n",
+		float64(r.RoundTrips["spend"])/float64(max(r.Requests, 1)), r.RoundTrips["spend"], r.Requests,
+		float64(r.RoundTrips["spend-strict"])/float64(max(r.StrictRequests, 1)), r.RoundTrips["spend-strict"], r.StrictRequests,
+		r.StoreFailures[0], r.StoreFailures[1])
 	fmt.Fprintf(w, "| limit stores: Redis takes / granted (per granted) | %d / %d (%.1f) |\n", r.Takes, r.Granted, float64(r.Takes)/float64(max(r.Granted, 1)))
 	cases := make([]string, 0, len(r.DrillCases))
 	for k, v := range r.DrillCases {
@@ -898,10 +1192,22 @@ func (r *Report) Print(w io.Writer) {
 			continue
 		}
 		var parts []string
-		for _, k := range kinds {
+		for _, k := range kinds[:3] {
 			parts = append(parts, fmt.Sprintf("%s %.2f", k, float64(p.RoundTrips[k])/float64(p.Requests)))
 		}
-		fmt.Fprintf(w, "| Redis round trips per request, %s (%d requests, %d past the limiters, %d answered) | %s; limit per call past it %.2f |\n",
-			p.Name, p.Requests, p.Granted, p.Admitted, strings.Join(parts, ", "), float64(p.RoundTrips["limit"])/float64(max(p.Granted, 1)))
+		strict := ""
+		if p.StrictRequests > 0 {
+			strict = fmt.Sprintf("; strict spend %.2f per strict request (%d)", float64(p.RoundTrips["spend-strict"])/float64(p.StrictRequests), p.StrictRequests)
+		}
+		fmt.Fprintf(w, "| Redis round trips per request, %s (%d requests, %d past the limiters, %d answered) | %s; limit per call past it %.2f%s |\n",
+			p.Name, p.Requests, p.Granted, p.Admitted, strings.Join(parts, ", "), float64(p.RoundTrips["limit"])/float64(max(p.Granted, 1)), strict)
 	}
+}
+
+// prefixed returns p+s, or "" when s is.
+func prefixed(p, s string) string {
+	if s == "" {
+		return ""
+	}
+	return p + s
 }
