@@ -35,8 +35,18 @@ type account struct {
 	refusing [numMeters]bool
 	// share is, per meter, what this process may spend while the store is
 	// away: its share of what the fleet had left when the store was last
-	// seen in the period; -1 before that.
-	share [numMeters]int64
+	// seen in the period, past what it had spent then (shareBase); -1
+	// before that.
+	share, shareBase [numMeters]int64
+	// stored is, per meter, the most of the other processes' use the
+	// store held at an exchange in the period; behind marks the meters
+	// whose store now holds less (view).
+	stored [numMeters]int64
+	behind [numMeters]bool
+	// admitted are the requests a strict process admitted without the
+	// store (away, or too slow to answer), whose reservations the next
+	// exchange makes.
+	admitted []release
 	// releases are the reservations of ended requests not yet released
 	// through the StrictStore; queued is set while the account waits for
 	// a prompt exchange (guarded by the syncer's relMu, not mu).
@@ -84,7 +94,7 @@ func (a *account) roll(cal *calendar) {
 func (a *account) reset(ms ...Meter) {
 	for _, m := range ms {
 		a.mine[m], a.fleet[m], a.synced[m], a.reserved[m], a.reached[m] = 0, 0, 0, 0, 0
-		a.blind[m], a.full[m], a.refusing[m] = false, false, false
+		a.blind[m], a.full[m], a.refusing[m], a.behind[m], a.stored[m] = false, false, false, false, 0
 		a.share[m] = -1
 		a.rearm(m)
 	}
@@ -259,14 +269,33 @@ func (a *account) firstRefusal(cal *calendar, m Meter, used int64) (crossing, bo
 // that lost them (Redis restarted empty) holds less until each of them
 // has sent its own again, and this process must not spend again what it
 // saw them spend. a.mu is held.
-func (a *account) view(m Meter, id, fleet, mine, reserved int64, pods int) {
+//
+// The share is what this process may spend past its part of the view
+// (shareBase) while the store is away, and for a few exchanges after it
+// is back: kept, not renewed, when frozen (the store away or settling),
+// so that fresh views of a store that does not yet hold what the others
+// spent on their shares do not hand out a new share each time.
+//
+// exchange is set for the views of the ledger's own exchanges, which
+// follow one another: the store's part of the others then never shrinks
+// but when the store lost it (a reservation's reply may be older than the
+// exchange before it, and says nothing of that).
+func (a *account) view(m Meter, id, fleet, mine, reserved int64, pods int, frozen, exchange bool) {
 	if a.periodOf(m) != id {
 		return // the period ended meanwhile
 	}
 	others := max(fleet-mine, a.fleet[m]-a.synced[m], 0)
+	if exchange {
+		// The store holds less of the others than it did: it restarted
+		// empty, and they have not all sent their figures again. Until
+		// they have, requests keep to the share too.
+		a.behind[m] = fleet-mine < a.stored[m]
+		a.stored[m] = max(a.stored[m], fleet-mine)
+	}
 	a.fleet[m], a.synced[m] = others+mine, mine
-	if limit := a.limit[m]; limit > 0 {
+	if limit := a.limit[m]; limit > 0 && (!frozen && !a.behind[m] || a.share[m] < 0) {
 		a.share[m] = max(limit-a.fleet[m]-max(reserved, 0), 0) / int64(max(pods, 1))
+		a.shareBase[m] = mine
 	}
 }
 

@@ -445,7 +445,7 @@ func (l *Ledger) AdmitInto(t *Ticket, ctx context.Context, req Request, est Esti
 		case a.allow.costLimited() && (est.Cost == UnknownCost || a.blind[DailyCost] || a.blind[MonthlyCost]):
 			lerr = l.refuseUnpriced(a, cal, est)
 		default:
-			lerr = l.check(a, cal, req.Priority, est)
+			lerr = l.check(a, cal, req.Priority, est, l.store != nil && l.store.byShare())
 		}
 	}
 	if lerr != nil {
@@ -455,12 +455,22 @@ func (l *Ledger) AdmitInto(t *Ticket, ctx context.Context, req Request, est Esti
 		est.Cost = 0 // admitted without a cost limit: nothing to reserve
 	}
 	a.book(est, 1)
+	var res Reserved
+	strict := l.strict != nil && a.allow.limited() && !l.store.stopped.Load()
+	if strict && l.store.failed.Load() {
+		// Admitted on the share while the store is away: the fleet
+		// hears of it at the next exchange that succeeds.
+		res = l.admitWithout(a, cal, est)
+		strict = false
+	}
 	a.mu.Unlock()
+	if res.ID != 0 {
+		l.store.releasing(a)
+	}
 	if unpriced {
 		l.emitUnpriced(a, cal)
 	}
-	var res Reserved
-	if l.strict != nil && a.allow.limited() && !l.store.failed.Load() && !l.store.stopped.Load() {
+	if strict {
 		var err error
 		if res, err = l.reserve(ctx, a, cal, req, est); err != nil {
 			return err
@@ -469,6 +479,18 @@ func (l *Ledger) AdmitInto(t *Ticket, ctx context.Context, req Request, est Esti
 	t.init(ctx, l, a, req, est, cal)
 	t.res = res
 	return nil
+}
+
+// admitWithout numbers a request a strict ledger admitted without the
+// store, and queues its reservation for the next exchange, which makes
+// it whatever the fleet's figures (the request is admitted already);
+// a.mu is held.
+func (l *Ledger) admitWithout(a *account, cal *calendar, est Estimate) Reserved {
+	res := Reserved{ID: l.reservations.Add(1), Tokens: est.Tokens, Cost: est.Cost}
+	if len(a.admitted) < maxPendingReleases {
+		a.admitted = append(a.admitted, release{Reserved: res, day: cal.day, month: cal.month})
+	}
+	return res
 }
 
 // book adds (sign 1) or takes back (-1) a request's estimate in the
@@ -508,19 +530,33 @@ func (l *Ledger) refuse(a *account, cal *calendar, req Request, lerr *LimitError
 // reserve makes the fleet's reservation of a request admitted on this
 // process's figures, whose estimate is booked in a: the StrictStore
 // grants it (its Reserved is returned), refuses it (the estimate is taken
-// back and the *LimitError returned), or cannot decide in time — then
-// the store counts as away and the request is decided again, on this
-// process's share of what the fleet had left.
+// back and the *LimitError returned), or cannot decide in time. Then the
+// request is decided again on this process's share of what the fleet
+// had left, and if admitted, its reservation waits for the next exchange
+// under the same number — a reservation the store made after all is not
+// made twice. One late reply is no outage: the store counts as away
+// after maxLateReserves in a row, or at once on any other error.
 func (l *Ledger) reserve(ctx context.Context, a *account, cal *calendar, req Request, est Estimate) (Reserved, error) {
 	r := Reservation{Tenant: req.Tenant, Day: cal.day, Month: cal.month, DayEnd: cal.end(Daily), MonthEnd: cal.end(Monthly),
 		Reserved: Reserved{ID: l.reservations.Add(1), Tokens: est.Tokens, Cost: est.Cost}, Limits: a.limit}
+	a.mu.Lock()
+	for m := range numMeters {
+		r.Floor[m] = a.used(Meter(m))
+	}
+	a.mu.Unlock()
 	rctx, cancel := context.WithTimeout(ctx, l.reserveTimeout)
 	err := l.strict.Reserve(rctx, &r)
 	cancel()
-	if err != nil && ctx.Err() == nil {
-		l.store.fail(fmt.Errorf("spend: reserving: %w", err))
+	if err == nil {
+		l.store.lateReserves.Store(0)
+	} else if ctx.Err() == nil {
+		late := errors.Is(err, context.DeadlineExceeded) && l.store.lateReserves.Add(1) < maxLateReserves
+		if !late {
+			l.store.fail(fmt.Errorf("spend: reserving: %w", err))
+		}
 	}
 	pods := l.store.pods()
+	frozen := l.store.byShare()
 	a.mu.Lock()
 	if a.day != cal.day || a.month != cal.month {
 		// The period ended while the store decided: the new one holds
@@ -534,36 +570,53 @@ func (l *Ledger) reserve(ctx context.Context, a *account, cal *calendar, req Req
 	}
 	switch {
 	case err != nil && ctx.Err() != nil:
-		// The caller gave up: the request will not run.
+		// The caller gave up: the request will not run. The store may
+		// have made the reservation: release it.
 		a.book(est, -1)
+		a.releases = append(a.releases, release{Reserved: r.Reserved, day: cal.day, month: cal.month})
 		a.mu.Unlock()
 		return Reserved{}, ctx.Err()
 	case err != nil:
 		a.book(est, -1)
-		lerr := l.check(a, cal, req.Priority, est)
-		if lerr != nil {
+		if lerr := l.check(a, cal, req.Priority, est, true); lerr != nil {
+			a.releases = append(a.releases, release{Reserved: r.Reserved, day: cal.day, month: cal.month})
 			return Reserved{}, l.refuse(a, cal, req, lerr, false)
 		}
 		a.book(est, 1)
+		a.admitted = append(a.admitted, release{Reserved: r.Reserved, day: cal.day, month: cal.month})
 		a.mu.Unlock()
-		return Reserved{}, nil
+		l.store.releasing(a)
+		return r.Reserved, nil
 	}
 	for _, m := range Meters() {
 		id := r.Day
 		if m.Period() == Monthly {
 			id = r.Month
 		}
-		a.view(m, id, r.Fleet[m], r.Mine[m], r.FleetReserved[m], pods)
+		a.view(m, id, r.Fleet[m], r.Mine[m], r.FleetReserved[m], pods, frozen, false)
 	}
 	if r.Granted {
+		if frozen || a.behind != [numMeters]bool{} {
+			// Settling after the store was away: the share holds too.
+			a.book(est, -1)
+			if lerr := l.check(a, cal, req.Priority, est, true); lerr != nil {
+				a.releases = append(a.releases, release{Reserved: r.Reserved, day: cal.day, month: cal.month})
+				return Reserved{}, l.refuse(a, cal, req, lerr, false)
+			}
+			a.book(est, 1)
+		}
 		a.mu.Unlock()
 		return r.Reserved, nil
 	}
 	a.book(est, -1)
 	m := r.Meter
-	lerr := &LimitError{Refusal: LimitReached, Meter: m, Used: r.Fleet[m] + r.FleetReserved[m], Limit: a.limit[m], ResetAt: cal.end(m.Period()), Threshold: 1}
+	lerr := &LimitError{Refusal: LimitReached, Meter: m, Used: max(r.Fleet[m], r.Floor[m]) + r.FleetReserved[m], Limit: a.limit[m], ResetAt: cal.end(m.Period()), Threshold: 1}
 	return Reserved{}, l.refuse(a, cal, req, lerr, false)
 }
+
+// maxLateReserves is how many reservations in a row may time out before
+// the store counts as away.
+const maxLateReserves = 3
 
 // refuseUnpriced is the refusal of a request under a cost limit that
 // cannot be kept: its estimate covers an unpriced model, or the limit
@@ -579,12 +632,12 @@ func (l *Ledger) refuseUnpriced(a *account, cal *calendar, est Estimate) *LimitE
 	return &LimitError{Refusal: UnpricedModel, Meter: m, Used: a.used(m), Limit: a.allow.Limit(m), ResetAt: cal.end(m.Period())}
 }
 
-// check decides on a request's admission; a.mu is held. While the store
-// is away, a meter whose share is known also keeps what this process
-// spent since it last saw the store, with its requests in flight and this
-// one, within that share.
-func (l *Ledger) check(a *account, cal *calendar, p Priority, est Estimate) *LimitError {
-	away := l.store != nil && l.store.failed.Load()
+// check decides on a request's admission; a.mu is held. With byShare
+// (the store away or settling after it was, or a reservation it did not
+// answer in time), a meter whose share is known also keeps what this
+// process spent past the view the share was taken from, with its
+// requests in flight and this one, within that share.
+func (l *Ledger) check(a *account, cal *calendar, p Priority, est Estimate, byShare bool) *LimitError {
 	for m := range numMeters {
 		limit := a.limit[m]
 		if limit <= 0 {
@@ -596,8 +649,8 @@ func (l *Ledger) check(a *account, cal *calendar, p Priority, est Estimate) *Lim
 			after = math.MaxInt64 // an estimate too large to add
 		}
 		overShare := false
-		if away && a.share[m] >= 0 {
-			own := a.mine[m] - a.synced[m] + a.reserved[m]
+		if (byShare || a.behind[m]) && a.share[m] >= 0 {
+			own := a.mine[m] - a.shareBase[m] + a.reserved[m]
 			overShare = own+est.of(m) > a.share[m] || own+est.of(m) < own
 		}
 		switch {
@@ -861,13 +914,6 @@ func (l *Ledger) emitRefusal(req Request, err *LimitError) {
 	}
 	e := Event{Kind: Refused, Tenant: req.Tenant, Meter: err.Meter, Threshold: err.Threshold, Used: err.Used, Limit: err.Limit, ResetAt: err.ResetAt, Request: req, Refusal: err.Refusal, Err: err}
 	for _, fn := range fns {
-		fn(e)
-	}
-}
-
-// emitOne sends e to every observer.
-func (l *Ledger) emitOne(e Event) {
-	for _, fn := range l.events.Load() {
 		fn(e)
 	}
 }

@@ -77,6 +77,11 @@ type Reservation struct {
 	// Limits are the tenant's limits, by Meter; 0 for none.
 	Limits [numMeters]int64
 
+	// Floor is, per meter, this process's view of the fleet's use: the
+	// store counts at least that much, should it hold less (it restarted
+	// empty, or has not yet heard of what this process spent).
+	Floor [numMeters]int64
+
 	// Granted is set by Reserve when the estimate was reserved; Meter
 	// then names the meter that refused it, when not.
 	Granted bool
@@ -155,6 +160,12 @@ type Share struct {
 	}
 	// Synced is set by Sync when the share was exchanged.
 	Synced bool
+	// Admitted lists the requests this process admitted in the period
+	// without the store (StrictStore): it was away, or did not answer a
+	// reservation in time. Sync reserves their estimates, whatever the
+	// figures (they run already), before it drops the releases; one the
+	// store holds already is left as it is.
+	Admitted []Reserved
 	// Release lists the reservations of this process's requests that
 	// ended in the period (StrictStore): Sync drops them in the same
 	// atomic step that stores Tokens and Cost, which include what those
@@ -178,6 +189,13 @@ type syncer struct {
 	// stopped is set by stop: from then on requests are decided on this
 	// process's figures alone, and events reported at once.
 	stopped atomic.Bool
+	// settling counts the exchanges left, after the store came back, in
+	// which requests keep to the share as well: until then the store may
+	// not hold what the other processes spent on theirs.
+	settling atomic.Int32
+	// lateReserves counts the reservations in a row the store did not
+	// answer in time.
+	lateReserves atomic.Int32
 
 	// npods is the fleet's size as the store last told it (PodCounter),
 	// 0 when unknown.
@@ -202,9 +220,9 @@ type syncer struct {
 
 	shares []Share
 	accts  []*account
-	// sent is, per account of accts, how many of its releases the
-	// exchange carries.
-	sent []int
+	// sent is, per account of accts, how many of its admissions without
+	// the store and of its releases the exchange carries.
+	sent [][2]int
 }
 
 // pendingClaim is an event this process found, which it reports if it
@@ -239,6 +257,15 @@ func (s *syncer) releasing(a *account) {
 	s.relMu.Unlock()
 	s.poke()
 }
+
+// byShare reports whether requests keep to this process's share: the
+// store is away, or back for too few exchanges yet.
+func (s *syncer) byShare() bool { return s.failed.Load() || s.settling.Load() > 0 }
+
+// settleExchanges is how many exchanges after the store is back keep
+// requests to their share as well: the other processes' first exchanges
+// after the outage tell the store what they spent on theirs.
+const settleExchanges = 2
 
 // poke asks for a prompt exchange; it never blocks.
 func (s *syncer) poke() {
@@ -344,7 +371,7 @@ func (s *syncer) once(parent context.Context, releasesOnly bool) error {
 	each(func(a *account) {
 		a.mu.Lock()
 		a.roll(cal)
-		if releasesOnly && len(a.releases) == 0 || !releasesOnly && !a.allow.limited() && !a.dirty {
+		if releasesOnly && len(a.releases)+len(a.admitted) == 0 || !releasesOnly && !a.allow.limited() && !a.dirty {
 			a.mu.Unlock()
 			return
 		}
@@ -352,15 +379,21 @@ func (s *syncer) once(parent context.Context, releasesOnly bool) error {
 		if n := len(a.releases); n > maxPendingReleases {
 			a.releases = append(a.releases[:0], a.releases[n-maxPendingReleases:]...)
 		}
-		s.accts, s.sent = append(s.accts, a), append(s.sent, len(a.releases))
+		s.accts, s.sent = append(s.accts, a), append(s.sent, [2]int{len(a.admitted), len(a.releases)})
 		for _, p := range []Period{Daily, Monthly} {
 			tok, cost := DailyTokens, DailyCost
 			if p == Monthly {
 				tok, cost = MonthlyTokens, MonthlyCost
 			}
 			sh := Share{Tenant: a.tenant, Period: p, ID: cal.id(p), End: cal.end(p), Tokens: a.mine[tok], Cost: Amount(a.mine[cost])}
+			in := func(r release) bool { return r.day == sh.ID && p == Daily || r.month == sh.ID && p == Monthly }
+			for _, r := range a.admitted {
+				if in(r) {
+					sh.Admitted = append(sh.Admitted, r.Reserved)
+				}
+			}
 			for _, r := range a.releases {
-				if r.day == sh.ID && p == Daily || r.month == sh.ID && p == Monthly {
+				if in(r) {
 					sh.Release = append(sh.Release, r.Reserved)
 				}
 			}
@@ -371,7 +404,7 @@ func (s *syncer) once(parent context.Context, releasesOnly bool) error {
 	if len(s.shares) == 0 {
 		s.claim(parent)
 		if !releasesOnly {
-			s.ok()
+			s.ok(true)
 		}
 		return nil
 	}
@@ -381,7 +414,7 @@ func (s *syncer) once(parent context.Context, releasesOnly bool) error {
 	if pc, ok := s.store.(PodCounter); ok && err == nil {
 		s.npods.Store(int64(pc.Pods()))
 	}
-	pods := s.pods()
+	pods, frozen := s.pods(), s.byShare()
 	var cross crossings
 	var requeue []*account
 	for i, a := range s.accts {
@@ -391,8 +424,9 @@ func (s *syncer) once(parent context.Context, releasesOnly bool) error {
 			// The releases sent are released (those of periods that had
 			// ended were not sent: the store forgets them with their
 			// period); those of requests that ended meanwhile follow.
-			a.releases = append(a.releases[:0], a.releases[s.sent[i]:]...)
-			if len(a.releases) > 0 {
+			a.admitted = append(a.admitted[:0], a.admitted[s.sent[i][0]:]...)
+			a.releases = append(a.releases[:0], a.releases[s.sent[i][1]:]...)
+			if len(a.releases)+len(a.admitted) > 0 {
 				requeue = append(requeue, a)
 			}
 		}
@@ -405,8 +439,8 @@ func (s *syncer) once(parent context.Context, releasesOnly bool) error {
 			if j == 1 {
 				tok, cost = MonthlyTokens, MonthlyCost
 			}
-			a.view(tok, sh.ID, sh.FleetTokens, sh.Tokens, sh.FleetReserved.Tokens, pods)
-			a.view(cost, sh.ID, int64(sh.FleetCost), int64(sh.Cost), int64(sh.FleetReserved.Cost), pods)
+			a.view(tok, sh.ID, sh.FleetTokens, sh.Tokens, sh.FleetReserved.Tokens, pods, frozen, true)
+			a.view(cost, sh.ID, int64(sh.FleetCost), int64(sh.Cost), int64(sh.FleetReserved.Cost), pods, frozen, true)
 		}
 		if a.allow.limited() {
 			a.levels(l, cal, &cross)
@@ -430,12 +464,21 @@ func (s *syncer) once(parent context.Context, releasesOnly bool) error {
 		s.fail(err)
 		return err
 	}
-	s.ok()
+	s.ok(!releasesOnly)
 	return nil
 }
 
-func (s *syncer) ok() {
+// ok records a successful exchange: of every account (full), or of
+// those with releases only, which does not count toward settling.
+func (s *syncer) ok(full bool) {
 	s.lastOK.Store(time.Now().UnixNano())
+	s.lateReserves.Store(0)
+	if n := s.settling.Load(); n > 0 && full {
+		s.settling.CompareAndSwap(n, n-1)
+	}
+	if s.failed.Load() {
+		s.settling.Store(settleExchanges)
+	}
 	if s.failed.CompareAndSwap(true, false) {
 		e := Event{Kind: StoreRecovered}
 		for _, fn := range s.l.events.Load() {
@@ -456,9 +499,10 @@ func (s *syncer) fail(err error) {
 }
 
 // claim tries the pending claims, and reports the events whose claim this
-// process won; with the store away for longer than the staleness bound
-// it reports them unclaimed (the fleet may then report one event from
-// several processes: an alert twice rather than never).
+// process won. While the store is away they wait for it (an alert late
+// rather than once per process; StoreFailed tells of the outage at
+// once); past maxPendingClaims, and at Close, they are reported
+// unclaimed.
 func (s *syncer) claim(parent context.Context) {
 	cl, ok := s.store.(Claimer)
 	if !ok {
@@ -481,12 +525,11 @@ func (s *syncer) claim(parent context.Context) {
 	if err != nil && s.onError != nil {
 		s.onError(fmt.Errorf("spend: claiming events: %w", err))
 	}
-	stale := s.stale(time.Now())
 	fns := s.l.events.Load()
 	var keep []pendingClaim
 	for i, c := range claims {
 		switch {
-		case c.Claimed && c.Won, !c.Claimed && stale:
+		case c.Claimed && c.Won:
 			for _, fn := range fns {
 				fn(pend[i].event)
 			}

@@ -78,9 +78,10 @@
 // process that claims it in Redis, in its next exchange (it waits for one
 // SyncInterval at most, or less: a process pokes its exchange when it
 // finds one); the others stay silent. A fleet of 50 pods pages once.
-// While Redis is away the claims wait; past spend.Config.MaxStaleness
-// they are reported unclaimed (an alert twice rather than never). The
-// claims live in the period's hash: a Redis that restarts empty forgets
+// While Redis is away the claims wait for it (StoreFailed reports the
+// outage at once): an alert comes late rather than once per pod. A
+// ledger closed before Redis is back reports its waiting events
+// unclaimed. The claims live in the period's hash: a Redis that restarts empty forgets
 // them, and a threshold crossed again by a process that had not crossed
 // it yet is reported again.
 //

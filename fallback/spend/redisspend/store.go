@@ -191,7 +191,9 @@ end
 //	ARGV[1]  field of this process's tokens, ARGV[2] its value
 //	ARGV[3]  field of this process's cost,   ARGV[4] its value
 //	ARGV[5]  expiry, Unix ms
-//	ARGV[6…] per reservation released: member, tokens, cost
+//	ARGV[6]  the lease, ms; ARGV[7] n, the reservations to make
+//	ARGV[8…] n reservations made whatever the figures, then those
+//	         released: member, tokens, cost each
 var syncScript = redis.NewScript(sweep + `
 local function greater(a, b)
   if b == false then return true end
@@ -204,13 +206,21 @@ for i = 1, 3, 2 do
     redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
   end
 end
-for i = 6, #ARGV, 3 do
+local now = now_ms()
+local made = 8 + 3 * tonumber(ARGV[7])
+for i = 8, made - 1, 3 do
+  if redis.call('ZADD', KEYS[2], 'NX', now + tonumber(ARGV[6]), ARGV[i]) == 1 then
+    redis.call('HINCRBY', KEYS[1], 'r:t', ARGV[i + 1])
+    redis.call('HINCRBY', KEYS[1], 'r:c', ARGV[i + 2])
+  end
+end
+for i = made, #ARGV, 3 do
   if redis.call('ZREM', KEYS[2], ARGV[i]) == 1 then
     unreserve(KEYS[1], ARGV[i + 1], ARGV[i + 2])
   end
 end
 if redis.call('EXISTS', KEYS[2]) == 1 then
-  sweep(KEYS[1], KEYS[2], now_ms())
+  sweep(KEYS[1], KEYS[2], now)
   redis.call('PEXPIREAT', KEYS[2], ARGV[5])
 end
 redis.call('PEXPIREAT', KEYS[1], ARGV[5])
@@ -231,6 +241,8 @@ return redis.call('HGETALL', KEYS[1])
 //	ARGV[7…10]  the limits: daily tokens, daily cost, monthly tokens,
 //	            monthly cost (0 for none)
 //	ARGV[11]  this process's name
+//	ARGV[12…15]  the process's view of each meter's use, a floor to the
+//	            stored figures
 var reserveScript = redis.NewScript(sweep + `
 local now = now_ms()
 local proc = ARGV[11]
@@ -255,7 +267,10 @@ local function figures(h, z)
 end
 local d = figures(KEYS[1], KEYS[2])
 local m = figures(KEYS[3], KEYS[4])
-local used = {d[1] + d[3], d[2] + d[4], m[1] + m[3], m[2] + m[4]}
+local stored = {d[1], d[2], m[1], m[2]}
+local held = {d[3], d[4], m[3], m[4]}
+local used = {}
+for i = 1, 4 do used[i] = math.max(stored[i], tonumber(ARGV[11 + i])) + held[i] end
 local est = {tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[2]), tonumber(ARGV[3])}
 local refused = -1
 for i = 1, 4 do
@@ -311,7 +326,8 @@ func (s *Store) Reserve(ctx context.Context, r *spend.Reservation) error {
 	day, month := s.Key(r.Tenant, spend.Daily, r.Day), s.Key(r.Tenant, spend.Monthly, r.Month)
 	args := []any{s.member(r.Reserved), max(r.Reserved.Tokens, 0), max(int64(r.Reserved.Cost), 0), s.lease.Milliseconds(),
 		r.DayEnd.Add(s.keep).UnixMilli(), r.MonthEnd.Add(s.keep).UnixMilli(),
-		r.Limits[spend.DailyTokens], r.Limits[spend.DailyCost], r.Limits[spend.MonthlyTokens], r.Limits[spend.MonthlyCost], s.proc}
+		r.Limits[spend.DailyTokens], r.Limits[spend.DailyCost], r.Limits[spend.MonthlyTokens], r.Limits[spend.MonthlyCost], s.proc,
+		max(r.Floor[spend.DailyTokens], 0), max(r.Floor[spend.DailyCost], 0), max(r.Floor[spend.MonthlyTokens], 0), max(r.Floor[spend.MonthlyCost], 0)}
 	vals, err := reserveScript.Run(ctx, s.client, []string{day, reservations(day), month, reservations(month)}, args...).Int64Slice()
 	if err != nil {
 		return fmt.Errorf("redisspend: reserve: %w", err)
@@ -373,8 +389,12 @@ func (s *Store) sync(ctx context.Context, shares []spend.Share, reload bool) err
 			sh := &shares[i]
 			expire := sh.End.Add(s.keep).UnixMilli()
 			key := s.Key(sh.Tenant, sh.Period, sh.ID)
-			args := make([]any, 0, 5+3*len(sh.Release))
-			args = append(args, ft, strconv.FormatInt(max(sh.Tokens, 0), 10), fc, strconv.FormatInt(max(int64(sh.Cost), 0), 10), expire)
+			args := make([]any, 0, 7+3*(len(sh.Admitted)+len(sh.Release)))
+			args = append(args, ft, strconv.FormatInt(max(sh.Tokens, 0), 10), fc, strconv.FormatInt(max(int64(sh.Cost), 0), 10), expire,
+				s.lease.Milliseconds(), len(sh.Admitted))
+			for _, r := range sh.Admitted {
+				args = append(args, s.member(r), max(r.Tokens, 0), max(int64(r.Cost), 0))
+			}
 			for _, r := range sh.Release {
 				args = append(args, s.member(r), max(r.Tokens, 0), max(int64(r.Cost), 0))
 			}

@@ -60,16 +60,22 @@ type podConfig struct {
 	gate         <-chan struct{}
 	interval     time.Duration
 	onError      func(error)
+	// wrap, when set, wraps the pod's store.
+	wrap func(*redisspend.Store) spend.Store
 }
 
 func newPod(t testing.TB, pc podConfig) *pod {
 	t.Helper()
 	store, err := redisspend.New(newClient(t, pc.addr), redisspend.Options{Prefix: pc.prefix, Strict: pc.strict})
 	require.NoError(t, err)
+	var shared spend.Store = store
+	if pc.wrap != nil {
+		shared = pc.wrap(store)
+	}
 	l, err := spend.New(spend.Config{
 		Prices:       prices,
 		Tenants:      map[string]spend.Allowance{"acme": {DailyTokens: pc.limit}},
-		Store:        store,
+		Store:        shared,
 		SyncInterval: cmpOr(pc.interval, 20*time.Millisecond),
 		SyncTimeout:  200 * time.Millisecond,
 		OnStoreError: pc.onError,
@@ -345,4 +351,86 @@ func TestReservationLeaseAndIdempotentRelease(t *testing.T) {
 	assert.Equal(t, int64(550), r.Fleet[spend.DailyTokens])
 	assert.Equal(t, int64(550), r.Mine[spend.DailyTokens])
 	assert.False(t, reserve(5, 1).Granted)
+}
+
+// gatedStore is a strict store whose exchanges fail while off is set: a
+// pod that cannot reach Redis while the others can.
+type gatedStore struct {
+	*redisspend.Store
+	off *atomic.Bool
+}
+
+func (g gatedStore) Sync(ctx context.Context, shares []spend.Share) error {
+	if g.off.Load() {
+		return errors.New("partitioned")
+	}
+	return g.Store.Sync(ctx, shares)
+}
+
+// Redis comes back empty after the pods spent their shares: it holds
+// nothing of what they spent until each has sent its figures again, and
+// pod B cannot reach it yet. Pod A, back, holds its view of what B spent
+// before the outage (the reservation's floor), and since Redis holds
+// less of the others than A saw, keeps to its share — spent — until B's
+// figures are back: nothing is spent twice. Before, A's reservations saw
+// an empty Redis and were granted.
+func TestBackFromAnEmptyRestartNothingIsSpentTwice(t *testing.T) {
+	srv := redisserver.Start(t)
+	const limit = 10_000
+	var billed atomic.Int64
+	var failed [2]atomic.Bool
+	var bOff atomic.Bool
+	pre := prefix(t)
+	var pods []*pod
+	for i := range 2 {
+		pc := podConfig{addr: srv.Addr, prefix: pre, limit: limit, strict: true, used: 100, billed: &billed,
+			onError: func(error) { failed[i].Store(true) }}
+		if i == 1 {
+			// B's store can be cut off.
+			pc.wrap = func(s *redisspend.Store) spend.Store { return gatedStore{s, &bOff} }
+		}
+		pods = append(pods, newPod(t, pc))
+	}
+	for i := range 60 {
+		require.NoError(t, pods[i%2].request(100))
+	}
+	require.Eventually(t, func() bool {
+		for _, p := range pods {
+			if p.ledger.Use("acme")[spend.DailyTokens].Used != 6000 || p.store.Pods() != 2 {
+				return false
+			}
+		}
+		return true
+	}, 10*time.Second, 5*time.Millisecond)
+	srv.Kill()
+	bOff.Store(true)
+	require.Eventually(t, func() bool { return failed[0].Load() && failed[1].Load() }, 10*time.Second, 5*time.Millisecond)
+	for _, p := range pods {
+		for p.request(100) == nil {
+		}
+	}
+	require.Equal(t, int64(limit), billed.Load(), "each pod spent its share")
+
+	require.NoError(t, srv.Restart())
+	recovered := make(chan struct{})
+	var once sync.Once
+	pods[0].ledger.Observe(func(e spend.Event) {
+		if e.Kind == spend.StoreRecovered {
+			once.Do(func() { close(recovered) })
+		}
+	})
+	<-recovered
+	time.Sleep(200 * time.Millisecond) // A's exchanges go on; B stays cut off
+	for range 20 {
+		assert.ErrorIs(t, pods[0].request(100), spend.ErrLimitReached, "A keeps to its spent share")
+	}
+	bOff.Store(false)
+	require.Eventually(t, func() bool {
+		tot, err := pods[0].store.Totals(context.Background(), "acme", spend.Daily, dayID(time.Now()))
+		return err == nil && tot.Tokens == limit
+	}, 10*time.Second, 5*time.Millisecond, "B's figures back in Redis")
+	for _, p := range pods {
+		assert.ErrorIs(t, p.request(100), spend.ErrLimitReached, "Redis refuses")
+	}
+	assert.Equal(t, int64(limit), billed.Load(), "nothing spent twice")
 }
