@@ -2,6 +2,7 @@ package anthropic_test
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -33,6 +34,10 @@ func newServer(t *testing.T, h http.HandlerFunc) *server {
 	s := &server{}
 	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.n.Add(1)
+		// Read the request whole, as a server does: until then net/http
+		// does not watch the connection, and a client's cancel would go
+		// unseen by the handler.
+		_, _ = io.Copy(io.Discard, r.Body)
 		if r.URL.Path != "/v1/messages" {
 			http.Error(w, "unexpected path "+r.URL.Path, http.StatusNotFound)
 			return
