@@ -455,7 +455,9 @@ func TestPairOtelx(t *testing.T) {
 	assert.Contains(t, all.String(), "quota_exhausted", "the failure's class is exported")
 }
 
-func newLogger(w io.Writer) *slog.Logger { return slog.New(slog.NewJSONHandler(&lockedWriter{w: w}, nil)) }
+func newLogger(w io.Writer) *slog.Logger {
+	return slog.New(slog.NewJSONHandler(&lockedWriter{w: w}, nil))
+}
 
 // lockedWriter serialises a logger's writes.
 type lockedWriter struct {
