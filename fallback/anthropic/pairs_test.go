@@ -420,7 +420,11 @@ func TestPairOtelx(t *testing.T) {
 
 	var all strings.Builder
 	providers := map[string]bool{}
+	sdkSpans := 0
 	for _, s := range spans.Ended() {
+		if strings.Contains(s.InstrumentationScope().Name, "anthropic") {
+			sdkSpans++
+		}
 		all.WriteString(s.Name() + " " + s.Status().Description + "\n")
 		for _, kv := range s.Attributes() {
 			all.WriteString(string(kv.Key) + "=" + kv.Value.Emit() + "\n")
@@ -451,6 +455,7 @@ func TestPairOtelx(t *testing.T) {
 	all.WriteString(logs.String())
 	noSecret(t, all.String(), "PROMPT", "Hi! My name is Claude", "credit balance", "Plans & Billing", "req_011")
 	assert.True(t, providers["anthropic"], "gen_ai.provider.name: %v", providers)
+	assert.Equal(t, 2, sdkSpans, "the SDK's own span of each call was recorded, and checked")
 	assert.EqualValues(t, 1043, sums["gen_ai.client.inference.usage.cache_write.input_tokens"], "%v", sums)
 	assert.Contains(t, all.String(), "quota_exhausted", "the failure's class is exported")
 }
