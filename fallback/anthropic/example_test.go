@@ -39,7 +39,7 @@ func fakeClaude() *httptest.Server {
 				`{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":4}}`,
 				`{"type":"message_stop"}`,
 			} {
-				typ := ev[len(`{"type":"`):strings.Index(ev[len(`{"type":"`):], `"`)+len(`{"type":"`)]
+				typ := ev[len(`{"type":"`) : strings.Index(ev[len(`{"type":"`):], `"`)+len(`{"type":"`)]
 				_, _ = io.WriteString(w, "event: "+typ+"\ndata: "+ev+"\n\n")
 			}
 			return

@@ -25,8 +25,7 @@ const secretKey = "sk-ant-api03-SECRET-never-in-any-signal"
 // handler of the test's, and counts the requests that reach it.
 type server struct {
 	*httptest.Server
-	n    atomic.Int64
-	keys []string
+	n atomic.Int64
 }
 
 func newServer(t *testing.T, h http.HandlerFunc) *server {

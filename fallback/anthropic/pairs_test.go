@@ -427,7 +427,7 @@ func TestPairOtelx(t *testing.T) {
 		}
 		all.WriteString(s.Name() + " " + s.Status().Description + "\n")
 		for _, kv := range s.Attributes() {
-			all.WriteString(string(kv.Key) + "=" + kv.Value.Emit() + "\n")
+			all.WriteString(string(kv.Key) + "=" + kv.Value.String() + "\n")
 			if kv.Key == "gen_ai.provider.name" {
 				providers[kv.Value.AsString()] = true
 			}
@@ -435,7 +435,7 @@ func TestPairOtelx(t *testing.T) {
 		for _, e := range s.Events() {
 			all.WriteString(e.Name + "\n")
 			for _, kv := range e.Attributes {
-				all.WriteString(string(kv.Key) + "=" + kv.Value.Emit() + "\n")
+				all.WriteString(string(kv.Key) + "=" + kv.Value.String() + "\n")
 			}
 		}
 	}
@@ -479,7 +479,7 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 func attrs(s attribute.Set) string {
 	var b strings.Builder
 	for _, kv := range s.ToSlice() {
-		b.WriteString(string(kv.Key) + "=" + kv.Value.Emit() + " ")
+		b.WriteString(string(kv.Key) + "=" + kv.Value.String() + " ")
 	}
 	return b.String()
 }
