@@ -30,17 +30,16 @@ func fakeClaude() *httptest.Server {
 		}
 		if strings.Contains(string(body), `"stream":true`) {
 			w.Header().Set("Content-Type", "text/event-stream")
-			for _, ev := range []string{
-				`{"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","content":[],"model":"claude-sonnet-5-5","stop_reason":null,"usage":{"input_tokens":12,"output_tokens":1}}}`,
-				`{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`,
-				`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Rayleigh "}}`,
-				`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"scattering."}}`,
-				`{"type":"content_block_stop","index":0}`,
-				`{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":4}}`,
-				`{"type":"message_stop"}`,
+			for _, ev := range [][2]string{
+				{"message_start", `{"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","content":[],"model":"claude-sonnet-5-5","stop_reason":null,"usage":{"input_tokens":12,"output_tokens":1}}}`},
+				{"content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`},
+				{"content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Rayleigh "}}`},
+				{"content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"scattering."}}`},
+				{"content_block_stop", `{"type":"content_block_stop","index":0}`},
+				{"message_delta", `{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":4}}`},
+				{"message_stop", `{"type":"message_stop"}`},
 			} {
-				typ := ev[len(`{"type":"`) : strings.Index(ev[len(`{"type":"`):], `"`)+len(`{"type":"`)]
-				_, _ = io.WriteString(w, "event: "+typ+"\ndata: "+ev+"\n\n")
+				_, _ = io.WriteString(w, "event: "+ev[0]+"\ndata: "+ev[1]+"\n\n")
 			}
 			return
 		}
