@@ -223,7 +223,11 @@ func counts(input, cacheWrite, cacheRead, output, thinking int64) fallback.Usage
 	}
 }
 
-// Call makes one Messages request and checks the answer.
+// Call makes one Messages request and checks the answer. The request's
+// deadline is the SDK's timeout for the call; without one,
+// anthropic-sdk-go applies its own (10 minutes) and refuses outright a
+// max_tokens it expects to take longer — give the chain a Total, or
+// stream.
 func (t *Tier[In]) Call(ctx context.Context, in In) (Answer, error) {
 	params := t.request(in)
 	fallback.Report(ctx, sampling(&params))
