@@ -300,10 +300,13 @@ func classifyFacts(v Verdict, f Facts, d detailFacts, code int, status string, l
 			} else {
 				v.Class, v.Reason = InvalidRequest, "invalid request"
 			}
-		case strings.Contains(lower.get(), "billing"):
+		case strings.Contains(lower.get(), "billing") || strings.Contains(lower.get(), "credit balance"):
 			// "Gemini API free tier is not available in your country. Please
 			// enable billing", "User location is not supported for the API
-			// use without a billing account linked" (FAILED_PRECONDITION).
+			// use without a billing account linked" (FAILED_PRECONDITION);
+			// Anthropic's "Your credit balance is too low to access the
+			// Anthropic API." (an invalid_request_error, quoted with and
+			// without its "Please go to Plans & Billing" tail).
 			v.Class, v.Reason = QuotaExhausted, "billing not enabled"
 		default:
 			v.Class, v.Reason = InvalidRequest, "invalid request"

@@ -58,7 +58,7 @@
 // error types with a Rule (fallback/gemini, fallback/oaicompat,
 // fallback/anthropic), without this package importing any SDK.
 //
-// The rules are tested against 150 real responses quoted from public issue
+// The rules are tested against 152 real responses quoted from public issue
 // trackers and documentation (internal/testbed/corpus), once without an
 // SDK and once through genai, openai-go and anthropic-sdk-go over
 // httptest.

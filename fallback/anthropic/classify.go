@@ -21,7 +21,8 @@ import (
 //
 //	invalid_request_error (400)   InvalidRequest; ContextTooLong for "prompt is
 //	                              too long"; QuotaExhausted for "credit balance
-//	                              is too low ... Plans & Billing"
+//	                              is too low" (a billing limit Anthropic still
+//	                              sends as a 400)
 //	authentication_error (401),
 //	permission_error (403)        Auth
 //	billing_error (402)           QuotaExhausted

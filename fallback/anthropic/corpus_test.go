@@ -45,7 +45,7 @@ func TestCorpusThroughTheSDK(t *testing.T) {
 			}
 		})
 	}
-	assert.Equal(t, 27, n)
+	assert.Equal(t, 29, n)
 }
 
 func caseTier(t *testing.T, c corpus.Case, ts *httptest.Server) *anthropic.Tier[string] {

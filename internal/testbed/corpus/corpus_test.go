@@ -17,7 +17,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 func TestCorpusLoads(t *testing.T) {
 	cases, err := corpus.All()
 	require.NoError(t, err)
-	assert.GreaterOrEqual(t, len(cases), 150)
+	assert.GreaterOrEqual(t, len(cases), 152)
 	providers := map[string]int{}
 	for _, c := range cases {
 		providers[c.Provider]++
