@@ -37,8 +37,9 @@ func (e *HTTPError) Error() string {
 func (e *HTTPError) StatusCode() int { return e.Facts.HTTPStatus }
 
 // ReadResponse reads a failed response into an *HTTPError: the error body if
-// it is one ParseErrorBody understands, and the Retry-After and
-// retry-after-ms headers. Call it only for responses you treat as failures;
+// it is one ParseErrorBody understands, the Retry-After and retry-after-ms
+// headers, and for a 429 the reset of the exhausted limit that Anthropic's
+// anthropic-ratelimit-*-reset headers give (RateLimitReset). Call it only for responses you treat as failures;
 // it does not close the body.
 //
 // Reading is bounded twice: by size (at most MaxErrorBody bytes) and by ctx
@@ -59,6 +60,13 @@ func ReadResponse(ctx context.Context, resp *http.Response) *HTTPError {
 					f.HTTPStatus = g.HTTPStatus
 				}
 			}
+		}
+	}
+	if resp.StatusCode == http.StatusTooManyRequests {
+		// Anthropic's rate-limit headers say when the exhausted limit
+		// resets, where a Retry-After may be missing.
+		if d, ok := RateLimitReset(resp.Header, time.Now()); ok {
+			f.RetryAfter = d
 		}
 	}
 	f.RetryAfterHeader = resp.Header.Get("Retry-After")
@@ -95,6 +103,10 @@ func parseRetryAfterMillis(s string) (time.Duration, bool) {
 //     "insufficient_quota"}}, whose string code (or, without one, its type)
 //     becomes Facts.Code, and the gateways that follow it with a numeric
 //     code (OpenRouter) or a numeric "status" (Azure OpenAI);
+//   - Anthropic's form, {"type":"error","error":{"type":"overloaded_error",
+//     "message":"Overloaded","details":{"error_code":"..."}},"request_id":
+//     "req_..."}, whose error type (or, when the classifier knows it, its
+//     details' error_code) becomes Facts.Code;
 //   - a bare string error, {"error":"overloaded"};
 //   - vLLM's top-level form, {"object":"error","message":"...","code":400}.
 //
@@ -162,11 +174,36 @@ type errorEnvelope struct {
 // errorObject is the "error" member, in Google's and OpenAI's forms: code
 // and status may be numbers or strings.
 type errorObject struct {
-	Code    json.RawMessage  `json:"code"`
-	Message string           `json:"message"`
-	Status  json.RawMessage  `json:"status"`
-	Type    json.RawMessage  `json:"type"`
-	Details []map[string]any `json:"details"`
+	Code    json.RawMessage `json:"code"`
+	Message string          `json:"message"`
+	Status  json.RawMessage `json:"status"`
+	Type    json.RawMessage `json:"type"`
+	// Details are google.rpc details (an array) or, in Anthropic's form,
+	// an object whose error_code names the cause
+	// ({"error_code":"enforced_spend_limit_reached"}).
+	Details json.RawMessage `json:"details"`
+}
+
+// details reads the "details" member: Google's array, or the error_code of
+// Anthropic's object.
+func (e *errorObject) details() (list []map[string]any, errorCode string) {
+	raw := bytes.TrimSpace(e.Details)
+	if len(raw) == 0 {
+		return nil, ""
+	}
+	switch raw[0] {
+	case '[':
+		// A malformed element leaves the others decoded, as before.
+		_ = json.Unmarshal(raw, &list)
+	case '{':
+		var obj struct {
+			ErrorCode json.RawMessage `json:"error_code"`
+		}
+		if json.Unmarshal(raw, &obj) == nil {
+			errorCode, _ = stringValue(obj.ErrorCode)
+		}
+	}
+	return list, boundedCode(errorCode)
 }
 
 func (env *errorEnvelope) facts() (Facts, bool) {
@@ -183,7 +220,8 @@ func (env *errorEnvelope) facts() (Facts, bool) {
 		}
 		return f, true
 	}
-	f := Facts{Message: e.Message, Details: e.Details}
+	details, errorCode := e.details()
+	f := Facts{Message: e.Message, Details: details}
 	f.HTTPStatus, f.Code = numberOrCode(e.Code)
 	if st, ok := stringValue(e.Status); ok {
 		f.Status = st
@@ -194,6 +232,13 @@ func (env *errorEnvelope) facts() (Facts, bool) {
 		if t, ok := stringValue(e.Type); ok {
 			f.Code = boundedCode(t)
 		}
+	}
+	if _, _, known := codeClass(errorCode); known {
+		// Anthropic's error.details.error_code is more precise than the
+		// type ("enforced_spend_limit_reached" under "rate_limit_error");
+		// an error_code the classifier does not know counts as the bare
+		// type, as Anthropic's SDKs advise.
+		f.Code = errorCode
 	}
 	return f, true
 }

@@ -225,6 +225,17 @@ func classifyFacts(v Verdict, f Facts, d detailFacts, code int, status string, l
 		v.Class, v.Reason = Auth, "credentials rejected"
 		return v
 	}
+	if f.Code == "not_found_error" {
+		// Anthropic's 404 names the missing thing by its parameter: "model:
+		// claude-3-5-sonnet-20241022" is a model no longer (or never)
+		// served, wherever the body arrives (a gateway that relays it with
+		// another status included). Without "model:" it is some other
+		// resource: the status decides.
+		if id, named := anthropicModel(f.Message); named {
+			v.Class, v.Reason, v.Model = Retired, "model not found", id
+			return v
+		}
+	}
 	if class, reason, ok := codeClass(f.Code); ok && (class != RateLimited || code == 0 || code == 429) {
 		// A rate-limit code on another status (Groq's 413 "Request too large
 		// ... tokens per minute") is not a wait: the status decides.
@@ -263,7 +274,11 @@ func classifyFacts(v Verdict, f Facts, d detailFacts, code int, status string, l
 		v.Class, v.Reason = RateLimited, "rate limited"
 		v = quotaOrRate(v, d, lower)
 	case code == 404:
-		if id, named := namedModel(f.Message, lower.get()); named {
+		if id, named := relayedAnthropicModel(f.Message, lower.get()); named {
+			// A gateway that put Anthropic's body into its own message
+			// ("AnthropicException - b'{...not_found_error...model: x...}'").
+			v.Class, v.Reason, v.Model = Retired, "model not found", id
+		} else if id, named := namedModel(f.Message, lower.get()); named {
 			v.Class, v.Reason, v.Model = Retired, "model not found", id
 		} else {
 			v.Class, v.Reason = InvalidRequest, "not found (not a model)"
@@ -285,10 +300,13 @@ func classifyFacts(v Verdict, f Facts, d detailFacts, code int, status string, l
 			} else {
 				v.Class, v.Reason = InvalidRequest, "invalid request"
 			}
-		case strings.Contains(lower.get(), "billing"):
+		case strings.Contains(lower.get(), "billing") || strings.Contains(lower.get(), "credit balance"):
 			// "Gemini API free tier is not available in your country. Please
 			// enable billing", "User location is not supported for the API
-			// use without a billing account linked" (FAILED_PRECONDITION).
+			// use without a billing account linked" (FAILED_PRECONDITION);
+			// Anthropic's "Your credit balance is too low to access the
+			// Anthropic API." (an invalid_request_error, quoted with and
+			// without its "Please go to Plans & Billing" tail).
 			v.Class, v.Reason = QuotaExhausted, "billing not enabled"
 		default:
 			v.Class, v.Reason = InvalidRequest, "invalid request"
@@ -339,8 +357,27 @@ func codeClass(code string) (Class, string, bool) {
 		return QuotaExhausted, "insufficient quota", true
 	case "rate_limit_exceeded", "rate_limit_error":
 		return RateLimited, "rate limited", true
-	case "context_length_exceeded", "string_above_max_length", "context_window_exceeded":
+	case "context_length_exceeded", "context_window_exceeded":
 		return ContextTooLong, "input exceeds the model's context window", true
+	case "string_above_max_length":
+		// OpenAI: one input string (a message's content, a tool's
+		// description) is longer than the API accepts for that field. A cap
+		// on the request's shape, which no other tier lifts: the request
+		// must be fixed, and a larger context window would not help.
+		return InvalidRequest, "a string is longer than the API accepts", true
+	case "request_too_large":
+		// Anthropic's 413: the request's bytes are over the endpoint's limit
+		// (32 MB for the Messages API), also when a gateway relays it.
+		return ContextTooLong, "request too large", true
+	case "overloaded_error":
+		// Anthropic's 529, also relayed by gateways with another status.
+		return Transient, "overloaded", true
+	case "billing_error", "enforced_spend_limit_reached", "contract_spend_limit_reached",
+		"linked_organization_spend_limit_reached":
+		// Anthropic: billing (402), or a spend limit of the organisation
+		// (the 429s whose error.details.error_code says so, which retrying
+		// cannot lift until the limit resets or is raised).
+		return QuotaExhausted, "spend or billing limit", true
 	case "content_filter", "content_policy_violation", "invalid_prompt", "ResponsibleAIPolicyViolation":
 		return Safety, "content policy", true
 	case "model_not_found":
@@ -364,7 +401,9 @@ func codeClass(code string) (Class, string, bool) {
 // server_error, rate_limit_exceeded and the rate-limit types tokens and
 // requests, insufficient_quota, invalid_api_key, slow_down) and the error
 // types Anthropic and the gateways that relay it send
-// (https://docs.anthropic.com/en/api/errors). 0 for any other code;
+// (https://docs.anthropic.com/en/api/errors; billing_error 402,
+// timeout_error 504 and conflict_error 409 as anthropic-sdk-go v2.17.0's
+// shared.ErrorType lists them). 0 for any other code;
 // codeClass decides the rest.
 func httpFromCode(code string) int {
 	switch code {
@@ -376,6 +415,12 @@ func httpFromCode(code string) int {
 		return 529
 	case "rate_limit_exceeded", "rate_limit_error", "tokens", "requests", "insufficient_quota":
 		return 429
+	case "billing_error":
+		return 402
+	case "timeout_error":
+		return 504
+	case "conflict_error":
+		return 409
 	case "invalid_request_error":
 		return 400
 	case "request_too_large":

@@ -142,12 +142,39 @@ type wireAnswer struct {
 		} `json:"delta"`
 		FinishReason *string `json:"finish_reason"`
 	} `json:"choices"`
+	// Anthropic's message (unary) and stream events: the event type, the
+	// message's content blocks and stop reason, a delta (a content block's
+	// text_delta, or message_delta's stop_reason) and a block's start.
+	Type         string           `json:"type"`
+	Content      []map[string]any `json:"content"`
+	StopReason   *string          `json:"stop_reason"`
+	Delta        map[string]any   `json:"delta"`
+	ContentBlock map[string]any   `json:"content_block"`
+}
+
+// anthropicContent reports whether Anthropic content blocks carry
+// something usable: non-blank text, or a tool call.
+func anthropicContent(blocks ...map[string]any) bool {
+	for _, b := range blocks {
+		switch b["type"] {
+		case "text", "text_delta":
+			if text, _ := b["text"].(string); strings.TrimSpace(text) != "" {
+				return true
+			}
+		case "tool_use", "server_tool_use", "input_json_delta":
+			return true
+		}
+	}
+	return false
 }
 
 // streamState is what a stream has carried so far.
 type streamState struct {
 	content  bool
 	finished bool
+	// stopReason is the stop reason of an Anthropic stream's message_delta,
+	// judged when message_stop ends it.
+	stopReason string
 }
 
 // answerVerdict judges one answer (or one stream event). ok is false when
@@ -165,6 +192,27 @@ func answerVerdict(body []byte, stream bool, st *streamState) (classify.Verdict,
 	}
 	reason, hasReason := "", false
 	switch {
+	case w.Type == "message" || w.Type == "" && w.StopReason != nil:
+		// An Anthropic message.
+		st.content = anthropicContent(w.Content...)
+		if w.StopReason != nil {
+			reason, hasReason = *w.StopReason, true
+		}
+	case strings.HasPrefix(w.Type, "message_") || strings.HasPrefix(w.Type, "content_block_") || w.Type == "ping":
+		// An Anthropic stream event: only message_stop ends the answer,
+		// with the stop reason message_delta gave.
+		switch w.Type {
+		case "content_block_start":
+			st.content = st.content || anthropicContent(w.ContentBlock)
+		case "content_block_delta":
+			st.content = st.content || anthropicContent(w.Delta)
+		case "message_delta":
+			st.stopReason, _ = w.Delta["stop_reason"].(string)
+		case "message_stop":
+			st.finished = true
+			return classify.FinishReason(st.stopReason, st.content), true
+		}
+		return classify.Verdict{Class: classify.OK}, true
 	case len(w.Candidates) > 0:
 		cand := w.Candidates[0]
 		for _, p := range cand.Content.Parts {
@@ -218,7 +266,9 @@ func streamVerdict(c corpus.Case, body []byte) classify.Verdict {
 		bare := false
 		for _, line := range strings.Split(ev, "\n") {
 			switch {
-			case line == "", strings.HasPrefix(line, ":"):
+			case line == "", strings.HasPrefix(line, ":"), strings.HasPrefix(line, "event:"), strings.HasPrefix(line, "id:"):
+				// Comments, and the fields that name an event (Anthropic's
+				// "event: message_start") rather than carry it.
 			case strings.HasPrefix(line, "data:"):
 				data = append(data, strings.TrimPrefix(strings.TrimPrefix(line, "data:"), " "))
 			default:

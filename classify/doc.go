@@ -33,7 +33,9 @@
 // ContextTooLong and their retired-model wordings for Retired. An error
 // without an HTTP status — an error event inside a stream — is classified
 // by its canonical status or, failing that, by the status its string code
-// stands for ("server_error" is a 500, "rate_limit_exceeded" a 429).
+// stands for ("server_error" is a 500, "rate_limit_exceeded" a 429,
+// Anthropic's "overloaded_error" a 529). A 429's delay is also read from
+// Anthropic's anthropic-ratelimit-*-reset headers (RateLimitReset).
 //
 // Every input is bounded: server delays are capped at MaxRetryAfter, bodies
 // at MaxErrorBody, and only a prefix of messages and details is examined.
@@ -46,16 +48,20 @@
 // Error bodies come in every form real APIs send: Google's error object
 // and the JSON array [{"error":{...}}] (Gemini's OpenAI-compatible
 // endpoint, Code Assist, non-SSE streaming), OpenAI's string codes, Azure's
-// numeric status, bare strings and vLLM's top-level form; an error object
+// numeric status, Anthropic's {"type":"error","error":{"type":...}} (its
+// type decides where it is more precise than the status: a not_found_error
+// naming "model: x" is Retired for x on any status), bare strings and
+// vLLM's top-level form; an error object
 // inside a 200 is judged by its code, as if it had been the status. A 200
 // without an error is judged by FinishReason and BlockReason: the SDK
 // adapters never return a successful empty answer. SDK adapters add their
-// error types with a Rule (fallback/gemini, fallback/oaicompat), without
-// this package importing any SDK.
+// error types with a Rule (fallback/gemini, fallback/oaicompat,
+// fallback/anthropic), without this package importing any SDK.
 //
-// The rules are tested against 121 real responses quoted from public issue
+// The rules are tested against 152 real responses quoted from public issue
 // trackers and documentation (internal/testbed/corpus), once without an
-// SDK and once through genai and openai-go over httptest.
+// SDK and once through genai, openai-go and anthropic-sdk-go over
+// httptest.
 //
 // Fail-closed classes (InvalidRequest, Auth, Safety, Canceled) make a
 // chain return at once with their cause, which errors.Is reaches:

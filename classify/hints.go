@@ -442,3 +442,42 @@ func isModelID(s string, quoted bool) bool {
 	}
 	return true
 }
+
+// anthropicModel reads the model an Anthropic not_found_error names: its
+// message is the missing parameter and its value, "model:
+// claude-3-5-sonnet-20241022" (sometimes with a trailing space). named is
+// false for a message about anything else. id is empty when the value does
+// not read as a model id ("model: Claude Sonnet 4.5", a display name):
+// the model the call used is meant.
+func anthropicModel(msg string) (id string, named bool) {
+	if len(msg) > maxInspect {
+		msg = msg[:maxInspect]
+	}
+	rest, ok := strings.CutPrefix(strings.TrimSpace(msg), "model:")
+	if !ok {
+		return "", false
+	}
+	id, _ = modelWord(strings.TrimLeft(rest, " "), false)
+	return id, true
+}
+
+// relayedAnthropicModel reads the model of an Anthropic not_found_error
+// that a gateway quoted inside its own message, as LiteLLM does: "...
+// AnthropicException - b'{"type":"error","error":{"type":"not_found_error",
+// "message":"model: claude-3-5-sonnet-latest"},...}'".
+func relayedAnthropicModel(msg, lower string) (id string, named bool) {
+	i := strings.Index(lower, "not_found_error")
+	if i < 0 {
+		return "", false
+	}
+	j := strings.Index(lower[i:], `"model: `)
+	if j < 0 || j > 64 {
+		return "", false
+	}
+	start := i + j + len(`"`)
+	end := strings.IndexByte(msg[start:], '"')
+	if end < 0 {
+		end = len(lower) - start
+	}
+	return anthropicModel(msg[start : start+end])
+}

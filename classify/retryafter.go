@@ -81,3 +81,50 @@ func parseSeconds(s string) (time.Duration, bool) {
 	}
 	return min(time.Duration(secs)*time.Second+time.Duration(nanos), MaxRetryAfter), true
 }
+
+// rateLimitKinds are the limits Anthropic reports in its response headers,
+// anthropic-ratelimit-<kind>-{limit,remaining,reset}
+// (https://docs.anthropic.com/en/api/rate-limits).
+var rateLimitKinds = [...]string{"requests", "tokens", "input-tokens", "output-tokens"}
+
+// RateLimitReset reads when the rate limits a 429 exhausted reset, from
+// Anthropic's anthropic-ratelimit-{requests,tokens,input-tokens,
+// output-tokens}-reset headers (RFC 3339 times): the latest reset among
+// the limits whose -remaining header is 0, as a delay counted from the
+// response's Date header when it has one (the server's clock, so that a
+// skewed local clock does not stretch or shrink it) and from now
+// otherwise. It reports false when no exhausted limit says when, or when
+// the reset has passed. The delay is capped at MaxRetryAfter.
+//
+// ReadResponse, and the Anthropic adapter, use it for a 429 alongside
+// Retry-After: the longer of the two is the wait.
+func RateLimitReset(h http.Header, now time.Time) (time.Duration, bool) {
+	if h == nil {
+		return 0, false
+	}
+	if date := h.Get("Date"); date != "" && len(date) <= maxDelayText {
+		if t, err := http.ParseTime(date); err == nil {
+			now = t
+		}
+	}
+	var best time.Duration
+	found := false
+	for _, kind := range rateLimitKinds {
+		prefix := "Anthropic-Ratelimit-" + kind
+		if strings.TrimSpace(h.Get(prefix+"-Remaining")) != "0" {
+			continue
+		}
+		reset := strings.TrimSpace(h.Get(prefix + "-Reset"))
+		if reset == "" || len(reset) > maxDelayText {
+			continue
+		}
+		t, err := time.Parse(time.RFC3339, reset)
+		if err != nil {
+			continue
+		}
+		if d := t.Sub(now); d > 0 {
+			best, found = max(best, min(d, MaxRetryAfter)), true
+		}
+	}
+	return best, found
+}

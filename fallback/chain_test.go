@@ -396,11 +396,11 @@ func TestNotReachedTiers(t *testing.T) {
 	assert.Contains(t, err.Error(), "flash not reached")
 }
 
-func TestRetiredTierIsParkedWithoutCatalog(t *testing.T) {
+func TestRetiredModelIsSkippedWithoutCatalog(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		legacy := newFake("legacy", fails(classify.Retired))
 		c := newChain(t, fallback.Config[string, string]{
-			Stages:         stages(legacy, newFake("flash", ok("quick"))),
+			Stages:         []fallback.Stage[string, string]{{Tier: legacy, Model: "legacy-1"}, {Tier: newFake("flash", ok("quick"))}},
 			RetiredRecheck: time.Minute,
 		})
 		for range 5 {

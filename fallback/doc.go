@@ -98,8 +98,11 @@
 // Preflight: with Config.Catalog (package catalog keeps the list of served
 // models), a tier whose model is missing is skipped without a call and a
 // 404 marks the model retired until the next refresh; without one a 404
-// parks the tier for RetiredRecheck. Stage.ModelFor names the model a call
-// will use, so a 404 retires only that model.
+// retires the model for RetiredRecheck. Stage.ModelFor names the model a
+// call will use, so a 404 retires only that model. A 404 on a stage with
+// neither Model nor ModelFor, whose message names no model either, retires
+// nothing: that request moves to the next tier and the tier stays in
+// rotation, since it cannot say which of the models it serves is gone.
 //
 // Idempotency: with Config.Key, requests with the same key in flight
 // together share one execution; each waiter gets the result, a waiter that

@@ -696,8 +696,11 @@ func (e *engine) park(st *stage, model string, v classify.Verdict, p classify.Pa
 		}
 		switch {
 		case m == "":
-			// No model to name: the tier itself is parked.
-			st.parking.Park(e.epoch, uint8(SkipRetired), e.retirePark)
+			// Neither the 404 nor the stage says which model it was about
+			// (no Model, no ModelFor): a tier that serves several models
+			// by the request's input would lose the live ones with the
+			// dead one. The request moves on (its class says so); the
+			// tier stays in rotation.
 		case e.catalog != nil:
 			e.catalog.MarkRetired(m)
 		default:

@@ -190,6 +190,62 @@ func (m *modelTier) Call(_ context.Context, in string) (string, error) {
 	return "answer from " + model, nil
 }
 
+// batchTier is modelTier without ModelFor: it serves the model each input
+// names, but the chain cannot ask it which.
+type batchTier struct{ m *modelTier }
+
+func (b batchTier) Name() string                                        { return "batch" }
+func (b batchTier) Call(ctx context.Context, in string) (string, error) { return b.m.Call(ctx, in) }
+
+// TestNotFoundWithoutAModelParksNothing: a 404 that names no model, on a
+// stage with neither Model nor ModelFor, fails that request over and keeps
+// the tier: in a batch where one job asked for a dead model id, every later
+// job on a live model is answered (issue 46: 0 of 19 were, before).
+func TestNotFoundWithoutAModelParksNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := &modelTier{calls: map[string]int{}, retired: map[string]bool{"gpt-dead": true}}
+		dead := classify.FromFacts(classify.Facts{HTTPStatus: 404, Code: "model_not_found",
+			Message: "The model does not exist or you do not have access to it."})
+		require.Equal(t, classify.Retired, dead.Class)
+		require.Empty(t, dead.Model, "the message names no model")
+		tier := &scriptedBatch{batchTier: batchTier{m: m}, dead: dead}
+		c := newChain(t, fallback.Config[string, string]{Stages: []fallback.Stage[string, string]{{Tier: tier}, {Tier: newFake("next", ok("from next"))}}})
+		res, err := c.Do(context.Background(), "gpt-dead/job-0")
+		require.NoError(t, err)
+		assert.Equal(t, "from next", res.Value, "the dead model's job fails over")
+		answered := 0
+		for i := 1; i <= 19; i++ {
+			res, err := c.Do(context.Background(), fmt.Sprintf("gpt-live-%d/job-%d", i%3, i))
+			require.NoError(t, err)
+			if res.Value == fmt.Sprintf("answer from gpt-live-%d", i%3) {
+				answered++
+			}
+		}
+		assert.Equal(t, 19, answered, "every later job on a live model is answered by the tier")
+		res, err = c.Do(context.Background(), "gpt-dead/job-20")
+		require.NoError(t, err)
+		assert.Equal(t, fallback.NotSkipped, res.Attempts()[0].Skip, "nothing parked: the dead model costs a call each time")
+		assert.Equal(t, 2, m.calls["gpt-dead"])
+	})
+}
+
+// scriptedBatch answers the dead model's jobs with a verdict that names no
+// model, as OpenAI's model_not_found does.
+type scriptedBatch struct {
+	batchTier
+	dead classify.Verdict
+}
+
+func (s *scriptedBatch) Call(ctx context.Context, in string) (string, error) {
+	if s.m.retired[s.m.ModelFor(in)] {
+		s.m.mu.Lock()
+		s.m.calls[s.m.ModelFor(in)]++
+		s.m.mu.Unlock()
+		return "", classify.Wrap(errors.New("404"), s.dead)
+	}
+	return s.batchTier.Call(ctx, in)
+}
+
 // TestRetirementIsPerModel: a tier that takes its model from the input
 // loses only the retired model to a 404: jobs naming live models keep
 // being answered by it, and each retired model costs one upstream call.

@@ -6,8 +6,10 @@
 //
 // A Prices table (a Go value through NewPrices, or JSON through
 // ParsePrices) gives, per model and cost group, the price of a million
-// input, cached-input, output and reasoning tokens, an optional fee per
-// call, and higher rates above a prompt size (Gemini 2.5 Pro's 200k). A
+// input, cached-input (read from a prompt cache), cache-write (written to
+// it, which Anthropic bills at 1.25 times input), output and reasoning
+// tokens, an optional fee per call, and higher rates above a prompt size
+// (Gemini 2.5 Pro's 200k, Claude Haiku 5.5's 100k). A
 // cost group is a way of buying the same model (a batch discount, a
 // gateway's cheaper pool): its own prices, or a multiplier of the list
 // price. Money is an Amount, an integer of nano-units, so that sums are

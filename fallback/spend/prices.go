@@ -21,6 +21,14 @@ type Rates struct {
 	// CachedInput is the price of a million prompt tokens served from a
 	// prompt cache (fallback.Usage.CacheReadInputTokens); 0 means Input.
 	CachedInput Amount `json:"cached_input,omitempty"`
+	// CacheWriteInput is the price of a million prompt tokens written to a
+	// prompt cache (fallback.Usage.CacheWriteInputTokens), where the
+	// provider bills writes apart (Anthropic: 1.25 times the input price
+	// for its 5-minute cache, twice it for the 1-hour one); 0 means Input.
+	// A Usage does not say which lifetime a write had: price a model whose
+	// calls write 1-hour entries at that rate, in a cost group of its own
+	// if it also writes 5-minute ones.
+	CacheWriteInput Amount `json:"cache_write_input,omitempty"`
 	// Output is the price of a million answer tokens.
 	Output Amount `json:"output"`
 	// Reasoning is the price of a million thinking tokens
@@ -140,7 +148,7 @@ func NewPrices(t PriceTable) (*Prices, error) {
 		case strings.Count(model, "*") > 1 || strings.Contains(strings.TrimSuffix(model, "*"), "*"):
 			bad("prices[%d] (%s): \"*\" may only end a model", i, pr.Model)
 			continue
-		case pr.Input < 0 || pr.Output < 0 || pr.CachedInput < 0 || pr.Reasoning < 0 || pr.PerRequest < 0:
+		case pr.Input < 0 || pr.Output < 0 || pr.CachedInput < 0 || pr.CacheWriteInput < 0 || pr.Reasoning < 0 || pr.PerRequest < 0:
 			bad("prices[%d] (%s): negative price", i, pr.Model)
 			continue
 		case pr.LongContextAbove < 0 || (pr.LongContextAbove > 0) != (pr.LongContext != nil):
@@ -289,20 +297,25 @@ func (e *priceEntry) cost(u fallback.Usage) Amount {
 		r = e.long
 	}
 	cached := min(max(u.CacheReadInputTokens, 0), max(u.InputTokens, 0))
+	written := min(max(u.CacheWriteInputTokens, 0), max(u.InputTokens, 0)-cached)
 	reasoning := min(max(u.ReasoningOutputTokens, 0), max(u.OutputTokens, 0))
 	var a acc
-	a.add(u.InputTokens-cached, r.Input)
+	a.add(u.InputTokens-cached-written, r.Input)
 	a.add(cached, r.CachedInput)
+	a.add(written, r.CacheWriteInput)
 	a.add(u.OutputTokens-reasoning, r.Output)
 	a.add(reasoning, r.Reasoning)
 	return addSat(a.perMillion(), e.perRequest)
 }
 
-// filled returns r with its defaults: cached input at the input rate and
-// reasoning at the output rate, unless set.
+// filled returns r with its defaults: cached input and cache writes at
+// the input rate and reasoning at the output rate, unless set.
 func (r Rates) filled() Rates {
 	if r.CachedInput == 0 {
 		r.CachedInput = r.Input
+	}
+	if r.CacheWriteInput == 0 {
+		r.CacheWriteInput = r.Input
 	}
 	if r.Reasoning == 0 {
 		r.Reasoning = r.Output
@@ -311,7 +324,7 @@ func (r Rates) filled() Rates {
 }
 
 func (r Rates) scaled(m float64) Rates {
-	return Rates{Input: scale(r.Input, m), CachedInput: scale(r.CachedInput, m), Output: scale(r.Output, m), Reasoning: scale(r.Reasoning, m)}
+	return Rates{Input: scale(r.Input, m), CachedInput: scale(r.CachedInput, m), CacheWriteInput: scale(r.CacheWriteInput, m), Output: scale(r.Output, m), Reasoning: scale(r.Reasoning, m)}
 }
 
 // scale multiplies a rate by a group's multiplier, once, when the table is

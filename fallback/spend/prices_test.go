@@ -160,9 +160,44 @@ func TestExamplePriceTable(t *testing.T) {
 	for _, src := range doc.Sources {
 		assert.True(t, strings.HasPrefix(src, "https://"), src)
 	}
-	for _, m := range []string{"gemini-2.5-pro", "gemini-2.5-flash", "gemini-2.5-flash-lite", "gpt-4.1-mini", "gpt-4o-mini"} {
+	for _, m := range []string{"gemini-2.5-pro", "gemini-2.5-flash", "gemini-2.5-flash-lite", "gpt-4.1-mini", "gpt-4o-mini",
+		"claude-opus-5", "claude-opus-4-7", "claude-opus-5-5", "claude-sonnet-5-5", "claude-haiku-5-5"} {
 		c, ok := p.Cost(m, "", fallback.Usage{InputTokens: 1_000_000})
 		assert.True(t, ok, m)
 		assert.Positive(t, c, m)
 	}
+}
+
+// Cache writes have a rate of their own (Anthropic bills them at 1.25 times
+// the input price for its 5-minute cache): each kind of input token is
+// billed once, at its own rate, and cache writes cost the input price in a
+// table that does not price them.
+func TestCacheWritesAreBilledApart(t *testing.T) {
+	data, err := os.ReadFile("testdata/example-prices.json")
+	require.NoError(t, err)
+	p, err := spend.ParsePrices(data)
+	require.NoError(t, err)
+	// Sonnet 5.5: 2 in, 2.50 cache write, 0.10 cache read, 10 out per
+	// million. 10 fresh + 1043 written + 2000 read, 25 out.
+	u := fallback.Usage{InputTokens: 10 + 1043 + 2000, CacheWriteInputTokens: 1043, CacheReadInputTokens: 2000, OutputTokens: 25}
+	c, ok := p.Cost("claude-sonnet-5-5", "", u)
+	require.True(t, ok)
+	assert.Equal(t, amt("0.00002")+amt("0.0026075")+amt("0.0002")+amt("0.00025"), c)
+	// The Batch API's group halves every rate, the cache write's too.
+	c, _ = p.Cost("claude-sonnet-5-5", "batch", u)
+	assert.Equal(t, amt("0.00001")+amt("0.00130375")+amt("0.0001")+amt("0.000125"), c)
+	// Haiku 5.5 above 100k prompt tokens (cache reads and writes count):
+	// every token at the long rates.
+	c, _ = p.Cost("claude-haiku-5-5", "", fallback.Usage{InputTokens: 100_001, CacheWriteInputTokens: 100_000, OutputTokens: 1000})
+	assert.Equal(t, amt("0.0000005")+amt("0.0625")+amt("0.0025"), c)
+	// Without a cache_write_input price, a write costs the input price,
+	// as before the field existed.
+	c, _ = p.Cost("gpt-4o-mini", "", fallback.Usage{InputTokens: 1000, CacheWriteInputTokens: 400})
+	assert.Equal(t, amt("0.00015"), c)
+	// Counts that do not add up are clamped: never more cached tokens than
+	// the prompt has.
+	c, _ = p.Cost("claude-sonnet-5-5", "", fallback.Usage{InputTokens: 100, CacheReadInputTokens: 80, CacheWriteInputTokens: 500})
+	assert.Equal(t, amt("0.000008")+amt("0.00005"), c)
+	_, err = spend.NewPrices(spend.PriceTable{Currency: "USD", Prices: []spend.Price{{Model: "x", Rates: spend.Rates{Input: 1, CacheWriteInput: -1}}}})
+	assert.ErrorContains(t, err, "negative price")
 }

@@ -68,6 +68,10 @@ func (c Case) OpenAIShaped() bool {
 	return false
 }
 
+// AnthropicShaped reports whether the provider speaks Anthropic's Messages
+// API (so the anthropic-sdk-go adapter is the SDK path).
+func (c Case) AnthropicShaped() bool { return c.Provider == "anthropic" }
+
 // GeminiShaped reports whether the provider speaks the Gemini API (so the
 // genai adapter is the SDK path).
 func (c Case) GeminiShaped() bool {

@@ -17,11 +17,12 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 func TestCorpusLoads(t *testing.T) {
 	cases, err := corpus.All()
 	require.NoError(t, err)
-	assert.GreaterOrEqual(t, len(cases), 121)
+	assert.GreaterOrEqual(t, len(cases), 152)
 	providers := map[string]int{}
 	for _, c := range cases {
 		providers[c.Provider]++
-		assert.True(t, c.GeminiShaped() || c.OpenAIShaped(), "%s: provider %q has no SDK path", c.Name, c.Provider)
+		assert.True(t, c.GeminiShaped() || c.OpenAIShaped() || c.AnthropicShaped(), "%s: provider %q has no SDK path", c.Name, c.Provider)
 	}
-	assert.GreaterOrEqual(t, len(providers), 12, "%v", providers)
+	assert.GreaterOrEqual(t, len(providers), 13, "%v", providers)
+	assert.GreaterOrEqual(t, providers["anthropic"], 25, "Anthropic's own responses and streams")
 }

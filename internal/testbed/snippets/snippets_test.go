@@ -479,6 +479,7 @@ var defaultImports = map[string]string{
 	"spend":      "github.com/tierguard/tierguard/fallback/spend",
 	"validate":   "github.com/tierguard/tierguard/validate",
 
+	"anthropic":  "github.com/tierguard/tierguard/fallback/anthropic",
 	"gemini":     "github.com/tierguard/tierguard/fallback/gemini",
 	"oaicompat":  "github.com/tierguard/tierguard/fallback/oaicompat",
 	"redisstore": "github.com/tierguard/tierguard/breaker/redisstore",

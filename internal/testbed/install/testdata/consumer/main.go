@@ -12,6 +12,7 @@ import (
 	"github.com/tierguard/tierguard/fallback"
 
 	breakerredis "github.com/tierguard/tierguard/breaker/redisstore"
+	"github.com/tierguard/tierguard/fallback/anthropic"
 	cacheredis "github.com/tierguard/tierguard/fallback/cache/redisstore"
 	"github.com/tierguard/tierguard/fallback/gemini"
 	"github.com/tierguard/tierguard/fallback/oaicompat"
@@ -54,6 +55,8 @@ func main() {
 	check("github.com/tierguard/tierguard/fallback/gemini", !ok)
 	_, ok = oaicompat.Rule(errors.New("not an SDK error"))
 	check("github.com/tierguard/tierguard/fallback/oaicompat", !ok)
+	_, ok = anthropic.Rule(errors.New("not an SDK error"))
+	check("github.com/tierguard/tierguard/fallback/anthropic", !ok)
 
 	// The Redis stores: names, and constructors that refuse a missing client.
 	check("github.com/tierguard/tierguard/breaker/redisstore", breakerredis.ID("pro") != "")

@@ -1,0 +1,4 @@
+package anthropic
+
+// UsageOf exposes how a message's usage is reported to the chain.
+var UsageOf = usage
