@@ -307,11 +307,15 @@ return redis.call('ZCARD', KEYS[1])
 `)
 
 // claimScript claims an event of a period for the first process that
-// asks: it returns 1 to that one, 0 to the others.
+// asks: it returns 1 to that one, every time it asks (a claim Redis made
+// after its client gave up on the reply, then asked again, is still
+// its), and 0 to the others.
 //
-//	KEYS[1]  the period's hash, ARGV[1] the event's field, ARGV[2] expiry, Unix ms
+//	KEYS[1]  the period's hash, ARGV[1] the event's field, ARGV[2] expiry,
+//	Unix ms, ARGV[3] this process's name
 var claimScript = redis.NewScript(`
-local won = redis.call('HSETNX', KEYS[1], ARGV[1], '1')
+local won = redis.call('HSETNX', KEYS[1], ARGV[1], ARGV[3])
+if won == 0 and redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[3] then won = 1 end
 if redis.call('PTTL', KEYS[1]) < 0 then redis.call('PEXPIREAT', KEYS[1], ARGV[2]) end
 return won
 `)
@@ -353,7 +357,7 @@ func (s *Store) Claim(ctx context.Context, claims []spend.Claim) error {
 			c := &claims[i]
 			// EVAL, not EVALSHA: a pipeline cannot fall back on a
 			// script Redis lost, and this one is short.
-			cmds[i] = claimScript.Eval(ctx, p, []string{s.Key(c.Tenant, c.Period, c.ID)}, "e:"+c.Event, c.End.Add(s.keep).UnixMilli())
+			cmds[i] = claimScript.Eval(ctx, p, []string{s.Key(c.Tenant, c.Period, c.ID)}, "e:"+c.Event, c.End.Add(s.keep).UnixMilli(), s.proc)
 		}
 		return nil
 	})

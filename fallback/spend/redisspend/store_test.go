@@ -109,3 +109,29 @@ func TestOptions(t *testing.T) {
 	require.Error(t, s.Sync(ctx, sh))
 	assert.False(t, sh[0].Synced)
 }
+
+// A claim Redis made after its client stopped waiting for the reply (a
+// frozen server that thawed) is still the claiming process's when it
+// asks again; another process's claim of the same event is not.
+func TestClaimAskedAgainIsStillWon(t *testing.T) {
+	addr := sharedAddr(t)
+	ctx := context.Background()
+	pre := prefix(t)
+	a, err := redisspend.New(newClient(t, addr), redisspend.Options{Prefix: pre})
+	require.NoError(t, err)
+	b, err := redisspend.New(newClient(t, addr), redisspend.Options{Prefix: pre})
+	require.NoError(t, err)
+	claim := func() spend.Claim {
+		return spend.Claim{Tenant: "acme", Period: spend.Daily, ID: 20261206, End: time.Now().Add(time.Hour), Event: "daily_tokens:0.7"}
+	}
+	for range 2 {
+		cs := []spend.Claim{claim()}
+		require.NoError(t, a.Claim(ctx, cs))
+		assert.True(t, cs[0].Claimed)
+		assert.True(t, cs[0].Won, "a's claim, asked again")
+	}
+	cs := []spend.Claim{claim()}
+	require.NoError(t, b.Claim(ctx, cs))
+	assert.True(t, cs[0].Claimed)
+	assert.False(t, cs[0].Won, "b stays silent")
+}

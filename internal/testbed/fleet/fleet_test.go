@@ -41,7 +41,7 @@ func (quiet) Printf(context.Context, string, ...any) {}
 // estimates' shortfall when they fall short; the tenants billed while
 // Redis is killed or paused keep to the share bound computed from the
 // pods' views (TenantReport.Bound); and each alert due fires once
-// across the fleet (see the outages' exception below).
+// across the fleet.
 func TestFleet(t *testing.T) {
 	redisserver.Skip(t)
 	// The strict callers' calls are held a second, as an LLM's are:
@@ -124,11 +124,8 @@ func TestFleet(t *testing.T) {
 			assert.LessOrEqual(t, tn.Outage, tn.Bound, "%s: while Redis was away, the pods kept to their shares of what they last saw left", tn.Name)
 			assert.LessOrEqual(t, tn.Used, tn.Final, tn.Name)
 		}
-		// Each alert due fires once across the fleet; while Redis is away
-		// longer than MaxStaleness, the pods report the alerts they find
-		// unclaimed (spend's syncer.claim: twice rather than never), so
-		// the outages' tenants (and any whose ledgers went stale in its
-		// phase) get each at least once, at most once a pod.
+		// Each alert due fires once across the fleet: the claims of the
+		// alerts a pod finds while Redis is away wait for it.
 		got := map[string]int{}
 		for _, a := range tn.WantAlerts {
 			got[a] = tn.Alerts[a]
@@ -139,11 +136,7 @@ func TestFleet(t *testing.T) {
 			}
 		}
 		for a, n := range got {
-			if !tn.Unclaimed {
-				assert.Equal(t, 1, n, "%s: alert %q once across the fleet", tn.Name, a)
-			} else {
-				assert.True(t, n >= 1 && n <= cfg.Pods, "%s: alert %q ×%d: at least once, at most once a pod", tn.Name, a, n)
-			}
+			assert.Equal(t, 1, n, "%s: alert %q once across the fleet", tn.Name, a)
 		}
 	}
 }
