@@ -36,9 +36,14 @@
 // than the estimates' shortfall. A reservation whose process dies before
 // its request ends is freed when its Lease ends (10 minutes by default:
 // make it longer than your longest request). Admit waits at most
-// spend.Config.ReserveTimeout (250ms); when Redis is slower than that,
-// the request, and the next ones until an exchange succeeds, are decided
-// as while Redis is away. Use it where a limit is money you must not
+// spend.Config.ReserveTimeout (250ms); a request whose reservation Redis
+// did not answer in time is decided on the process's share (below), and
+// if admitted, the next exchange makes its reservation whatever the
+// figures, under the same number, so that one Redis made after all is
+// neither made twice nor left to its lease. Three late replies in a row,
+// or any failure, and Redis counts as away until an exchange succeeds.
+// A reservation counts at least the process's own view of the fleet's
+// use, should Redis hold less. Use it where a limit is money you must not
 // pass; a model call lasts hundreds of times a loopback round trip.
 //
 // Both modes write, per tenant and current period (day, month), this
@@ -67,7 +72,12 @@
 // instead, once the figures are older than spend.Config.MaxStaleness.
 // When Redis answers again, the next exchange writes each process's
 // cumulative figures, and every process agrees on the exact totals one
-// exchange later. A process that dies while Redis is down and empty loses
+// exchange later. Until then Redis may not hold what the others spent on
+// their shares: for two exchanges after it is back, and for as long as
+// it holds less of the other processes' use than the process saw before
+// (it restarted empty and they have not all written theirs again),
+// requests keep to the share as well as to Redis's figures, so that no
+// process spends the same money twice. A process that dies while Redis is down and empty loses
 // the part of its figures Redis had not kept; with Redis persistence (AOF
 // or RDB) nothing is lost.
 //
