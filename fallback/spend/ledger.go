@@ -482,15 +482,22 @@ func (l *Ledger) AdmitInto(t *Ticket, ctx context.Context, req Request, est Esti
 }
 
 // admitWithout numbers a request a strict ledger admitted without the
-// store, and queues its reservation for the next exchange, which makes
-// it whatever the fleet's figures (the request is admitted already);
-// a.mu is held.
+// store, and queues its reservation (admittedWithout); a.mu is held.
 func (l *Ledger) admitWithout(a *account, cal *calendar, est Estimate) Reserved {
 	res := Reserved{ID: l.reservations.Add(1), Tokens: est.Tokens, Cost: est.Cost}
+	a.admittedWithout(res, cal)
+	return res
+}
+
+// admittedWithout queues the reservation of a request admitted without
+// the store for the next exchange, which makes it whatever the fleet's
+// figures (the request runs already). Past maxPendingReleases the store
+// is away for long: the exchanges carry the figures, not the estimates
+// of requests still in flight. a.mu is held.
+func (a *account) admittedWithout(res Reserved, cal *calendar) {
 	if len(a.admitted) < maxPendingReleases {
 		a.admitted = append(a.admitted, release{Reserved: res, day: cal.day, month: cal.month})
 	}
-	return res
 }
 
 // book adds (sign 1) or takes back (-1) a request's estimate in the
@@ -573,17 +580,17 @@ func (l *Ledger) reserve(ctx context.Context, a *account, cal *calendar, req Req
 		// The caller gave up: the request will not run. The store may
 		// have made the reservation: release it.
 		a.book(est, -1)
-		a.releases = append(a.releases, release{Reserved: r.Reserved, day: cal.day, month: cal.month})
+		a.releases = append(a.releases, release{r.Reserved, cal.day, cal.month})
 		a.mu.Unlock()
 		return Reserved{}, ctx.Err()
 	case err != nil:
 		a.book(est, -1)
 		if lerr := l.check(a, cal, req.Priority, est, true); lerr != nil {
-			a.releases = append(a.releases, release{Reserved: r.Reserved, day: cal.day, month: cal.month})
+			a.releases = append(a.releases, release{r.Reserved, cal.day, cal.month})
 			return Reserved{}, l.refuse(a, cal, req, lerr, false)
 		}
 		a.book(est, 1)
-		a.admitted = append(a.admitted, release{Reserved: r.Reserved, day: cal.day, month: cal.month})
+		a.admittedWithout(r.Reserved, cal)
 		a.mu.Unlock()
 		l.store.releasing(a)
 		return r.Reserved, nil
@@ -600,7 +607,7 @@ func (l *Ledger) reserve(ctx context.Context, a *account, cal *calendar, req Req
 			// Settling after the store was away: the share holds too.
 			a.book(est, -1)
 			if lerr := l.check(a, cal, req.Priority, est, true); lerr != nil {
-				a.releases = append(a.releases, release{Reserved: r.Reserved, day: cal.day, month: cal.month})
+				a.releases = append(a.releases, release{r.Reserved, cal.day, cal.month})
 				return Reserved{}, l.refuse(a, cal, req, lerr, false)
 			}
 			a.book(est, 1)

@@ -208,12 +208,6 @@ type TenantReport struct {
 	// reservations counting only the figures sent again) Bound + Limit.
 	// See RELIABILITY.md.
 	Outage, Final int64
-	// Unclaimed is set when the tenant's alerts may have been reported
-	// unclaimed, by several pods: it was billed in an outage, or some
-	// ledger of its mode went without an exchange for longer than its
-	// MaxStaleness in its phase (spend reports an alert whose claim it
-	// cannot make by then, twice rather than never).
-	Unclaimed bool
 	// RedisTokens and RedisReserved are the tenant's day as Redis holds
 	// it at the end: the pods' figures, and the reservations left.
 	RedisTokens, RedisReserved int64

@@ -407,23 +407,6 @@ func (f *fleet) tenantReports(rep *Report, raw *redis.Client) {
 				tr.RedisTokens, tr.RedisReserved = tot.Tokens, tot.ReservedTokens
 			}
 		}
-		// The alerts of a tenant billed in an outage, or in a phase in
-		// which some ledger of its mode went stale, may be reported
-		// unclaimed (see TenantReport.Unclaimed).
-		mode, staleness := 0, time.Second
-		if tp.strict {
-			mode, staleness = 1, 3*f.cfg.StrictTimeout
-		}
-		interval, timeout := syncInterval, syncTimeout
-		if tp.strict {
-			interval, timeout = strictSyncInterval, f.cfg.StrictTimeout
-		}
-		tr.Unclaimed = tp.watched()
-		for _, ph := range rep.Phases {
-			if ph.Name == tp.phase || tp.phase == "steady" && ph.Name == "strict" {
-				tr.Unclaimed = tr.Unclaimed || f.stale(mode, f.start.Add(ph.From), f.start.Add(ph.To), staleness-interval-timeout)
-			}
-		}
 		_, refused := f.refused.Load(tp.name)
 		tr.WantAlerts = wantAlerts(used, tp.limit, refused)
 		for _, a := range alertNames {
@@ -468,35 +451,6 @@ func (f *fleet) tenantReports(rep *Report, raw *redis.Client) {
 		}
 		rep.Tenants = append(rep.Tenants, tr)
 	}
-}
-
-// stale reports whether some pod's ledger of the mode (0 local-first, 1
-// strict) went longer than staleness without a successful exchange at
-// some time between from and to: its alerts may then have been reported
-// unclaimed.
-func (f *fleet) stale(mode int, from, to time.Time, staleness time.Duration) bool {
-	for _, p := range f.pods {
-		w := p.watches[mode]
-		w.mu.Lock()
-		var began time.Time
-		for _, s := range w.states {
-			switch {
-			case s.failed && began.IsZero():
-				began = s.at
-			case !s.failed && !began.IsZero():
-				if s.at.Sub(began) > staleness && s.at.After(from) && began.Before(to) {
-					w.mu.Unlock()
-					return true
-				}
-				began = time.Time{}
-			}
-		}
-		w.mu.Unlock()
-		if !began.IsZero() && began.Before(to) && to.Sub(began) > staleness {
-			return true
-		}
-	}
-	return false
 }
 
 // ask counts a request made for the tenant.
