@@ -19,6 +19,48 @@ type Slot struct {
 	// id, a timestamp quoted in the prompt): two prompts that differ only
 	// in free values share their answer.
 	Free bool
+
+	// needs, when set, are the bytes one of which every match of Pattern
+	// holds (see promptBytes): a prompt with none of them is not scanned.
+	// Only the built-in slots set it, from their patterns.
+	needs byteKinds
+}
+
+// byteKinds is a set of kinds of bytes a prompt holds, each a necessary
+// part of some built-in slot's matches: a prompt lacking every kind a
+// slot needs cannot match it, and scanning it with the slot's pattern —
+// most of what a write to the cache costs for a prompt with no variable
+// parts — is skipped.
+type byteKinds uint8
+
+const (
+	// hasDigit: an ASCII digit, which \d alone matches.
+	hasDigit byteKinds = 1 << iota
+	// hasHyphen: '-', in a UUID of hex letters alone.
+	hasHyphen
+	// hasColon: ':', in a URL's "://".
+	hasColon
+	// hasQuote: '"', or a lead byte of a three-byte UTF-8 sequence that
+	// begins “ (0xE2) or 「 and 『 (0xE3).
+	hasQuote
+)
+
+// promptBytes returns the kinds of bytes s holds.
+func promptBytes(s string) byteKinds {
+	var k byteKinds
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c >= '0' && c <= '9':
+			k |= hasDigit
+		case c == '-':
+			k |= hasHyphen
+		case c == ':':
+			k |= hasColon
+		case c == '"' || c == 0xE2 || c == 0xE3:
+			k |= hasQuote
+		}
+	}
+	return k
 }
 
 // Var is one variable part of a prompt: the slot that matched and the
@@ -29,19 +71,19 @@ type Var struct {
 }
 
 var builtins = []Slot{
-	{Name: "url", Pattern: regexp.MustCompile(`\bhttps?://[^\s"'<>()\[\]]+`)},
+	{Name: "url", Pattern: regexp.MustCompile(`\bhttps?://[^\s"'<>()\[\]]+`), needs: hasColon},
 	// Double and typographic quotes only: a single quote is an apostrophe
 	// as often as not.
-	{Name: "quoted", Pattern: regexp.MustCompile(`"[^"\n]{1,200}"|“[^”\n]{1,200}”|「[^」\n]{1,200}」|『[^』\n]{1,200}』`)},
+	{Name: "quoted", Pattern: regexp.MustCompile(`"[^"\n]{1,200}"|“[^”\n]{1,200}”|「[^」\n]{1,200}」|『[^』\n]{1,200}』`), needs: hasQuote},
 	{Name: "date", Pattern: regexp.MustCompile(`(?i)\b\d{4}-\d{1,2}-\d{1,2}(?:[t ]\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:z|[+-]\d{2}:?\d{2})?)?\b` +
 		`|\b\d{4}/\d{1,2}/\d{1,2}\b|\b\d{1,2}/\d{1,2}/\d{2,4}\b|\d{4}年\d{1,2}月\d{1,2}日` +
 		`|\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.? \d{1,2}(?:st|nd|rd|th)?,? \d{4}\b` +
-		`|\b\d{1,2} (?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.? \d{4}\b`)},
+		`|\b\d{1,2} (?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.? \d{4}\b`), needs: hasDigit},
 	// A UUID, a "#1234" reference, or a token that mixes letters and
 	// digits (SKU-1234, A12B, order_77).
 	{Name: "id", Pattern: regexp.MustCompile(`(?i)\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b|#\d+\b` +
-		`|\b(?:[a-z]+[-_]?\d|\d+[-_]?[a-z])[a-z\d]*(?:[-_][a-z\d]+)*\b`)},
-	{Name: "number", Pattern: regexp.MustCompile(`[-+]?\b\d{1,3}(?:,\d{3})+(?:\.\d+)?\b|[-+]?\b\d+(?:\.\d+)?\b`)},
+		`|\b(?:[a-z]+[-_]?\d|\d+[-_]?[a-z])[a-z\d]*(?:[-_][a-z\d]+)*\b`), needs: hasDigit | hasHyphen},
+	{Name: "number", Pattern: regexp.MustCompile(`[-+]?\b\d{1,3}(?:,\d{3})+(?:\.\d+)?\b|[-+]?\b\d+(?:\.\d+)?\b`), needs: hasDigit},
 }
 
 // Builtins returns the built-in slots, in the order they are tried: url,
@@ -96,9 +138,19 @@ func extract(ctx context.Context, prompt string, slots []Slot, normalize func(co
 		return template{}, tooLong
 	}
 	var spans, added, merged []span
+	var kinds byteKinds
+	kindsRead := false
 	for i, s := range slots {
 		if ctx.Err() != nil {
 			return template{}, cut
+		}
+		if s.needs != 0 {
+			if !kindsRead {
+				kinds, kindsRead = promptBytes(prompt), true
+			}
+			if kinds&s.needs == 0 {
+				continue
+			}
 		}
 		added = added[:0]
 		j := 0

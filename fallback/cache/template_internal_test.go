@@ -66,3 +66,77 @@ func TestExtractMatchesTheQuadraticRule(t *testing.T) {
 		}
 	}
 }
+
+// withoutPrefilter is slots with every pattern run on every prompt.
+func withoutPrefilter(slots []Slot) []Slot {
+	out := slices.Clone(slots)
+	for i := range out {
+		out[i].needs = 0
+	}
+	return out
+}
+
+// prefilterPrompts are prompts at the edge of each built-in slot's
+// prefilter: a UUID of hex letters alone (no digit), typographic quotes,
+// URLs, dates written out, and prompts with no variable part.
+var prefilterPrompts = []string{
+	"Why is the sky blue?",
+	"what about abcdefab-abcd-abcd-abcd-abcdefabcdef then",
+	"ABCDEFAB-ABCD-ABCD-ABCD-ABCDEFABCDEF",
+	"see https://example.com/a?b=c and http://x.y",
+	"see https:/nope and ://alone",
+	"he said “hello there” and 「こんにちは」 and 『本』 and \"quoted\"",
+	"an em dash — and an ellipsis … with no quote",
+	"on 2026-12-06T03:04:05Z or 12/6/26 or 2026年12月6日 or Dec 6th, 2026 or 6 dec 2026",
+	"order #42, SKU-1234, A12B, order_77, 1,234.56 and -7",
+	"well-known, state-of-the-art: no digits here",
+	"",
+	"-",
+	"\xe2\x80",
+	"\xe3",
+}
+
+// The built-in slots' prefilter skips only scans that would find nothing:
+// extract finds the same template with it as without, on prompts at its
+// edges and on random ones.
+func TestPrefilterChangesNoTemplate(t *testing.T) {
+	ctx := context.Background()
+	norm := func(_ context.Context, s string) (string, bool) { return NormalizeText(s), true }
+	slots := append([]Slot{{Name: "mine", Pattern: regexp.MustCompile(`zz+`)}}, builtins...)
+	plain := withoutPrefilter(slots)
+	check := func(prompt string) {
+		got, gotHow := extract(ctx, prompt, slots, norm, 1<<20)
+		want, wantHow := extract(ctx, prompt, plain, norm, 1<<20)
+		require.Equal(t, wantHow, gotHow, "%q", prompt)
+		require.Equal(t, want, got, "%q", prompt)
+	}
+	for _, p := range prefilterPrompts {
+		check(p)
+	}
+	alphabet := []string{"a", "f", "Z", "0", "7", "-", "_", ":", "/", "http", "://", "\"", "“", "”", "「", "」", "『", "』", " ", "\n", "#", ",", ".", "é", "dec", "年", "zz"}
+	rng := rand.New(rand.NewPCG(47, 1))
+	for range 5000 {
+		var b strings.Builder
+		for range rng.IntN(40) {
+			b.WriteString(alphabet[rng.IntN(len(alphabet))])
+		}
+		check(b.String())
+	}
+}
+
+// A prompt with none of the bytes the built-in slots need is scanned by
+// no built-in pattern: its template is constant without a regexp run.
+func TestPromptWithoutVariableBytesSkipsEveryBuiltin(t *testing.T) {
+	assert.Equal(t, byteKinds(0), promptBytes("Why is the sky blue?"))
+	assert.Equal(t, hasDigit|hasHyphen|hasColon|hasQuote, promptBytes(`a-1: "b"`))
+	for _, s := range builtins {
+		assert.NotZero(t, s.needs, s.Name)
+	}
+	allocs := testing.AllocsPerRun(100, func() {
+		_, how := extract(context.Background(), "Why is the sky blue?", builtins, func(_ context.Context, s string) (string, bool) { return s, true }, 1<<20)
+		if how != constant {
+			t.Fatal(how)
+		}
+	})
+	assert.Zero(t, allocs)
+}
