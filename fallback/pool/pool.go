@@ -704,8 +704,13 @@ func fnv(a, b string) uint64 {
 // from the record (Record.NoCall), decides nothing for the member, and
 // the next member is tried.
 func refused(err error) bool {
-	var se *fallback.SkipError
-	return err != nil && errors.As(err, &se)
+	if err == nil {
+		return false
+	}
+	// errors.AsType, not errors.As: the target errors.As fills escapes,
+	// one allocation on every call made through the pool.
+	_, ok := errors.AsType[*fallback.SkipError](err)
+	return ok
 }
 
 // free gives back member m's place in flight and its breaker token, for a
