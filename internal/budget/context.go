@@ -89,7 +89,10 @@ func (c *Context) Err() error {
 	return c.err
 }
 
-func (c *Context) pastDeadline() bool { return !c.deadline.IsZero() && !time.Now().Before(c.deadline) }
+// pastDeadline reads the monotonic clock alone (time.Until's fast path)
+// rather than time.Now's wall and monotonic clocks: it runs on every Err,
+// several times per request.
+func (c *Context) pastDeadline() bool { return !c.deadline.IsZero() && time.Until(c.deadline) <= 0 }
 
 // AfterFunc arranges for f to run in its own goroutine once the context
 // ends, as context.AfterFunc does; the returned stop prevents it if it has
