@@ -46,6 +46,16 @@ func (s *activeSet) of(r *reqState) *activeSeries {
 		r.op.series.Store(a)
 		return a
 	}
+	if m := r.merged(r.op.active); m != nil {
+		if a := m.series.Load(); a != nil {
+			return a
+		}
+		a := s.get(m.set)
+		if a != s.over {
+			m.series.Store(a)
+		}
+		return a
+	}
 	return s.get(r.merge(r.op.active))
 }
 

@@ -43,6 +43,9 @@ type attrs struct {
 	// (see Instrumentation.addCount), the collection a 0 was last added
 	// in under this set, plus one (0: never).
 	zeroAt [numZeroCounters]atomic.Uint64
+	// series caches the tierguard.active_requests series of a labelled
+	// request's set (a labelProfile's): found without a lookup.
+	series atomic.Pointer[activeSeries]
 }
 
 func newAttrs(kvs ...attribute.KeyValue) *attrs {
@@ -120,6 +123,10 @@ type stageState struct {
 	// write under finishMu, at most maxFinishReasons.
 	finish   atomic.Pointer[map[string]attribute.KeyValue]
 	finishMu sync.Mutex
+
+	// members caches the attempt sets named by a pool member or as a
+	// hedge.
+	members memberSets
 }
 
 // maxFinishReasons bounds stageState.finish: a provider has a handful of

@@ -68,6 +68,9 @@ type reqLabels struct {
 	// extra are the labels copied onto metrics (Options.MetricAttributes);
 	// nil when none.
 	extra []attribute.KeyValue
+	// profile caches the sets extra makes; nil when none is cached (too
+	// many combinations, or a value of a kind not cached).
+	profile *labelProfile
 }
 
 // noLabels are the labels of a request without any. Read only: readLabels
@@ -105,6 +108,9 @@ func (r *reqState) add(a *attrs) []metric.AddOption {
 	if r.extra == nil {
 		return a.add
 	}
+	if m := r.merged(a); m != nil {
+		return m.add
+	}
 	return []metric.AddOption{metric.WithAttributeSet(r.merge(a))}
 }
 
@@ -112,11 +118,43 @@ func (r *reqState) rec(a *attrs) []metric.RecordOption {
 	if r.extra == nil {
 		return a.rec
 	}
+	if m := r.merged(a); m != nil {
+		return m.rec
+	}
 	return []metric.RecordOption{metric.WithAttributeSet(r.merge(a))}
+}
+
+// merged returns a with the request's labels added, from the cache of
+// its labels' profile; nil when it has none or the cache is full.
+func (r *reqState) merged(a *attrs) *attrs {
+	if r.profile == nil {
+		return nil
+	}
+	return r.profile.merged(&r.inst.profiles, a)
 }
 
 func (r *reqState) merge(a *attrs) attribute.Set {
 	return attribute.NewSet(append(a.set.ToSlice(), r.extra...)...)
+}
+
+// attemptSet is the set of an attempt of class cls, named by its pool
+// member and as a hedge when it is either. nil means the cache was full:
+// the caller builds the set (attemptKVs).
+func (st *stageState) attemptSet(cls int, member string, hedge bool) *attrs {
+	if member == "" && !hedge {
+		return st.attempts[cls]
+	}
+	return st.members.get(st.attempts[cls], memberKey{class: cls, member: member, hedge: hedge})
+}
+
+// addAttempts counts n attempts of class cls on st.
+func (i *Instrumentation) addAttempts(ctx context.Context, r *reqState, st *stageState, cls int, member string, hedge bool, n int64) {
+	if a := st.attemptSet(cls, member, hedge); a != nil {
+		i.m.attempts.Add(ctx, n, r.add(a)...)
+		return
+	}
+	kv := withMember(append(st.attempts[cls].set.ToSlice(), r.extra...), member, hedge)
+	i.m.attempts.Add(ctx, n, metric.WithAttributeSet(attribute.NewSet(kv...)))
 }
 
 // RequestStarted opens the request's span and returns the request's
@@ -236,6 +274,10 @@ func (i *Instrumentation) readLabels(r *reqState, ctx context.Context, own *reqL
 	if len(i.metricKeys) == 0 {
 		return
 	}
+	// The labels are gathered in a buffer on the stack: a request whose
+	// labels' profile is cached shares the profile's copy.
+	var buf [8]attribute.KeyValue
+	extra := buf[:0]
 	for _, k := range i.metricKeys {
 		var v string
 		found := false
@@ -250,14 +292,22 @@ func (i *Instrumentation) readLabels(r *reqState, ctx context.Context, own *reqL
 		default:
 			for _, kv := range r.labels {
 				if kv.Key == k {
-					r.extra = append(r.extra, kv)
+					extra = append(extra, kv)
 				}
 			}
 			continue
 		}
 		if found {
-			r.extra = append(r.extra, k.String(v))
+			extra = append(extra, k.String(v))
 		}
+	}
+	if len(extra) == 0 {
+		return
+	}
+	if r.profile = i.profiles.of(extra); r.profile != nil {
+		r.extra = r.profile.extra
+	} else {
+		r.extra = append([]attribute.KeyValue(nil), extra...)
 	}
 }
 
@@ -496,14 +546,7 @@ func (i *Instrumentation) lateReply(ctx context.Context, r *reqState, e *fallbac
 	if e.Calls > 0 {
 		// The calls of a hedge settled when it returned, after its race:
 		// attempts that lost, as the hedges settled with their race are.
-		kv := append(st.attempts[int(classify.Canceled)].set.ToSlice(), r.extra...)
-		if e.Member != "" {
-			kv = append(kv, attrMember.String(e.Member))
-		}
-		if e.Hedge {
-			kv = append(kv, attrHedge.Bool(true))
-		}
-		i.m.attempts.Add(ctx, int64(e.Calls), metric.WithAttributeSet(attribute.NewSet(kv...)))
+		i.addAttempts(ctx, r, st, int(classify.Canceled), e.Member, e.Hedge, int64(e.Calls))
 	}
 }
 
@@ -560,20 +603,9 @@ func (i *Instrumentation) attemptEnded(ctx context.Context, r *reqState, e *fall
 	} else if e.Retry {
 		i.m.retryWait.Record(ctx, e.Wait.Seconds(), r.rec(st.retryWait[cls])...)
 	}
-	if e.Member != "" || e.Hedge {
-		// Pool members and hedges are named on the attempt: a bounded set
-		// (a pool has at most 64 members), and the member is a hash.
-		kv := append(st.attempts[cls].set.ToSlice(), r.extra...)
-		if e.Member != "" {
-			kv = append(kv, attrMember.String(e.Member))
-		}
-		if e.Hedge {
-			kv = append(kv, attrHedge.Bool(true))
-		}
-		i.m.attempts.Add(ctx, 1, metric.WithAttributeSet(attribute.NewSet(kv...)))
-	} else {
-		i.m.attempts.Add(ctx, 1, r.add(st.attempts[cls])...)
-	}
+	// Pool members and hedges are named on the attempt: a bounded set (a
+	// pool has at most 64 members), and the member is a hash.
+	i.addAttempts(ctx, r, st, cls, e.Member, e.Hedge, 1)
 	rule, reason := validation(e)
 
 	asp := r.attempt

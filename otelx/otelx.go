@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"log/slog"
 	"slices"
 	"sync"
@@ -138,6 +139,8 @@ type Instrumentation struct {
 	waits sync.Map
 	// transitions caches transition attribute sets.
 	transitions sync.Map
+	// profiles caches the sets of labelled requests (MetricAttributes).
+	profiles labelProfiles
 
 	mu sync.Mutex
 }
@@ -196,6 +199,7 @@ func New(opts Options) (*Instrumentation, error) {
 		return nil, err
 	}
 	i := &Instrumentation{
+		profiles:     labelProfiles{seed: maphash.MakeSeed()},
 		tracer:       tp.Tracer(ScopeName, trace.WithSchemaURL(SchemaURL)),
 		traces:       !noopTP,
 		logger:       opts.Logger,
