@@ -56,6 +56,19 @@ func TestSDKRetriesStayOff(t *testing.T) {
 		assert.EqualValues(t, 2, e.srv.Requests(proModel))
 		assert.EqualValues(t, 3, e.sent.n.Load(), "one request per attempt")
 	})
+
+	t.Run("the tier turns a prompt's own off", func(t *testing.T) {
+		e := newEnv(t, genai.ClientConfig{})
+		e.srv.SetScript(proModel, always(fakegemini.Unavailable, fakegemini.Params{}))
+		tier, err := gemini.NewTier(gemini.TierConfig[string]{Name: "pro", Model: proModel, Client: e.client,
+			Prompt: func(q string) ([]*genai.Content, *genai.GenerateContentConfig) {
+				return genai.Text(q), &genai.GenerateContentConfig{HTTPOptions: &genai.HTTPOptions{RetryOptions: cc.HTTPOptions.RetryOptions}}
+			}})
+		require.NoError(t, err)
+		_, err = tier.Call(context.Background(), "hi")
+		require.Error(t, err)
+		assert.EqualValues(t, 1, e.sent.n.Load(), "one request for the call")
+	})
 }
 
 // continuationServer answers the first request with finish reason

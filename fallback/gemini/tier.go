@@ -107,6 +107,9 @@ type Tier[In any] struct {
 	continuation bool
 	provider     string
 	endpoint     fallback.Endpoint
+	// clientRetries is set when the client was built with RetryOptions:
+	// each request then overrides them.
+	clientRetries bool
 }
 
 // NewTier returns a tier, or an error naming the missing fields.
@@ -136,6 +139,7 @@ func NewTier[In any](cfg TierConfig[In]) (*Tier[In], error) {
 	return &Tier[In]{
 		name: cfg.Name, model: cfg.Model, client: cfg.Client, prompt: cfg.Prompt,
 		continuation: cfg.Continuation, provider: provider, endpoint: ep,
+		clientRetries: cfg.Client.ClientConfig().HTTPOptions.RetryOptions != nil,
 	}, nil
 }
 
@@ -183,6 +187,9 @@ func (t *Tier[In]) Stage() fallback.Stage[In, Answer] {
 }
 
 var one int32 = 1
+
+// noRetries makes one attempt; the SDK reads it and never writes it.
+var noRetries = genai.HTTPRetryOptions{Attempts: &one}
 
 // Call makes one GenerateContent request and checks the answer.
 func (t *Tier[In]) Call(ctx context.Context, in In) (Answer, error) {
@@ -240,12 +247,18 @@ func (t *Tier[In]) request(in In) ([]*genai.Content, *genai.GenerateContentConfi
 	if cfg != nil {
 		c = *cfg
 	}
-	var h genai.HTTPOptions
-	if c.HTTPOptions != nil {
-		h = *c.HTTPOptions
+	// genai retries only when RetryOptions is set, on the client or the
+	// request: only then does the request carry its own, Attempts 1. A
+	// request with HTTPOptions of its own costs the SDK a merge of the
+	// options and about twenty allocations more.
+	if t.clientRetries || (c.HTTPOptions != nil && c.HTTPOptions.RetryOptions != nil) {
+		var h genai.HTTPOptions
+		if c.HTTPOptions != nil {
+			h = *c.HTTPOptions
+		}
+		h.RetryOptions = &noRetries
+		c.HTTPOptions = &h
 	}
-	h.RetryOptions = &genai.HTTPRetryOptions{Attempts: &one}
-	c.HTTPOptions = &h
 	continuation := t.continuation
 	c.AutomaticContinuation = &continuation
 	return contents, &c
