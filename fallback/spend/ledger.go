@@ -165,7 +165,9 @@ type Ledger struct {
 	overflow *account
 	mu       sync.Mutex // creating accounts
 
-	records    subscribers.List[func(*Record)]
+	records subscribers.List[func(*Record)]
+	// recordPool holds the Records handed to ObserveRecords' functions.
+	recordPool sync.Pool
 	events     subscribers.List[func(Event)]
 	embeddings subscribers.List[func(*Embedding)]
 

@@ -64,3 +64,36 @@ func withoutAttempts(r spend.Record) spend.Record {
 		Degraded: r.Degraded, Source: r.Source, Tier: r.Tier, TierIndex: r.TierIndex, Calls: r.Calls, Usage: r.Usage, Cost: r.Cost,
 		FailedCost: r.FailedCost, RetryCost: r.RetryCost, FallbackCost: r.FallbackCost, FallbackExtra: r.FallbackExtra, Cause: r.Cause}
 }
+
+// The Record ObserveRecords hands out is reused, as its doc says: a
+// request whose Record is observed allocates no more than one that is
+// not, and each function sees its own request's figures.
+func TestObservedRecordIsReused(t *testing.T) {
+	l := newLedger(t, spend.Config{Prices: testPrices(t)})
+	c := newChain(t, l, &tier{name: "pro", def: answer(10, 10)}, &tier{name: "flash", def: answer(100, 100)})
+	var tk spend.Ticket
+	run := func(tenant string) {
+		if err := l.AdmitInto(&tk, context.Background(), spend.Request{Tenant: tenant}, spend.Estimate{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Do(&tk, "q"); err != nil {
+			t.Fatal(err)
+		}
+		tk.End()
+	}
+	run("warm")
+	unobserved := testing.AllocsPerRun(50, func() { run("acme") })
+	var seen []string
+	var calls int
+	remove := l.ObserveRecords(func(r *spend.Record) {
+		seen = append(seen[:0], r.Request.Tenant)
+		calls += r.Calls
+	})
+	defer remove()
+	run("globex")
+	assert.Equal(t, []string{"globex"}, seen)
+	observed := testing.AllocsPerRun(50, func() { run("acme") })
+	assert.Equal(t, []string{"acme"}, seen)
+	assert.Equal(t, 52, calls, "one call per request")
+	assert.Equal(t, unobserved, observed)
+}
