@@ -3,6 +3,7 @@ package budget
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -29,6 +30,10 @@ type Context struct {
 	afters   []*afterFunc
 	armed    bool
 	canceled bool // by Cancel, not by the deadline or the parent
+	// ended is set, after err, once the context has ended: Err reads it
+	// without the lock, and takes the lock only when the context has
+	// ended or is found to end.
+	ended atomic.Bool
 }
 
 type afterFunc struct {
@@ -77,6 +82,11 @@ func (c *Context) Done() <-chan struct{} {
 // clock, so it holds even before anyone armed the timer), the parent's
 // error once the parent ended, context.Canceled after Cancel.
 func (c *Context) Err() error {
+	// The common case, a live context, without the lock: Err runs several
+	// times per request, and a contended lock costs more than the checks.
+	if !c.ended.Load() && c.parent.Err() == nil && !c.pastDeadline() {
+		return nil
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.err == nil {
@@ -195,6 +205,7 @@ func (c *Context) parentEnded() {
 // endLocked records err and wakes everyone waiting.
 func (c *Context) endLocked(err error) {
 	c.err = err
+	c.ended.Store(true)
 	if c.armed {
 		if c.done != closed {
 			close(c.done)
