@@ -10,6 +10,8 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/tierguard/tierguard/breaker"
 	"github.com/tierguard/tierguard/bulkhead"
@@ -79,7 +81,26 @@ type ProdOptions struct {
 	Member func(model, name, key string) (fallback.ModelTier[string, string], error)
 	// Log receives the JSON log events; nil means io.Discard.
 	Log io.Writer
+	// Without leaves pieces out, to read what each costs.
+	Without ProdPieces
 }
+
+// ProdPieces are pieces of the production stack that ProdOptions.Without
+// may leave out.
+type ProdPieces uint8
+
+const (
+	// ProdCache leaves the route without a cache: nothing is written back.
+	ProdCache ProdPieces = 1 << iota
+	// ProdLedger leaves the ledger out: no admission, no cost, no ledger
+	// metrics; the request's tenant and scenario come from
+	// fallback.WithRequest.
+	ProdLedger
+	// ProdTraces gives otelx a no-op TracerProvider: metrics and logs only.
+	ProdTraces
+	// ProdOtel leaves otelx out altogether (ProdTraces implied).
+	ProdOtel
+)
 
 // Production is the stack a service runs, as the README's "A production
 // stack" section builds it: a ledger admitting each request against its
@@ -99,6 +120,7 @@ type Production struct {
 	// Spans counts the spans the exporter was handed.
 	Spans *SpanCounter
 
+	noLedger bool
 	inst     *otelx.Instrumentation
 	ledgerIn *otelx.LedgerInstrumentation
 	mp       *sdkmetric.MeterProvider
@@ -113,7 +135,7 @@ func NewProduction(o ProdOptions) (*Production, error) {
 	if o.Log == nil {
 		o.Log = io.Discard
 	}
-	p := &Production{Spans: &SpanCounter{}}
+	p := &Production{Spans: &SpanCounter{}, noLedger: o.Without&ProdLedger != 0}
 	prices, err := spend.ParsePrices([]byte(ProdPrices))
 	if err != nil {
 		return nil, err
@@ -140,10 +162,14 @@ func NewProduction(o ProdOptions) (*Production, error) {
 	if err != nil {
 		return nil, err
 	}
-	if p.Router, err = route.New(route.Config[string, string]{Ledger: p.Ledger, Routes: []route.Route[string, string]{{
+	ledger := p.Ledger
+	if p.noLedger {
+		ledger = nil
+	}
+	if p.Router, err = route.New(route.Config[string, string]{Ledger: ledger, Routes: []route.Route[string, string]{{
 		Scenario: ProdScenario, Total: ProdTotal, MaxAttempts: 4, MarkDegraded: true,
 		Candidates: []route.Candidate[string, string]{{Stage: pro, CostGroup: "stable"}, {Stage: flash, CostGroup: "stable"}},
-		Cache:      p.Cache,
+		Cache:      p.routeCache(o.Without),
 		Default:    func(context.Context, string) (string, bool) { return ProdDefault, true },
 	}}}); err != nil {
 		return nil, err
@@ -152,7 +178,14 @@ func NewProduction(o ProdOptions) (*Production, error) {
 	p.mp, reader = SDKMeterProvider()
 	p.Reader = reader
 	p.tp = sdktrace.NewTracerProvider(sdktrace.WithBatcher(p.Spans))
-	opts := otelx.Options{MeterProvider: p.mp, TracerProvider: p.tp,
+	if o.Without&ProdOtel != 0 {
+		return p, nil
+	}
+	var tp trace.TracerProvider = p.tp
+	if o.Without&ProdTraces != 0 {
+		tp = tracenoop.NewTracerProvider()
+	}
+	opts := otelx.Options{MeterProvider: p.mp, TracerProvider: tp,
 		Logger: slog.New(slog.NewJSONHandler(o.Log, &slog.HandlerOptions{Level: slog.LevelInfo}))}
 	if o.TenantLabels {
 		opts.MetricAttributes = []attribute.Key{otelx.KeyTenant}
@@ -161,10 +194,20 @@ func NewProduction(o ProdOptions) (*Production, error) {
 	if p.inst, err = otelx.InstrumentRouter(p.Router, opts); err != nil {
 		return nil, err
 	}
-	if p.ledgerIn, err = otelx.InstrumentLedger(p.Ledger, opts); err != nil {
-		return nil, err
+	if !p.noLedger {
+		if p.ledgerIn, err = otelx.InstrumentLedger(p.Ledger, opts); err != nil {
+			return nil, err
+		}
 	}
 	return p, nil
+}
+
+// routeCache is the route's cache, unless without leaves it out.
+func (p *Production) routeCache(without ProdPieces) fallback.Cache[string, string] {
+	if without&ProdCache != 0 {
+		return nil
+	}
+	return p.Cache
 }
 
 // prodStage is one model's stage: a pool of two keys, each with its own
@@ -211,6 +254,10 @@ func (p *Production) Do(ctx context.Context, req spend.Request, prompt string) (
 	if err != nil {
 		return "", err
 	}
+	if p.noLedger {
+		res, err := rc.Do(fallback.WithRequest(ctx, fallback.Request{ID: req.ID, Tenant: req.Tenant, Scenario: req.Scenario}), prompt)
+		return res.Value, err
+	}
 	t, err := p.Ledger.Admit(ctx, req, rc.Estimate(ProdUsage))
 	if err != nil {
 		return "", err
@@ -222,8 +269,12 @@ func (p *Production) Do(ctx context.Context, req spend.Request, prompt string) (
 
 // Close shuts the stack down.
 func (p *Production) Close() error {
-	p.inst.Close()
-	p.ledgerIn.Close()
+	if p.inst != nil {
+		p.inst.Close()
+	}
+	if p.ledgerIn != nil {
+		p.ledgerIn.Close()
+	}
 	p.Cache.Close()
 	err := p.Ledger.Close()
 	_ = p.tp.Shutdown(context.Background())

@@ -78,13 +78,23 @@ func TestProductionOverGenai(t *testing.T) {
 // BenchmarkProductionGenai is one request over a loopback HTTP server
 // through the genai SDK: the SDK's call alone (impl=direct, the same
 // client, prompt and model) and through the production stack with Gemini
-// tiers (impl=tierguard). cpu-ns/op is the process's CPU time per
-// request, the server's handler included; tierguard's share of a
-// request's CPU is 1 − direct/tierguard.
+// tiers (impl=tierguard), and the hand-written floor around the same
+// call (impl=floor). cpu-ns/op is the process's CPU time per request, the
+// server's handler included; tierguard's share of a request's CPU is
+// 1 − direct/tierguard, the floor's 1 − direct/floor.
 func BenchmarkProductionGenai(b *testing.B) {
 	srv := genaiServer(b)
 	client := genaiClient(b, srv, "key-direct")
 	p := genaiProduction(b, srv)
+	floor, err := NewProdFloor(ProdFloorOptions{ProdOptions: ProdOptions{Call: func(ctx context.Context, model, _, q string) (string, error) {
+		resp, err := client.Models.GenerateContent(ctx, model, genai.Text(q), nil)
+		if err != nil {
+			return "", err
+		}
+		return resp.Text(), nil
+	}}})
+	require.NoError(b, err)
+	b.Cleanup(func() { require.NoError(b, floor.Close()) })
 	req := spend.Request{Tenant: ProdTenant, Scenario: ProdScenario}
 	impls := []struct {
 		name string
@@ -110,6 +120,8 @@ func BenchmarkProductionGenai(b *testing.B) {
 			return resp.Text(), nil
 		}},
 		{"tierguard", func(ctx context.Context) (string, error) { return p.Do(ctx, req, ProdPrompt) }},
+		// The hand-written floor (ProdFloor) around the same SDK call.
+		{"floor", func(ctx context.Context) (string, error) { return floor.Do(ctx, ProdTenant, ProdScenario, ProdPrompt) }},
 	}
 	for _, mode := range []string{"serial", "parallel"} {
 		for _, impl := range impls {

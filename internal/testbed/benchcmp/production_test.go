@@ -160,3 +160,51 @@ func TestProductionFailsafeAnswers(t *testing.T) {
 	require.Equal(t, Answer, v)
 	assert.Equal(t, int64(1), metricCounts(t, f.reader)["tierguard.attempts"])
 }
+
+// BenchmarkProductionPieces is the production stack serially, whole and
+// with one piece or several left out (ProdOptions.Without): what each
+// piece costs a request.
+func BenchmarkProductionPieces(b *testing.B) {
+	req := spend.Request{Tenant: ProdTenant, Scenario: ProdScenario}
+	for _, w := range []struct {
+		name    string
+		without ProdPieces
+	}{
+		{"whole", 0},
+		{"no-cache", ProdCache},
+		{"no-ledger", ProdLedger},
+		{"no-traces", ProdTraces},
+		{"no-otelx", ProdOtel},
+		{"guards-only", ProdCache | ProdLedger | ProdOtel},
+	} {
+		p, err := NewProduction(ProdOptions{Without: w.without})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run("without="+w.name, func(b *testing.B) {
+			b.ReportAllocs()
+			ctx := context.Background()
+			for b.Loop() {
+				if v, err := p.Do(ctx, req, ProdPrompt); err != nil || v != Answer {
+					b.Fatal(v, err)
+				}
+			}
+		})
+		if err := p.Close(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// Each piece left out still leaves a stack that answers.
+func TestProductionWithoutPiecesAnswers(t *testing.T) {
+	for _, w := range []ProdPieces{ProdCache, ProdLedger, ProdTraces, ProdOtel, ProdCache | ProdLedger | ProdOtel} {
+		p, err := NewProduction(ProdOptions{Without: w})
+		require.NoError(t, err)
+		v, err := p.Do(context.Background(), spend.Request{Tenant: ProdTenant, Scenario: ProdScenario}, ProdPrompt)
+		require.NoError(t, err, "without %b", w)
+		assert.Equal(t, Answer, v)
+		assert.Equal(t, w&ProdCache == 0, p.Cache.Stats().Writes == 1, "write-back without %b", w)
+		require.NoError(t, p.Close())
+	}
+}
