@@ -75,6 +75,28 @@
 //	                        success, by hand, around the same chain, unobserved
 //	impl=tierguard-uninstrumented  the same chain without otelx
 //
+//	Production (one request through the stack the README's "A production
+//	stack" builds, on an in-memory tier; labels=none|tenant)
+//	impl=tierguard          Production: the ledger's Admit with the route's estimate,
+//	                        the router's route, a pool of two rate-limited keys
+//	                        behind a bulkhead, a breaker, retries, the validator and
+//	                        a TryTimeout, the cache's write-back, otelx on the
+//	                        SDK's MeterProvider and TracerProvider (a batch span
+//	                        processor) with a JSON slog handler at Info, and the
+//	                        ledger's metrics
+//	impl=floor              ProdFloor: the same work by hand on the same SDKs (the
+//	                        same spans, measurements and log decisions)
+//	impl=failsafe           ProdFloor with failsafe-go's policies for its guards
+//
+//	ProductionPieces (the stack with pieces left out: ProdOptions.Without)
+//
+//	ProductionGenai (the same over a loopback server through the genai SDK;
+//	cpu-ns/op is the process's CPU per request)
+//	impl=direct             client.Models.GenerateContent alone
+//	impl=direct-deadline    the same with the route's deadline on the context
+//	impl=tierguard          Production with gemini.NewTier keys
+//	impl=floor              ProdFloor around the direct call
+//
 //	GroupBreaker, GroupBulkhead, GroupRateLimit (Get of an existing key, B/key)
 //	impl=tierguard          breaker.Group, bulkhead.Group, ratelimit.Group
 //	impl=gobreaker-syncmap  gobreaker breakers in a sync.Map (SyncMapGroup)
