@@ -95,6 +95,7 @@
 //	impl=direct             client.Models.GenerateContent alone
 //	impl=direct-deadline    the same with the route's deadline on the context
 //	impl=tierguard          Production with gemini.NewTier keys
+//	impl=tierguard-notraces the same with otelx's traces off
 //	impl=floor              ProdFloor around the direct call
 //
 //	GroupBreaker, GroupBulkhead, GroupRateLimit (Get of an existing key, B/key)

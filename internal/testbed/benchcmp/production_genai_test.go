@@ -47,8 +47,8 @@ func genaiPrompt(q string) ([]*genai.Content, *genai.GenerateContentConfig) {
 
 // genaiProduction is the production stack whose keys are Gemini tiers
 // (gemini.NewTier) over the genai SDK, on srv.
-func genaiProduction(tb testing.TB, srv *httptest.Server) *Production {
-	p, err := NewProduction(ProdOptions{Member: func(model, name, key string) (fallback.ModelTier[string, string], error) {
+func genaiProduction(tb testing.TB, srv *httptest.Server, without ProdPieces) *Production {
+	p, err := NewProduction(ProdOptions{Without: without, Member: func(model, name, key string) (fallback.ModelTier[string, string], error) {
 		t, err := gemini.NewTier(gemini.TierConfig[string]{Name: name, Model: model, Client: genaiClient(tb, srv, key), Prompt: genaiPrompt})
 		if err != nil {
 			return nil, err
@@ -63,7 +63,7 @@ func genaiProduction(tb testing.TB, srv *httptest.Server) *Production {
 // The loopback variant answers through the whole stack, and the ledger
 // bills what the server reported.
 func TestProductionOverGenai(t *testing.T) {
-	p := genaiProduction(t, genaiServer(t))
+	p := genaiProduction(t, genaiServer(t), 0)
 	v, err := p.Do(context.Background(), spend.Request{Tenant: ProdTenant, Scenario: ProdScenario}, ProdPrompt)
 	require.NoError(t, err)
 	require.Equal(t, Answer, v)
@@ -85,7 +85,8 @@ func TestProductionOverGenai(t *testing.T) {
 func BenchmarkProductionGenai(b *testing.B) {
 	srv := genaiServer(b)
 	client := genaiClient(b, srv, "key-direct")
-	p := genaiProduction(b, srv)
+	p := genaiProduction(b, srv, 0)
+	metricsOnly := genaiProduction(b, srv, ProdTraces)
 	floor, err := NewProdFloor(ProdFloorOptions{ProdOptions: ProdOptions{Call: func(ctx context.Context, model, _, q string) (string, error) {
 		resp, err := client.Models.GenerateContent(ctx, model, genai.Text(q), nil)
 		if err != nil {
@@ -120,6 +121,8 @@ func BenchmarkProductionGenai(b *testing.B) {
 			return resp.Text(), nil
 		}},
 		{"tierguard", func(ctx context.Context) (string, error) { return p.Do(ctx, req, ProdPrompt) }},
+		// The same with otelx's traces off (a no-op TracerProvider).
+		{"tierguard-notraces", func(ctx context.Context) (string, error) { return metricsOnly.Do(ctx, req, ProdPrompt) }},
 		// The hand-written floor (ProdFloor) around the same SDK call.
 		{"floor", func(ctx context.Context) (string, error) { return floor.Do(ctx, ProdTenant, ProdScenario, ProdPrompt) }},
 	}
