@@ -2,6 +2,8 @@ package otelx_test
 
 import (
 	"context"
+	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -76,4 +78,32 @@ func TestLabelledAttemptsShareTheirSets(t *testing.T) {
 	// The request's context (fallback.WithRequest is made once, outside)
 	// and its state are the only allocations the tenant may add.
 	assert.LessOrEqual(t, labelled-unlabelled, 1.0, "labelled %v, unlabelled %v", labelled, unlabelled)
+}
+
+// 64 callers of 8 tenants through 2 members, building and reading the
+// caches at once: every attempt counts under its own tenant and member.
+func TestLabelledAttemptsUnderConcurrency(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+	inst, err := otelx.New(otelx.Options{MeterProvider: mp, MetricAttributes: []attribute.Key{otelx.KeyTenant}})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, inst.Close()) })
+	chain := chainInfo("gcp.gemini")
+	const callers, each = 64, 20
+	var wg sync.WaitGroup
+	for c := range callers {
+		wg.Go(func() {
+			ctx := fallback.WithRequest(context.Background(), fallback.Request{Tenant: "t" + strconv.Itoa(c%8)})
+			for range each {
+				memberAttempt(ctx, inst, chain, []string{"#aaaaaaaaaaaa", "#bbbbbbbbbbbb"}[c%2])
+			}
+		})
+	}
+	wg.Wait()
+	want := map[[2]string]int64{}
+	for c := range callers {
+		want[[2]string{"t" + strconv.Itoa(c%8), []string{"#aaaaaaaaaaaa", "#bbbbbbbbbbbb"}[c%2]}] += each
+	}
+	assert.Equal(t, want, attemptsBy(t, reader))
 }
