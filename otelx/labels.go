@@ -32,10 +32,8 @@ const (
 type labelProfile struct {
 	// extra are the labels, shared read-only by every request with them.
 	extra []attribute.KeyValue
-	// sets maps a precomputed set to its union with extra; copied on
-	// write under mu.
-	sets atomic.Pointer[map[*attrs]*attrs]
-	mu   sync.Mutex
+	// sets maps a precomputed set to its union with extra.
+	sets cowMap[*attrs, attrs]
 }
 
 // labelProfiles is an Instrumentation's cache of labelProfiles.
@@ -144,34 +142,55 @@ func (p *labelProfiles) of(kvs []attribute.KeyValue) *labelProfile {
 // merged returns a's set with the profile's labels added, making it if
 // there is room; nil when there is none.
 func (lp *labelProfile) merged(all *labelProfiles, a *attrs) *attrs {
-	if m := lp.sets.Load(); m != nil {
-		if s := (*m)[a]; s != nil {
-			return s
+	return lp.sets.get(a, func(int) *attrs {
+		if all.merged.Add(1) > maxMergedSets {
+			all.merged.Add(-1)
+			return nil
+		}
+		return newAttrs(append(a.set.ToSlice(), lp.extra...)...)
+	})
+}
+
+// cowMap is a map read without a lock and copied on write, for the
+// caches of attribute sets: read on every measurement, written once per
+// key.
+type cowMap[K comparable, V any] struct {
+	m  atomic.Pointer[map[K]*V]
+	mu sync.Mutex
+}
+
+// get returns k's value, making it with build(n), n the keys held, when
+// there is none; build may return nil (no room), and then nothing is
+// kept.
+func (c *cowMap[K, V]) get(k K, build func(n int) *V) *V {
+	if m := c.m.Load(); m != nil {
+		if v := (*m)[k]; v != nil {
+			return v
 		}
 	}
-	lp.mu.Lock()
-	defer lp.mu.Unlock()
-	old := lp.sets.Load()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	old := c.m.Load()
+	n := 0
 	if old != nil {
-		if s := (*old)[a]; s != nil {
-			return s
+		if v := (*old)[k]; v != nil {
+			return v
 		}
+		n = len(*old)
 	}
-	if all.merged.Add(1) > maxMergedSets {
-		all.merged.Add(-1)
+	v := build(n)
+	if v == nil {
 		return nil
 	}
-	s := newAttrs(append(a.set.ToSlice(), lp.extra...)...)
-	m := make(map[*attrs]*attrs, 1)
+	m := make(map[K]*V, n+1)
 	if old != nil {
-		m = make(map[*attrs]*attrs, len(*old)+1)
-		for k, v := range *old {
-			m[k] = v
+		for key, val := range *old {
+			m[key] = val
 		}
 	}
-	m[a] = s
-	lp.sets.Store(&m)
-	return s
+	m[k] = v
+	c.m.Store(&m)
+	return v
 }
 
 // memberKey identifies an attempt's set named by its pool member or as
@@ -183,43 +202,20 @@ type memberKey struct {
 }
 
 // memberSets caches a stage's attempt sets named by a pool member or as
-// a hedge; copied on write under mu.
+// a hedge.
 type memberSets struct {
-	sets atomic.Pointer[map[memberKey]*attrs]
-	mu   sync.Mutex
+	sets cowMap[memberKey, attrs]
 }
 
 // get returns base (the attempts' set of the class) with the member and
 // hedge added, making it if there is room; nil when there is none.
 func (ms *memberSets) get(base *attrs, k memberKey) *attrs {
-	if m := ms.sets.Load(); m != nil {
-		if s := (*m)[k]; s != nil {
-			return s
+	return ms.sets.get(k, func(n int) *attrs {
+		if n >= maxMemberSets {
+			return nil
 		}
-	}
-	ms.mu.Lock()
-	defer ms.mu.Unlock()
-	old := ms.sets.Load()
-	n := 0
-	if old != nil {
-		if s := (*old)[k]; s != nil {
-			return s
-		}
-		n = len(*old)
-	}
-	if n >= maxMemberSets {
-		return nil
-	}
-	s := newAttrs(withMember(base.set.ToSlice(), k.member, k.hedge)...)
-	m := make(map[memberKey]*attrs, n+1)
-	if old != nil {
-		for key, v := range *old {
-			m[key] = v
-		}
-	}
-	m[k] = s
-	ms.sets.Store(&m)
-	return s
+		return newAttrs(withMember(base.set.ToSlice(), k.member, k.hedge)...)
+	})
 }
 
 // withMember adds an attempt's member and hedge to kv.

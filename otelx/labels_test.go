@@ -28,6 +28,19 @@ func memberAttempt(ctx context.Context, inst *otelx.Instrumentation, chain *fall
 	inst.RequestEnded(ctx, fallback.RequestEnd{Chain: chain, Stage: st, Answered: true, Source: fallback.SourceTier, Latency: time.Millisecond, Remaining: deadline.Unlimited})
 }
 
+// tenantLabelled is an Instrumentation whose metrics carry the tenant,
+// on an SDK MeterProvider read by the returned reader.
+func tenantLabelled(t *testing.T) (*otelx.Instrumentation, *sdkmetric.ManualReader) {
+	t.Helper()
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+	inst, err := otelx.New(otelx.Options{MeterProvider: mp, MetricAttributes: []attribute.Key{otelx.KeyTenant}})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, inst.Close()) })
+	return inst, reader
+}
+
 // attemptsBy returns tierguard.attempts by its tenant and member labels.
 func attemptsBy(t *testing.T, reader *sdkmetric.ManualReader) map[[2]string]int64 {
 	t.Helper()
@@ -54,12 +67,7 @@ func attemptsBy(t *testing.T, reader *sdkmetric.ManualReader) map[[2]string]int6
 // the sets the first of them built: after the first request of a tenant
 // on a member, a labelled attempt builds no attribute set.
 func TestLabelledAttemptsShareTheirSets(t *testing.T) {
-	reader := sdkmetric.NewManualReader()
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
-	inst, err := otelx.New(otelx.Options{MeterProvider: mp, MetricAttributes: []attribute.Key{otelx.KeyTenant}})
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, inst.Close()) })
+	inst, reader := tenantLabelled(t)
 	chain := chainInfo("gcp.gemini")
 	want := map[[2]string]int64{}
 	for i, tenant := range []string{"acme", "globex", "acme", "initech", "globex", "acme"} {
@@ -83,12 +91,7 @@ func TestLabelledAttemptsShareTheirSets(t *testing.T) {
 // 64 callers of 8 tenants through 2 members, building and reading the
 // caches at once: every attempt counts under its own tenant and member.
 func TestLabelledAttemptsUnderConcurrency(t *testing.T) {
-	reader := sdkmetric.NewManualReader()
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
-	inst, err := otelx.New(otelx.Options{MeterProvider: mp, MetricAttributes: []attribute.Key{otelx.KeyTenant}})
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, inst.Close()) })
+	inst, reader := tenantLabelled(t)
 	chain := chainInfo("gcp.gemini")
 	const callers, each = 64, 20
 	var wg sync.WaitGroup
