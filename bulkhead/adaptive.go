@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/tierguard/tierguard/classify"
@@ -33,7 +32,7 @@ import (
 //
 // The limit never leaves [Floor, Ceiling]. A window is Window calls, or
 // half the limit (at least 8, at most 256). The rule needs no clock:
-// only the latencies reported to Record, which are counted in steps of
+// only the calls reported to Record, which are counted in steps of
 // 64 µs.
 //
 // An adaptive limit is per process: pods sharing Redis each learn their
@@ -100,14 +99,8 @@ func (cfg *Config) checkAdaptive(errs []error) []error {
 }
 
 // adaptive is the learning state of an adaptive bulkhead, made with its
-// extra part on the first call reported.
+// extra part when the first window closes.
 type adaptive struct {
-	// win is the window being filled, by one add per call (see callOne).
-	win atomic.Uint64
-	// closing is held by the call that closes a window.
-	closing atomic.Bool
-	_       [cacheLine - 16]byte
-
 	mu sync.Mutex
 	// limit is the limit before rounding; baseline, in latencyUnits, 0
 	// until the first window of answers.
@@ -117,7 +110,8 @@ type adaptive struct {
 	refusals uint64
 }
 
-// Sample is what Record makes of a call's verdict.
+// Sample is what a call's verdict says of the tier's capacity, as Record
+// takes it.
 type Sample uint8
 
 const (
@@ -146,20 +140,22 @@ func SampleOf(v classify.Verdict) Sample {
 	return Ignored
 }
 
-// Record reports one upstream call made under a slot of b: its latency
-// and its verdict (class OK for an answer). An adaptive bulkhead learns
-// its limit from these; on a fixed one Record does nothing. A fallback
-// chain reports its stages' calls when throttle.Feed observes it; a
-// caller holding slots of its own reports them here, once per upstream
-// call, retries included. Safe for concurrent use; it allocates nothing,
-// and costs one atomic add but for the call that closes a window.
-func (b *Bulkhead) Record(latency time.Duration, v classify.Verdict) {
+// Record reports one upstream call made under a slot of b: its latency,
+// and what its verdict says of the tier's capacity (SampleOf). An
+// adaptive bulkhead learns its limit from these; on a fixed one Record
+// does nothing. A fallback chain reports its stages' calls when
+// throttle.Feed observes it; a caller holding slots of its own reports
+// them here, once per upstream call, retries included. Safe for
+// concurrent use; it allocates nothing, and costs one atomic add, on the
+// line Acquire and Release write, but for the report that closes a
+// window.
+func (b *Bulkhead) Record(latency time.Duration, s Sample) {
 	a := b.cfg.Adaptive
 	if a == nil {
 		return
 	}
 	var add uint64
-	switch SampleOf(v) {
+	switch s {
 	case Latency:
 		u := uint64(max(latency, 0) / latencyUnit)
 		add = callOne | min(u, maxSample)<<sumShift
@@ -168,12 +164,11 @@ func (b *Bulkhead) Record(latency time.Duration, v classify.Verdict) {
 	default:
 		return
 	}
-	st := b.learning()
-	w := st.win.Add(add)
-	if w&countMask < uint64(a.window(b.max.Load())) || !st.closing.CompareAndSwap(false, true) {
+	w := b.win.Add(add)
+	if w&countMask < uint64(a.window(b.max.Load())) || !b.closing.CompareAndSwap(false, true) {
 		return
 	}
-	b.adapt(st, a)
+	b.adapt(b.learning(), a)
 }
 
 // Limit returns the bulkhead's limit now: Config.Max for a fixed one.
@@ -201,9 +196,9 @@ func (b *Bulkhead) learning() *adaptive {
 }
 
 // adapt closes the window and moves the limit; the caller holds
-// st.closing, which it lets go.
+// b.closing, which it lets go.
 func (b *Bulkhead) adapt(st *adaptive, a *Adaptive) {
-	w := st.win.Swap(0)
+	w := b.win.Swap(0)
 	x := b.ext()
 	st.mu.Lock()
 	refusals := x.rejected.Load() + uint64(x.queued.Load())
@@ -214,7 +209,7 @@ func (b *Bulkhead) adapt(st *adaptive, a *Adaptive) {
 	next := st.next(a, w, binding || held >= st.limit-math.Sqrt(st.limit))
 	b.max.Store(next)
 	st.mu.Unlock()
-	st.closing.Store(false)
+	b.closing.Store(false)
 	if next > old {
 		// More room: the refusing hint is stale, and waiters may go.
 		f := b.flags.Load()

@@ -50,11 +50,11 @@ func hold(t *testing.T, b *bulkhead.Bulkhead, n int) {
 func TestAdaptiveRisesOnFastAnswers(t *testing.T) {
 	b := adaptiveBulkhead(t, 10, 1, 20)
 	hold(t, b, 10)
-	b.Record(10*time.Millisecond, answered)
+	b.Record(10*time.Millisecond, bulkhead.SampleOf(answered))
 	assert.Equal(t, 10, b.Limit(), "the first window only sets the baseline")
-	b.Record(10*time.Millisecond, answered)
+	b.Record(10*time.Millisecond, bulkhead.SampleOf(answered))
 	assert.Equal(t, 13, b.Limit(), "10 + √10")
-	b.Record(8*time.Millisecond, answered)
+	b.Record(8*time.Millisecond, bulkhead.SampleOf(answered))
 	assert.Equal(t, 16, b.Limit(), "13.16 + √13.16")
 	assert.True(t, b.TryAcquire(), "the raised limit admits")
 }
@@ -64,14 +64,14 @@ func TestAdaptiveRisesOnFastAnswers(t *testing.T) {
 // than the baseline lower the limit, by Backoff at most.
 func TestAdaptiveFallsOnSlowAnswers(t *testing.T) {
 	b := adaptiveBulkhead(t, 10, 1, 20)
-	b.Record(10*time.Millisecond, answered)
-	b.Record(50*time.Millisecond, answered)
+	b.Record(10*time.Millisecond, bulkhead.SampleOf(answered))
+	b.Record(50*time.Millisecond, bulkhead.SampleOf(answered))
 	assert.Equal(t, 9, b.Limit(), "5× the baseline: down by Backoff (0.9)")
 
 	// Just past Tolerance, the fall is in proportion: 1.5/1.6 of 100.
 	b = adaptiveBulkhead(t, 100, 1, 200)
-	b.Record(10*time.Millisecond, answered)
-	b.Record(16*time.Millisecond, answered)
+	b.Record(10*time.Millisecond, bulkhead.SampleOf(answered))
+	b.Record(16*time.Millisecond, bulkhead.SampleOf(answered))
 	assert.Equal(t, 93, b.Limit())
 }
 
@@ -81,10 +81,10 @@ func TestAdaptiveFallsOnSlowAnswers(t *testing.T) {
 func TestAdaptiveHoldsWithinTolerance(t *testing.T) {
 	b := adaptiveBulkhead(t, 10, 1, 20)
 	hold(t, b, 10)
-	b.Record(time.Second, answered)
-	b.Record(1300*time.Millisecond, answered)
+	b.Record(time.Second, bulkhead.SampleOf(answered))
+	b.Record(1300*time.Millisecond, bulkhead.SampleOf(answered))
 	assert.Equal(t, 10, b.Limit())
-	b.Record(1400*time.Millisecond, answered)
+	b.Record(1400*time.Millisecond, bulkhead.SampleOf(answered))
 	assert.Equal(t, 10, b.Limit())
 }
 
@@ -96,11 +96,11 @@ func TestAdaptiveHoldsWithinTolerance(t *testing.T) {
 // lower the limit fastest.
 func TestAdaptiveFallsOnOverload(t *testing.T) {
 	b := adaptiveBulkhead(t, 30, 1, 60)
-	b.Record(0, overload)
+	b.Record(0, bulkhead.SampleOf(overload))
 	assert.Equal(t, 27, b.Limit())
-	b.Record(0, classify.Verdict{Class: classify.DeadlineExhausted})
+	b.Record(0, bulkhead.SampleOf(classify.Verdict{Class: classify.DeadlineExhausted}))
 	assert.Equal(t, 24, b.Limit(), "a call cut by its deadline is a timeout")
-	b.Record(0, bare429)
+	b.Record(0, bulkhead.SampleOf(bare429))
 	assert.Equal(t, 21, b.Limit(), "a 429 naming no delay is overload")
 }
 
@@ -109,15 +109,15 @@ func TestAdaptiveFallsOnOverload(t *testing.T) {
 // neither lowers the limit. Local refusals and 4xx count for nothing.
 func TestAdaptiveIgnoresQuotaAndRejectedAnswers(t *testing.T) {
 	b := adaptiveBulkhead(t, 10, 1, 20)
-	b.Record(10*time.Millisecond, answered)
+	b.Record(10*time.Millisecond, bulkhead.SampleOf(answered))
 	for _, v := range []classify.Verdict{quota429, {Class: classify.Rejected}, {Class: classify.InvalidRequest},
 		{Class: classify.Canceled}, {Class: classify.QuotaExhausted}} {
-		b.Record(time.Millisecond, v)
+		b.Record(time.Millisecond, bulkhead.SampleOf(v))
 		assert.Equal(t, 10, b.Limit(), v.Class.String())
 	}
-	b.Record(10*time.Millisecond, rejectOut)
+	b.Record(10*time.Millisecond, bulkhead.SampleOf(rejectOut))
 	assert.Equal(t, 10, b.Limit(), "a rejected answer is a latency sample")
-	b.Record(80*time.Millisecond, rejectOut)
+	b.Record(80*time.Millisecond, bulkhead.SampleOf(rejectOut))
 	assert.Equal(t, 9, b.Limit(), "a slow rejected answer is a slow sample")
 }
 
@@ -126,18 +126,18 @@ func TestAdaptiveIgnoresQuotaAndRejectedAnswers(t *testing.T) {
 func TestAdaptiveStaysWithinBounds(t *testing.T) {
 	b := adaptiveBulkhead(t, 21, 3, 21)
 	hold(t, b, 21)
-	b.Record(time.Millisecond, answered)
+	b.Record(time.Millisecond, bulkhead.SampleOf(answered))
 	for range 5 {
-		b.Record(time.Millisecond, answered)
+		b.Record(time.Millisecond, bulkhead.SampleOf(answered))
 		assert.Equal(t, 21, b.Limit(), "at the ceiling")
 	}
 	for range 50 {
-		b.Record(0, overload)
+		b.Record(0, bulkhead.SampleOf(overload))
 		assert.GreaterOrEqual(t, b.Limit(), 3)
 	}
 	assert.Equal(t, 3, b.Limit(), "at the floor")
 	for range 50 {
-		b.Record(time.Hour, answered)
+		b.Record(time.Hour, bulkhead.SampleOf(answered))
 	}
 	assert.Equal(t, 3, b.Limit(), "slowness never goes below the floor either")
 }
@@ -151,12 +151,12 @@ func TestAdaptiveRisesOnlyWhenItBinds(t *testing.T) {
 	b := adaptiveBulkhead(t, 16, 1, 64)
 	hold(t, b, 4)
 	for range 5 {
-		b.Record(10*time.Millisecond, answered)
+		b.Record(10*time.Millisecond, bulkhead.SampleOf(answered))
 	}
 	assert.Equal(t, 16, b.Limit(), "4 of 16 in flight: the tier was never the limit")
 	hold(t, b, 12)
 	assert.False(t, b.TryAcquire())
-	b.Record(10*time.Millisecond, answered)
+	b.Record(10*time.Millisecond, bulkhead.SampleOf(answered))
 	assert.Equal(t, 20, b.Limit(), "a refusal since the last window: it binds")
 }
 
@@ -172,7 +172,7 @@ func TestAdaptiveLimitIsEnforced(t *testing.T) {
 		b, err := bulkhead.New(cfg)
 		require.NoError(t, err)
 		for range 5 {
-			b.Record(0, overload)
+			b.Record(0, bulkhead.SampleOf(overload))
 		}
 		admitted := 0
 		for b.TryAcquire() {
@@ -193,10 +193,10 @@ func TestAdaptiveWindow(t *testing.T) {
 	b, err := bulkhead.New(bulkhead.Config{Name: "pro", Max: 40, Adaptive: &bulkhead.Adaptive{Floor: 1, Ceiling: 80}})
 	require.NoError(t, err)
 	for range 19 {
-		b.Record(0, overload)
+		b.Record(0, bulkhead.SampleOf(overload))
 	}
 	assert.Equal(t, 40, b.Limit(), "19 calls of a window of 20")
-	b.Record(0, overload)
+	b.Record(0, bulkhead.SampleOf(overload))
 	assert.Equal(t, 36, b.Limit())
 	// One overload signal in twenty calls is enough; one in twenty-one is
 	// not: a provider's stray 503 is not a lack of capacity.
@@ -204,16 +204,16 @@ func TestAdaptiveWindow(t *testing.T) {
 	require.NoError(t, err)
 	for range 2 {
 		for range 20 {
-			b.Record(10*time.Millisecond, answered)
+			b.Record(10*time.Millisecond, bulkhead.SampleOf(answered))
 		}
-		b.Record(0, overload)
+		b.Record(0, bulkhead.SampleOf(overload))
 		assert.Equal(t, 40, b.Limit(), "1 in 21")
 	}
 	for range 19 {
-		b.Record(10*time.Millisecond, answered)
+		b.Record(10*time.Millisecond, bulkhead.SampleOf(answered))
 	}
-	b.Record(0, overload)
-	b.Record(0, overload)
+	b.Record(0, bulkhead.SampleOf(overload))
+	b.Record(0, bulkhead.SampleOf(overload))
 	assert.Equal(t, 36, b.Limit(), "2 in 21")
 }
 
@@ -227,8 +227,8 @@ func TestAdaptiveRiseWakesWaiters(t *testing.T) {
 		got := make(chan error, 1)
 		go func() { got <- b.Acquire(context.Background()) }()
 		synctest.Wait()
-		b.Record(10*time.Millisecond, answered)
-		b.Record(10*time.Millisecond, answered)
+		b.Record(10*time.Millisecond, bulkhead.SampleOf(answered))
+		b.Record(10*time.Millisecond, bulkhead.SampleOf(answered))
 		synctest.Wait()
 		require.Equal(t, 2, b.Limit())
 		select {
@@ -257,7 +257,7 @@ func TestAdaptiveConcurrentRecords(t *testing.T) {
 					if (i+g)%7 == 0 {
 						v = overload
 					}
-					b.Record(time.Duration(1+i%5)*time.Millisecond, v)
+					b.Record(time.Duration(1+i%5)*time.Millisecond, bulkhead.SampleOf(v))
 					b.Release()
 				}
 				l := b.Limit()
@@ -290,10 +290,10 @@ func TestAdaptiveConfigChecked(t *testing.T) {
 func TestAdaptiveAllocatesNothing(t *testing.T) {
 	b := adaptiveBulkhead(t, 8, 1, 16)
 	ctx := context.Background()
-	b.Record(time.Millisecond, answered) // makes the learning state
+	b.Record(time.Millisecond, bulkhead.SampleOf(answered)) // makes the learning state
 	allocs := testing.AllocsPerRun(200, func() {
 		if b.Acquire(ctx) == nil {
-			b.Record(time.Millisecond, answered)
+			b.Record(time.Millisecond, bulkhead.SampleOf(answered))
 			b.Release()
 		}
 	})
@@ -310,7 +310,7 @@ func BenchmarkAdaptiveAcquireRelease(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			if bh.Acquire(ctx) == nil {
-				bh.Record(time.Millisecond, answered)
+				bh.Record(time.Millisecond, bulkhead.SampleOf(answered))
 				bh.Release()
 			}
 		}
@@ -320,7 +320,7 @@ func BenchmarkAdaptiveAcquireRelease(b *testing.B) {
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
 				if bh.Acquire(ctx) == nil {
-					bh.Record(time.Millisecond, answered)
+					bh.Record(time.Millisecond, bulkhead.SampleOf(answered))
 					bh.Release()
 				}
 			}

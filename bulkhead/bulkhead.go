@@ -194,7 +194,14 @@ type Bulkhead struct {
 	// state holds the slots in flight (inFlightMask) and, above them, the
 	// acquisitions granted without queueing, wrapping into extra.wraps.
 	state atomic.Uint64
-	_     [cacheLine - 8]byte
+	// win is an adaptive bulkhead's window being filled, one add per call
+	// reported (see callOne), and closing is held by the report that
+	// closes it. They share state's line, which the calls they count have
+	// just written: a report then moves no other line between cores, and
+	// the bulkhead stays two lines.
+	win     atomic.Uint64
+	closing atomic.Bool
+	_       [cacheLine - 20]byte
 }
 
 // extra is the part of a Bulkhead its fail-fast grants never touch.

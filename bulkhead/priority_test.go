@@ -56,7 +56,7 @@ func TestPrioritySharesFollowTheLimit(t *testing.T) {
 		Adaptive: &bulkhead.Adaptive{Floor: 2, Ceiling: 40, Window: 1}})
 	require.NoError(t, err)
 	for range 4 {
-		b.Record(0, overload)
+		b.Record(0, bulkhead.SampleOf(overload))
 	}
 	require.Equal(t, 13, b.Limit())
 	assert.Equal(t, 7, fill(b, bulkhead.Sheddable), "13 less three shares of 2")
