@@ -101,7 +101,7 @@ func TestThrottleTierInAChain(t *testing.T) {
 		th := newThrottle(t, throttle.Config{Rand: func() float64 { return 0.5 }})
 		skips := &skipped{}
 		chain, err := fallback.New(fallback.Config[string, string]{
-			Stages:    []fallback.Stage[string, string]{{Tier: throttle.Tier(pro, th), Retry: oneTry}, {Tier: flash}},
+			Stages:   []fallback.Stage[string, string]{{Tier: throttle.Tier(pro, th), Retry: oneTry}, {Tier: flash}},
 			Observer: skips,
 		})
 		require.NoError(t, err)
