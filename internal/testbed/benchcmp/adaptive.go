@@ -44,7 +44,9 @@ func FailsafeScenarioLimiter(c adaptsim.Config, floor, ceiling, initial int) ada
 	return failsafeLimiter{l}
 }
 
-type failsafeLimiter struct{ l adaptivelimiter.AdaptiveLimiter[any] }
+type failsafeLimiter struct {
+	l adaptivelimiter.AdaptiveLimiter[any]
+}
 
 func (f failsafeLimiter) Limit() int { return f.l.Limit() }
 
