@@ -216,6 +216,9 @@ type extra struct {
 	// rejected counts refusals; acceptedQueued, the acquisitions granted
 	// after a wait in the queue.
 	rejected, acceptedQueued atomic.Uint64
+	// rejectedAt counts a priority bulkhead's refusals by priority, in the
+	// order of Priorities.
+	rejectedAt [len(Priorities)]atomic.Uint64
 	// wraps counts how often state's count of acquisitions wrapped: each
 	// add that carried out of it counts one, each undo that borrowed
 	// takes one back.
@@ -342,7 +345,7 @@ func (b *Bulkhead) tryAcquireSlow(f int64, s uint64) bool {
 		b.permitted()
 		return true
 	}
-	b.refused()
+	b.refused(Interactive)
 	return false
 }
 
@@ -354,9 +357,9 @@ func (b *Bulkhead) permitted() {
 	}
 }
 
-// refused counts and reports a refused acquisition.
-func (b *Bulkhead) refused() {
-	b.ext().rejected.Add(1)
+// refused counts and reports a refused acquisition of priority p.
+func (b *Bulkhead) refused(p Priority) {
+	b.countRefusal(p)
 	if b.observers.Load() != nil {
 		b.tell(Event{Kind: Rejected})
 	}
@@ -478,11 +481,8 @@ func (b *Bulkhead) acquireSlow(ctx context.Context, f int64, s uint64) error {
 		}
 	}
 	if b.cfg.MaxWait == 0 {
-		b.refused()
+		b.refused(p)
 		return &b.ext().full
-	}
-	if f&priorityFlag != 0 {
-		p = PriorityFrom(ctx)
 	}
 	return b.wait(ctx, p)
 }
@@ -490,7 +490,7 @@ func (b *Bulkhead) acquireSlow(ctx context.Context, f int64, s uint64) error {
 func (b *Bulkhead) wait(ctx context.Context, p Priority) error {
 	x := b.ext()
 	if err := ctx.Err(); err != nil {
-		b.refused()
+		b.refused(p)
 		return err
 	}
 	x.mu.Lock()
@@ -507,7 +507,7 @@ func (b *Bulkhead) wait(ctx context.Context, p Priority) error {
 	if len(x.queue) >= b.cfg.Queue {
 		b.flags.Add(-waitingOne)
 		x.mu.Unlock()
-		b.refused()
+		b.refused(p)
 		return &x.full
 	}
 	w := &waiter{ready: make(chan struct{}, 1), priority: p}
@@ -521,7 +521,7 @@ func (b *Bulkhead) wait(ctx context.Context, p Priority) error {
 	select {
 	case <-w.ready:
 		timer.Stop()
-		b.queuedEnd(time.Since(start), true)
+		b.queuedEnd(time.Since(start), true, p)
 		return nil
 	case <-timer.C:
 	case <-ctx.Done():
@@ -538,11 +538,11 @@ func (b *Bulkhead) wait(ctx context.Context, p Priority) error {
 		if ctxErr != nil {
 			b.release() // never handed to the caller: no Finished
 		} else {
-			b.queuedEnd(time.Since(start), true)
+			b.queuedEnd(time.Since(start), true, p)
 			return nil
 		}
 	}
-	b.queuedEnd(time.Since(start), false)
+	b.queuedEnd(time.Since(start), false, p)
 	if ctxErr != nil {
 		return ctxErr
 	}
@@ -566,13 +566,13 @@ func (b *Bulkhead) dequeue(x *extra, w *waiter) bool {
 }
 
 // queuedEnd counts and reports the end of a wait in the queue.
-func (b *Bulkhead) queuedEnd(wait time.Duration, acquired bool) {
+func (b *Bulkhead) queuedEnd(wait time.Duration, acquired bool, p Priority) {
 	e := Event{Kind: Rejected, Queued: true, Wait: wait}
 	if acquired {
 		e.Kind = Permitted
 		b.ext().acceptedQueued.Add(1)
 	} else {
-		b.ext().rejected.Add(1)
+		b.countRefusal(p)
 	}
 	b.tell(e)
 }
@@ -719,8 +719,12 @@ type Stats struct {
 	InFlight int
 	// Waiting is the number of acquisitions queued now.
 	Waiting int
-	// Max is the number of slots.
+	// Max is the number of slots: an adaptive bulkhead's limit now.
 	Max int
+	// RejectedAt counts the refusals by priority, in the order of
+	// Priorities, on a bulkhead with a Config.Reserve (zero elsewhere,
+	// where priorities are not read).
+	RejectedAt [len(Priorities)]uint64
 }
 
 // Stats returns the bulkhead's current figures. They are exact once
@@ -743,6 +747,9 @@ func (b *Bulkhead) Stats() Stats {
 		st.Accepted += x.wraps.Load()<<32 + x.acceptedQueued.Load()
 		st.Rejected = x.rejected.Load()
 		st.Waiting = int(x.queued.Load())
+		for i := range st.RejectedAt {
+			st.RejectedAt[i] = x.rejectedAt[i].Load()
+		}
 	}
 	return st
 }

@@ -109,3 +109,13 @@ func enqueue(q []*waiter, w *waiter) []*waiter {
 	q[i] = w
 	return q
 }
+
+// countRefusal counts a refusal, and its priority's on a bulkhead with a
+// Reserve.
+func (b *Bulkhead) countRefusal(p Priority) {
+	x := b.ext()
+	x.rejected.Add(1)
+	if b.flags.Load()&priorityFlag != 0 {
+		x.rejectedAt[min(max(p, Critical), Sheddable)-Critical].Add(1)
+	}
+}

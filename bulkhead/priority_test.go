@@ -39,6 +39,7 @@ func TestPriorityLowerRefusedFirst(t *testing.T) {
 	assert.Equal(t, 1, fill(b, bulkhead.Critical))
 	assert.False(t, b.TryAcquire())
 	assert.Equal(t, uint64(5), b.Stats().Rejected)
+	assert.Equal(t, [4]uint64{1, 2, 1, 1}, b.Stats().RejectedAt, "critical, interactive (TryAcquire's too), batch, sheddable")
 	for range 10 {
 		b.Release()
 	}

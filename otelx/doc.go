@@ -74,7 +74,8 @@
 //	tierguard.bulkhead.rejected                             Int64ObservableCounter  {call}        tierguard.bulkhead.name
 //	tierguard.bulkhead.in_flight                            Int64ObservableUpDown   {call}        tierguard.bulkhead.name
 //	tierguard.bulkhead.queued                               Int64ObservableUpDown   {call}        tierguard.bulkhead.name
-//	tierguard.bulkhead.limit                                Int64ObservableUpDown   {call}        tierguard.bulkhead.name
+//	tierguard.bulkhead.limit                                Int64ObservableUpDown   {call}        tierguard.bulkhead.name (an adaptive bulkhead's limit now)
+//	tierguard.bulkhead.priority.rejected                    Int64ObservableCounter  {call}        tierguard.bulkhead.name, tierguard.bulkhead.priority (bulkheads with a Reserve)
 //	tierguard.bulkhead.queue.wait                           Float64Histogram        s             tierguard.bulkhead.name, tierguard.bulkhead.acquired
 //
 // "genai" is gen_ai.operation.name (always), gen_ai.provider.name (when
