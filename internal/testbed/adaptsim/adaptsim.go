@@ -160,8 +160,10 @@ type Report struct {
 	// ConvergeDrop and ConvergeRecover are how long after each change the
 	// limit first came within 20% of the capacity (-1: never).
 	ConvergeDrop, ConvergeRecover time.Duration
-	// Limits are the limit at the end of each phase.
-	Limits [3]int
+	// Limits are the limit at the end of each phase; PhaseGoodput, the
+	// answers per model second in each.
+	Limits       [3]int
+	PhaseGoodput [3]float64
 }
 
 type answer struct {
@@ -270,6 +272,19 @@ func Run(c Config, name string, lim Limiter, seed uint64) Report {
 	wg.Wait()
 
 	r.Answers = len(answers)
+	for _, a := range answers {
+		switch {
+		case a.at < c.Healthy:
+			r.PhaseGoodput[0]++
+		case a.at < c.Healthy+c.Drop:
+			r.PhaseGoodput[1]++
+		default:
+			r.PhaseGoodput[2]++
+		}
+	}
+	for k, d := range []time.Duration{c.Healthy, c.Drop, c.Recovered} {
+		r.PhaseGoodput[k] /= d.Seconds()
+	}
 	r.Goodput = float64(len(answers)) / total.Seconds()
 	r.Upstream503 = int(p.n503.Load())
 	r.Refused, r.Failed = refused, failed
@@ -311,12 +326,12 @@ func sec(d time.Duration) string {
 func Write(w io.Writer, c Config, rs []Report, adaptive string) {
 	fmt.Fprintf(w, "Capacity %d → %d at %v → %d at %v; %d clients (interactive %d, batch %d, free %d); median latency %v; time ×%g (model seconds below). Static by hand formula: %d.\n\n",
 		c.High, c.Low, c.Healthy, c.High, c.Healthy+c.Drop, c.Interactive+c.Batch+c.Free, c.Interactive, c.Batch, c.Free, c.Median, c.Scale, c.HandSize())
-	fmt.Fprintln(w, "| variant | goodput/s | answers | upstream 503 | refused I/B/F | failed I/B/F | p99 I healthy | p99 I/B/F drop | 1st I / 1st B,F refusal in drop | converge drop / recover | limit at phase ends |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(w, "| variant | goodput/s | by phase | answers | upstream 503 | refused I/B/F | failed I/B/F | p99 I healthy | p99 I/B/F drop | 1st I / 1st B,F refusal in drop | converge drop / recover | limit at phase ends |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|")
 	I, B, F := bulkhead.Interactive, bulkhead.Batch, bulkhead.Sheddable
 	for _, r := range rs {
-		fmt.Fprintf(w, "| %s | %.1f | %d | %d | %d/%d/%d | %d/%d/%d | %s | %s / %s / %s | %s / %s | %s / %s | %v |\n",
-			r.Name, r.Goodput, r.Answers, r.Upstream503, r.Refused[I], r.Refused[B], r.Refused[F], r.Failed[I], r.Failed[B], r.Failed[F],
+		fmt.Fprintf(w, "| %s | %.1f | %.1f/%.1f/%.1f | %d | %d | %d/%d/%d | %d/%d/%d | %s | %s / %s / %s | %s / %s | %s / %s | %v |\n",
+			r.Name, r.Goodput, r.PhaseGoodput[0], r.PhaseGoodput[1], r.PhaseGoodput[2], r.Answers, r.Upstream503, r.Refused[I], r.Refused[B], r.Refused[F], r.Failed[I], r.Failed[B], r.Failed[F],
 			ms(r.P99Healthy[I]), ms(r.P99Drop[I]), ms(r.P99Drop[B]), ms(r.P99Drop[F]),
 			secMs(r.InteractiveFirstRefusal), secMs(r.LowFirstShed), sec(r.ConvergeDrop), sec(r.ConvergeRecover), r.Limits)
 	}
