@@ -235,7 +235,8 @@ func Run(c Config, name string, lim Limiter, seed uint64) Report {
 	}{{bulkhead.Interactive, c.Interactive}, {bulkhead.Batch, c.Batch}, {bulkhead.Sheddable, c.Free}} {
 		for range g.n {
 			i++
-			wg.Go(func() { worker(g.p, i) })
+			id := i
+			wg.Go(func() { worker(g.p, id) })
 		}
 	}
 
