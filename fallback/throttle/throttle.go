@@ -106,12 +106,18 @@ func (t *Throttle) sums(now time.Time) (req, acc float64) {
 	return req, acc
 }
 
+// rate is the share of calls to turn away now: the SRE book's
+// max(0, (requests − K·accepts) / (requests + 1)). t.mu must be held.
+func (t *Throttle) rate(now time.Time) float64 {
+	req, acc := t.sums(now)
+	return max(0, (req-t.k*acc)/(req+1))
+}
+
 // Admit counts a call and says whether to make it.
 func (t *Throttle) Admit() bool {
 	now := time.Now()
 	t.mu.Lock()
-	req, acc := t.sums(now)
-	p := max(0, (req-t.k*acc)/(req+1))
+	p := t.rate(now)
 	t.requests[t.bucket(now)]++
 	admit := p == 0 || t.random() >= p
 	if admit {
@@ -153,7 +159,7 @@ func (t *Throttle) Stats() Stats {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	req, acc := t.sums(now)
-	return Stats{Requests: uint64(req), Accepts: uint64(acc), Probability: max(0, (req-t.k*acc)/(req+1)),
+	return Stats{Requests: uint64(req), Accepts: uint64(acc), Probability: t.rate(now),
 		Allowed: t.allowed, Throttled: t.throttled}
 }
 

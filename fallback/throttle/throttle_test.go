@@ -40,7 +40,8 @@ func newThrottle(t *testing.T, cfg throttle.Config) *throttle.Throttle {
 // https://github.com/failsafe-go/failsafe-go/blob/main/adaptivethrottler/adaptivethrottler_test.go
 func TestThrottleProbability(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		th := newThrottle(t, throttle.Config{Rand: func() float64 { return 0.99 }})
+		draw := 0.99
+		th := newThrottle(t, throttle.Config{Rand: func() float64 { return draw }})
 		for i := range 10 {
 			require.True(t, th.Admit(), "the rate stays below 0.99")
 			if i < 4 {
@@ -53,8 +54,17 @@ func TestThrottleProbability(t *testing.T) {
 		assert.Equal(t, uint64(10), s.Requests)
 		assert.Equal(t, uint64(4), s.Accepts)
 		assert.InDelta(t, 2.0/11, s.Probability, 1e-12, "(10 − 2·4) / 11")
+		draw = 0.3
+		assert.True(t, th.Admit(), "0.3 ≥ 2/11: admitted (with K = 1 the rate would be 6/11)")
+		draw = 0.1
+		assert.False(t, th.Admit(), "0.1 < 3/12 after one more request")
+		s = th.Stats()
+		assert.Equal(t, uint64(12), s.Requests, "a throttled call counts as a request")
+		assert.Equal(t, uint64(11), s.Allowed)
+		assert.Equal(t, uint64(1), s.Throttled)
 		th.Done(classify.Verdict{Class: classify.InvalidRequest})
-		assert.InDelta(t, 0, th.Stats().Probability, 1e-12, "a 400 was the tier working: (10 − 2·5) / 11")
+		th.Done(classify.Verdict{Class: classify.InvalidRequest})
+		assert.InDelta(t, 0, th.Stats().Probability, 1e-12, "a 400 was the tier working: (12 − 2·6) / 13")
 	})
 }
 
