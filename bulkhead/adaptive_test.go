@@ -88,6 +88,25 @@ func TestAdaptiveHoldsWithinTolerance(t *testing.T) {
 	assert.Equal(t, 10, b.Limit())
 }
 
+// Deliberate difference from Netflix's Vegas, which keeps the lowest
+// round trip ever seen (VegasLimitTest picks it up from the first
+// sample): the baseline drifts up by 1/32 of the gap each window, so a
+// model whose answers got longer for good is learnt again, and the limit
+// rises again once the new latency is the norm.
+func TestAdaptiveBaselineDrifts(t *testing.T) {
+	b := adaptiveBulkhead(t, 10, 1, 20)
+	hold(t, b, 10)
+	b.Record(10*time.Millisecond, bulkhead.SampleOf(answered))
+	for range 5 {
+		b.Record(14*time.Millisecond, bulkhead.SampleOf(answered))
+	}
+	assert.Equal(t, 10, b.Limit(), "1.4× the baseline: held")
+	for range 15 {
+		b.Record(14*time.Millisecond, bulkhead.SampleOf(answered))
+	}
+	assert.Greater(t, b.Limit(), 10, "the baseline has come within 1.25× of 14 ms")
+}
+
 // Ported from Netflix AIMDLimitTest.decreaseOnDrops: an overload signal
 // multiplies the limit by Backoff (30 → 27). Deliberate difference from
 // failsafe-go, whose Permit.Drop releases without recording anything
