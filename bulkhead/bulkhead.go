@@ -341,11 +341,13 @@ func (b *Bulkhead) tryAcquireSlow(f int64, s uint64) bool {
 		if b.added(s, b.max.Load()) {
 			return true
 		}
-	} else if bound := b.bound(f, Interactive); !b.full(f, bound) && b.added(b.state.Add(grant), bound) {
+	} else if f&priorityFlag != 0 {
+		return b.tryAcquirePriority(f)
+	} else if m := b.max.Load(); !b.full(f, m) && b.added(b.state.Add(grant), m) {
 		b.permitted()
 		return true
 	}
-	b.refused(Interactive)
+	b.refused()
 	return false
 }
 
@@ -357,9 +359,9 @@ func (b *Bulkhead) permitted() {
 	}
 }
 
-// refused counts and reports a refused acquisition of priority p.
-func (b *Bulkhead) refused(p Priority) {
-	b.countRefusal(p)
+// refused counts and reports a refused acquisition.
+func (b *Bulkhead) refused() {
+	b.ext().rejected.Add(1)
 	if b.observers.Load() != nil {
 		b.tell(Event{Kind: Rejected})
 	}
@@ -466,31 +468,27 @@ func (b *Bulkhead) Acquire(ctx context.Context) error {
 
 // acquireSlow is Acquire past its fast path (see tryAcquireSlow).
 func (b *Bulkhead) acquireSlow(ctx context.Context, f int64, s uint64) error {
-	p := Interactive
 	if f == 0 {
 		if b.added(s, b.max.Load()) {
 			return nil
 		}
-	} else {
-		if f&priorityFlag != 0 {
-			p = PriorityFrom(ctx)
-		}
-		if bound := b.bound(f, p); !b.full(f, bound) && b.added(b.state.Add(grant), bound) {
-			b.permitted()
-			return nil
-		}
+	} else if f&priorityFlag != 0 {
+		return b.acquirePriority(ctx, f)
+	} else if m := b.max.Load(); !b.full(f, m) && b.added(b.state.Add(grant), m) {
+		b.permitted()
+		return nil
 	}
 	if b.cfg.MaxWait == 0 {
-		b.refused(p)
+		b.refused()
 		return &b.ext().full
 	}
-	return b.wait(ctx, p)
+	return b.wait(ctx, Interactive)
 }
 
 func (b *Bulkhead) wait(ctx context.Context, p Priority) error {
 	x := b.ext()
 	if err := ctx.Err(); err != nil {
-		b.refused(p)
+		b.refusedAs(p)
 		return err
 	}
 	x.mu.Lock()
@@ -507,7 +505,7 @@ func (b *Bulkhead) wait(ctx context.Context, p Priority) error {
 	if len(x.queue) >= b.cfg.Queue {
 		b.flags.Add(-waitingOne)
 		x.mu.Unlock()
-		b.refused(p)
+		b.refusedAs(p)
 		return &x.full
 	}
 	w := &waiter{ready: make(chan struct{}, 1), priority: p}
@@ -572,7 +570,11 @@ func (b *Bulkhead) queuedEnd(wait time.Duration, acquired bool, p Priority) {
 		e.Kind = Permitted
 		b.ext().acceptedQueued.Add(1)
 	} else {
-		b.countRefusal(p)
+		x := b.ext()
+		x.rejected.Add(1)
+		if b.flags.Load()&priorityFlag != 0 {
+			b.countPriority(x, p)
+		}
 	}
 	b.tell(e)
 }

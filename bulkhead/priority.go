@@ -78,19 +78,26 @@ func PriorityFrom(ctx context.Context) Priority {
 const maxReserve = 0.3
 
 // bound is the slots a call of priority p may fill, flags f read: the
-// limit, less one share of Config.Reserve for each priority above p. A
-// bound never falls below 1, so every priority can run when the tier is
-// idle.
+// limit, or on a bulkhead with a Reserve its share for p (see share).
+// Inlined, it costs a bulkhead without a Reserve one test of f.
 func (b *Bulkhead) bound(f int64, p Priority) uint64 {
-	limit := b.max.Load()
 	if f&priorityFlag == 0 || p <= Critical {
-		return limit
+		return b.max.Load()
 	}
-	if p > Sheddable {
-		p = Sheddable
-	}
-	share := uint64(math.Ceil(b.cfg.Reserve * float64(limit)))
-	cut := share * uint64(p-Critical)
+	return b.share(p)
+}
+
+// share is the limit less one share of Config.Reserve for each priority
+// above p. It never falls below 1, so every priority can run when the
+// tier is idle. Kept out of line: inlined, it would widen the frame of
+// every refusal.
+//
+//go:noinline
+func (b *Bulkhead) share(p Priority) uint64 {
+	limit := b.max.Load()
+	p = min(p, Sheddable)
+	one := uint64(math.Ceil(b.cfg.Reserve * float64(limit)))
+	cut := one * uint64(p-Critical)
 	if cut >= limit {
 		return 1
 	}
@@ -110,12 +117,45 @@ func enqueue(q []*waiter, w *waiter) []*waiter {
 	return q
 }
 
-// countRefusal counts a refusal, and its priority's on a bulkhead with a
-// Reserve.
-func (b *Bulkhead) countRefusal(p Priority) {
-	x := b.ext()
-	x.rejected.Add(1)
-	if b.flags.Load()&priorityFlag != 0 {
-		x.rejectedAt[min(max(p, Critical), Sheddable)-Critical].Add(1)
+// countPriority counts a refusal of priority p on a bulkhead with a
+// Reserve; out of line, so that refusing costs the others nothing more.
+func (b *Bulkhead) countPriority(x *extra, p Priority) {
+	x.rejectedAt[min(max(p, Critical), Sheddable)-Critical].Add(1)
+}
+
+// acquirePriority is Acquire past its fast path on a bulkhead with a
+// Reserve (flags f), apart so that the others' refusals stay as short as
+// they were: it takes a slot within the share of the context's priority,
+// or waits for one, or refuses.
+func (b *Bulkhead) acquirePriority(ctx context.Context, f int64) error {
+	p := PriorityFrom(ctx)
+	if bound := b.bound(f, p); !b.full(f, bound) && b.added(b.state.Add(grant), bound) {
+		b.permitted()
+		return nil
 	}
+	if b.cfg.MaxWait == 0 {
+		b.refusedAs(p)
+		return &b.ext().full
+	}
+	return b.wait(ctx, p)
+}
+
+// tryAcquirePriority is TryAcquire's, at Interactive: TryAcquire has no
+// context to read a priority from.
+func (b *Bulkhead) tryAcquirePriority(f int64) bool {
+	if bound := b.bound(f, Interactive); !b.full(f, bound) && b.added(b.state.Add(grant), bound) {
+		b.permitted()
+		return true
+	}
+	b.refusedAs(Interactive)
+	return false
+}
+
+// refusedAs is refused, counting the priority too where there are
+// priorities (a wait can end on any bulkhead).
+func (b *Bulkhead) refusedAs(p Priority) {
+	if b.flags.Load()&priorityFlag != 0 {
+		b.countPriority(b.ext(), p)
+	}
+	b.refused()
 }
