@@ -123,7 +123,7 @@
 // "semantic", "simplified" — a cache's own label (fallback.Summary.CacheHit),
 // at most 16 per operation and "other" past them — or "unknown" for a
 // cache that does not say (the request span carries it too), tierguard.skip.reason is "open", "full", "retired",
-// "quota", "budget" or "rate_limited", tierguard.pool.member is a pool
+// "quota", "budget", "rate_limited" or "throttled" (fallback/throttle), tierguard.pool.member is a pool
 // member's hashed id ("#" and 12 hex digits, never its key), and the
 // breaker state is closed 0, half-open 1, open 2. tierguard.degraded is
 // true for any answer but the first tier's.
