@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tierguard/tierguard/classify"
@@ -98,9 +99,13 @@ func (cfg *Config) checkAdaptive(errs []error) []error {
 	return errs
 }
 
-// adaptive is the learning state of an adaptive bulkhead, made with its
-// extra part when the first window closes.
-type adaptive struct {
+// tuning is the state of an adaptive bulkhead or one with priorities,
+// made when the first window closes or the first call is refused.
+type tuning struct {
+	// rejectedAt counts a priority bulkhead's refusals by priority, in
+	// the order of Priorities.
+	rejectedAt [len(Priorities)]atomic.Uint64
+
 	mu sync.Mutex
 	// limit is the limit before rounding; baseline, in latencyUnits, 0
 	// until the first window of answers.
@@ -168,7 +173,7 @@ func (b *Bulkhead) Record(latency time.Duration, s Sample) {
 	if w&countMask < uint64(a.window(b.max.Load())) || !b.closing.CompareAndSwap(false, true) {
 		return
 	}
-	b.adapt(b.learning(), a)
+	b.adapt(b.tuned(), a)
 }
 
 // Limit returns the bulkhead's limit now: Config.Max for a fixed one.
@@ -182,26 +187,27 @@ func (a *Adaptive) window(limit uint64) int {
 	return min(max(int(limit/2), minWindow), maxWindow)
 }
 
-// learning returns b's learning state, making it on first use.
-func (b *Bulkhead) learning() *adaptive {
-	x := b.ext()
-	if st := x.adapt.Load(); st != nil {
-		return st
+// tuned returns b's tuning state, making it on first use.
+func (b *Bulkhead) tuned() *tuning {
+	if t := b.tuning.Load(); t != nil {
+		return t
 	}
-	st := &adaptive{limit: float64(b.cfg.Max)}
-	if x.adapt.CompareAndSwap(nil, st) {
-		return st
+	t := &tuning{limit: float64(b.cfg.Max)}
+	if b.tuning.CompareAndSwap(nil, t) {
+		return t
 	}
-	return x.adapt.Load()
+	return b.tuning.Load()
 }
 
 // adapt closes the window and moves the limit; the caller holds
 // b.closing, which it lets go.
-func (b *Bulkhead) adapt(st *adaptive, a *Adaptive) {
+func (b *Bulkhead) adapt(st *tuning, a *Adaptive) {
 	w := b.win.Swap(0)
-	x := b.ext()
 	st.mu.Lock()
-	refusals := x.rejected.Load() + uint64(x.queued.Load())
+	var refusals uint64
+	if x := b.extra.Load(); x != nil {
+		refusals = x.rejected.Load() + uint64(x.queued.Load())
+	}
 	binding := refusals != st.refusals
 	st.refusals = refusals
 	held := float64(b.state.Load() & inFlightMask)
@@ -224,7 +230,7 @@ func (b *Bulkhead) adapt(st *adaptive, a *Adaptive) {
 
 // next applies the rule to window w and returns the limit to enforce.
 // binding says whether the limit held calls back.
-func (st *adaptive) next(a *Adaptive, w uint64, binding bool) uint64 {
+func (st *tuning) next(a *Adaptive, w uint64, binding bool) uint64 {
 	calls, drops := w&countMask, w>>16&countMask
 	backoff, tolerance := a.Backoff, a.Tolerance
 	if backoff == 0 {

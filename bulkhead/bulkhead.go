@@ -190,7 +190,10 @@ type Bulkhead struct {
 	// extra is nil until the bulkhead first refuses, queues or is
 	// observed.
 	extra atomic.Pointer[extra]
-	_     [cacheLine - 56]byte
+	// tuning is an adaptive bulkhead's learning state and a priority
+	// bulkhead's refusals by priority, made on first use; here, in what
+	// was the line's padding, so that extra stays in its size class.
+	tuning atomic.Pointer[tuning]
 	// state holds the slots in flight (inFlightMask) and, above them, the
 	// acquisitions granted without queueing, wrapping into extra.wraps.
 	state atomic.Uint64
@@ -216,9 +219,6 @@ type extra struct {
 	// rejected counts refusals; acceptedQueued, the acquisitions granted
 	// after a wait in the queue.
 	rejected, acceptedQueued atomic.Uint64
-	// rejectedAt counts a priority bulkhead's refusals by priority, in the
-	// order of Priorities.
-	rejectedAt [len(Priorities)]atomic.Uint64
 	// wraps counts how often state's count of acquisitions wrapped: each
 	// add that carried out of it counts one, each undo that borrowed
 	// takes one back.
@@ -228,9 +228,6 @@ type extra struct {
 	obsList []*observerEntry
 	// attached holds what Attach attached.
 	attached attach.Set
-	// adapt is an adaptive bulkhead's learning state, made on the first
-	// call reported.
-	adapt atomic.Pointer[adaptive]
 
 	mu    sync.Mutex
 	queue []*waiter
@@ -573,7 +570,7 @@ func (b *Bulkhead) queuedEnd(wait time.Duration, acquired bool, p Priority) {
 		x := b.ext()
 		x.rejected.Add(1)
 		if b.flags.Load()&priorityFlag != 0 {
-			b.countPriority(x, p)
+			b.countPriority(p)
 		}
 	}
 	b.tell(e)
@@ -749,8 +746,10 @@ func (b *Bulkhead) Stats() Stats {
 		st.Accepted += x.wraps.Load()<<32 + x.acceptedQueued.Load()
 		st.Rejected = x.rejected.Load()
 		st.Waiting = int(x.queued.Load())
+	}
+	if t := b.tuning.Load(); t != nil {
 		for i := range st.RejectedAt {
-			st.RejectedAt[i] = x.rejectedAt[i].Load()
+			st.RejectedAt[i] = t.rejectedAt[i].Load()
 		}
 	}
 	return st

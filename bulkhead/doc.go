@@ -33,8 +33,9 @@
 // and a rejected answer was served: neither lowers the limit. Adaptive
 // documents the rule and its parameters. Acquire and Release are the same
 // fast path as a fixed bulkhead's (the limit is one more load); Record is
-// one atomic add on the line they write, and the bulkhead stays two cache
-// lines, so a Group's members cost what they did. An adaptive limit is
+// one atomic add on the line they write. The bulkhead stays two cache
+// lines, and its refusal state the size it was: a Group's member costs
+// what it did until it learns, then 64 bytes more. An adaptive limit is
 // per process: pods sharing Redis each learn their own, and together may
 // offer the provider the sum of their limits.
 //

@@ -119,8 +119,8 @@ func enqueue(q []*waiter, w *waiter) []*waiter {
 
 // countPriority counts a refusal of priority p on a bulkhead with a
 // Reserve; out of line, so that refusing costs the others nothing more.
-func (b *Bulkhead) countPriority(x *extra, p Priority) {
-	x.rejectedAt[min(max(p, Critical), Sheddable)-Critical].Add(1)
+func (b *Bulkhead) countPriority(p Priority) {
+	b.tuned().rejectedAt[min(max(p, Critical), Sheddable)-Critical].Add(1)
 }
 
 // acquirePriority is Acquire past its fast path on a bulkhead with a
@@ -155,7 +155,7 @@ func (b *Bulkhead) tryAcquirePriority(f int64) bool {
 // priorities (a wait can end on any bulkhead).
 func (b *Bulkhead) refusedAs(p Priority) {
 	if b.flags.Load()&priorityFlag != 0 {
-		b.countPriority(b.ext(), p)
+		b.countPriority(p)
 	}
 	b.refused()
 }
