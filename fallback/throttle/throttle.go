@@ -106,7 +106,7 @@ func (t *Throttle) sums(now time.Time) (req, acc float64) {
 	return req, acc
 }
 
-// rate is the share of calls to turn away now: the SRE book's
+// rate is the share of calls to turn away now:
 // max(0, (requests − K·accepts) / (requests + 1)). t.mu must be held.
 func (t *Throttle) rate(now time.Time) float64 {
 	req, acc := t.sums(now)

@@ -32,10 +32,8 @@ func newThrottle(t *testing.T, cfg throttle.Config) *throttle.Throttle {
 	return th
 }
 
-// The SRE book's rule, counted exactly: max(0, (requests − K·accepts) /
-// (requests + 1)). The rule is from "Handling Overload", Site
-// Reliability Engineering (Google), client-side throttling; the peer is
-// failsafe-go's adaptivethrottler (TestAdaptiveThrottler, its rejection
+// The rule, counted exactly: max(0, (requests − K·accepts) / (requests +
+// 1)). The peer is failsafe-go's adaptivethrottler (TestAdaptiveThrottler, its rejection
 // rate after failures):
 // https://github.com/failsafe-go/failsafe-go/blob/main/adaptivethrottler/adaptivethrottler_test.go
 func TestThrottleProbability(t *testing.T) {
