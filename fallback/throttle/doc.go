@@ -17,6 +17,11 @@
 //     the tier working, and counts as accepted.
 //   - A throttled call is a skip on the trail, with a reason of its own,
 //     not an error of the call.
+//   - The rule alone, with K: no success-rate threshold, no minimum of
+//     calls before it acts, no cap on the rate. The rate nears 1 only as
+//     refusals pile up, and since throttled calls count as requests a
+//     trickle of calls still reaches the tier, which is how it is seen to
+//     recover.
 //
 // Throttles and adaptive limits are per process: pods sharing Redis each
 // learn from their own calls.

@@ -33,8 +33,11 @@ func newThrottle(t *testing.T, cfg throttle.Config) *throttle.Throttle {
 }
 
 // The rule, counted exactly: max(0, (requests − K·accepts) / (requests +
-// 1)). The peer is failsafe-go's adaptivethrottler (TestAdaptiveThrottler, its rejection
-// rate after failures):
+// 1)). Ported from failsafe-go's adaptivethrottler
+// TestAdaptiveThrottler_AcquirePermit "should calculate rejection rate
+// after failures" and TestComputeRejectionRate "with zero successes",
+// without its success-rate threshold and rejection cap (see the package
+// doc):
 // https://github.com/failsafe-go/failsafe-go/blob/main/adaptivethrottler/adaptivethrottler_test.go
 func TestThrottleProbability(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
