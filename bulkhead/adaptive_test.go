@@ -89,8 +89,9 @@ func TestAdaptiveHoldsWithinTolerance(t *testing.T) {
 }
 
 // Deliberate difference from Netflix's Vegas, which keeps the lowest
-// round trip ever seen (VegasLimitTest picks it up from the first
-// sample): the baseline drifts up by 1/32 of the gap each window, so a
+// round trip seen (VegasLimitTest picks it up from the first sample) and
+// replaces it only when it probes afresh: the baseline drifts up by 1/32
+// of the gap each window, so a
 // model whose answers got longer for good is learnt again, and the limit
 // rises again once the new latency is the norm.
 func TestAdaptiveBaselineDrifts(t *testing.T) {

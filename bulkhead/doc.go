@@ -78,7 +78,9 @@
 //   - Overload lowers the limit at once (times Backoff, as Netflix's AIMD
 //     limit on a drop); failsafe-go's Permit.Drop records nothing, and its
 //     limit falls only as latency rises. A provider's 503 is fast: a
-//     latency-only rule reads it as health.
+//     latency-only rule reads it as health. Netflix's limits fall on any
+//     drop; tierguard's when one call in twenty of a window is overload,
+//     so that a provider's stray 503 is not read as a lack of capacity.
 //   - Which failures are overload is the class table's, not every error:
 //     a 429 naming its delay, a 4xx, a cancel or a local refusal count for
 //     nothing; an answer a validator rejected is a latency sample.
@@ -87,8 +89,8 @@
 //     each permit itself; Netflix's Vegas adjusts on every sample.
 //   - The baseline is the lowest window mean, drifting up by 1/32 of the
 //     gap each window so that a model that got slower for good is learnt
-//     again; Vegas keeps the lowest round trip ever seen, failsafe-go an
-//     average of recent p90s.
+//     again; Vegas keeps the lowest round trip seen and probes it afresh
+//     every 30 × limit samples or so, failsafe-go averages recent p90s.
 //   - The limit rises only while it binds (a refusal or a waiter since the
 //     last window, or the slots held within √limit of it); Vegas holds
 //     while fewer than half the limit are in flight, failsafe-go caps the
