@@ -219,7 +219,9 @@ func TestAdaptiveWindow(t *testing.T) {
 	b.Record(0, bulkhead.SampleOf(overload))
 	assert.Equal(t, 36, b.Limit())
 	// One overload signal in twenty calls is enough; one in twenty-one is
-	// not: a provider's stray 503 is not a lack of capacity.
+	// not: a provider's stray 503 is not a lack of capacity. A deliberate
+	// difference from Netflix's AIMDLimit and VegasLimit, which fall on
+	// any drop (AIMDLimitTest.decreaseOnDrops).
 	b, err = bulkhead.New(bulkhead.Config{Name: "pro", Max: 40, Adaptive: &bulkhead.Adaptive{Floor: 1, Ceiling: 80, Window: 21}})
 	require.NoError(t, err)
 	for range 2 {
