@@ -207,6 +207,28 @@ func TestAdaptiveLimitIsEnforced(t *testing.T) {
 	}
 }
 
+// A refusal's error says the limit is adaptive, and names the ceiling:
+// the limit of the moment is not in an error built once.
+func TestAdaptiveFullError(t *testing.T) {
+	b := adaptiveBulkhead(t, 1, 1, 8)
+	require.True(t, b.TryAcquire())
+	err := b.Acquire(context.Background())
+	require.ErrorIs(t, err, bulkhead.ErrFull)
+	assert.EqualError(t, err, `tierguard: bulkhead "pro" full (adaptive limit, at most 8)`)
+	b.Release()
+}
+
+// Each member of a Group learns its own limit: one key's overload does
+// not lower another's.
+func TestAdaptiveGroupMembersLearnApart(t *testing.T) {
+	g, err := bulkhead.NewGroup(bulkhead.Config{Name: "tenant", Max: 10, Adaptive: &bulkhead.Adaptive{Floor: 1, Ceiling: 20, Window: 1}}, 8)
+	require.NoError(t, err)
+	a, b := g.Get("a"), g.Get("b")
+	a.Record(0, bulkhead.Overload)
+	assert.Equal(t, 9, a.Limit())
+	assert.Equal(t, 10, b.Limit())
+}
+
 // A window is half the limit by default: the limit moves on the call that
 // closes it, not before.
 func TestAdaptiveWindow(t *testing.T) {

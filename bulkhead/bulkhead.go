@@ -25,10 +25,17 @@ type FullError struct {
 	Name string
 	// Max is its number of slots (an adaptive bulkhead's ceiling).
 	Max int
+	// Adaptive is set for an adaptive bulkhead, whose limit at the time
+	// of the refusal the error cannot tell: it is built once, so that
+	// refusing allocates nothing.
+	Adaptive bool
 }
 
 // Error names the bulkhead and its size.
 func (e *FullError) Error() string {
+	if e.Adaptive {
+		return "tierguard: bulkhead " + strconv.Quote(e.Name) + " full (adaptive limit, at most " + strconv.Itoa(e.Max) + ")"
+	}
 	return "tierguard: bulkhead " + strconv.Quote(e.Name) + " full (" + strconv.Itoa(e.Max) + " in flight)"
 }
 
@@ -295,7 +302,7 @@ func (b *Bulkhead) makeExt() *extra {
 	if a := b.cfg.Adaptive; a != nil {
 		top = a.Ceiling
 	}
-	x := &extra{full: FullError{Name: b.name, Max: top}}
+	x := &extra{full: FullError{Name: b.name, Max: top, Adaptive: b.cfg.Adaptive != nil}}
 	if b.extra.CompareAndSwap(nil, x) {
 		return x
 	}
