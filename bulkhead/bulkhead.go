@@ -321,6 +321,8 @@ func (b *Bulkhead) Name() string { return b.name }
 
 // TryAcquire takes a slot if one is free and nobody is queued for one. A
 // refusal counts in Stats.Rejected, as a granted slot counts in Accepted.
+// Having no context to read a priority from, it acquires as Interactive
+// on a bulkhead with a Reserve.
 func (b *Bulkhead) TryAcquire() bool {
 	// One call out of line, whatever the fast path found, keeps the fast
 	// path short; that call gets the flags it read, so as not to read
