@@ -141,3 +141,47 @@ func TestPriorityFromContext(t *testing.T) {
 		assert.NotEqual(t, "invalid", p.String())
 	}
 }
+
+// Callers of every priority acquiring, waiting, reporting and releasing
+// at once, while the limit moves: every acquisition is counted once, as
+// accepted or refused, the refusals by priority add up, and every slot
+// comes back.
+func TestPriorityAdaptiveUnderLoad(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b, err := bulkhead.New(bulkhead.Config{Name: "pro", Max: 8, MaxWait: 3 * time.Millisecond, Queue: 4, Reserve: 0.2,
+			Adaptive: &bulkhead.Adaptive{Floor: 2, Ceiling: 16}})
+		require.NoError(t, err)
+		var wg sync.WaitGroup
+		const callers, calls = 12, 200
+		for g := range callers {
+			wg.Go(func() {
+				ctx := prio(bulkhead.Priorities[g%len(bulkhead.Priorities)])
+				for i := range calls {
+					if b.Acquire(ctx) != nil {
+						continue
+					}
+					time.Sleep(time.Duration(1+i%3) * time.Millisecond)
+					s := bulkhead.Latency
+					if (g+i)%9 == 0 {
+						s = bulkhead.Overload
+					}
+					b.Record(time.Duration(1+i%3)*time.Millisecond, s)
+					b.Release()
+				}
+			})
+		}
+		wg.Wait()
+		st := b.Stats()
+		assert.Equal(t, uint64(callers*calls), st.Accepted+st.Rejected)
+		assert.Positive(t, st.Rejected)
+		assert.Greater(t, st.RejectedAt[3], st.RejectedAt[0], "sheddable refused more than critical")
+		var byPriority uint64
+		for _, n := range st.RejectedAt {
+			byPriority += n
+		}
+		assert.Equal(t, st.Rejected, byPriority)
+		assert.Zero(t, st.InFlight)
+		assert.Zero(t, st.Waiting)
+		assert.True(t, b.Limit() >= 2 && b.Limit() <= 16)
+	})
+}
