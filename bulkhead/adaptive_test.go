@@ -201,6 +201,15 @@ func TestAdaptiveLimitIsEnforced(t *testing.T) {
 		if adaptive {
 			assert.Equal(t, 11, admitted, "20 × 0.9⁵ = 11.8")
 			assert.Equal(t, 11, b.Stats().Max)
+			// Lowered below the slots held, the limit leaves them counted.
+			for range 3 {
+				b.Record(0, bulkhead.SampleOf(overload))
+			}
+			st := b.Stats()
+			assert.Equal(t, 8, st.Max, "11.8 × 0.9³ = 8.6")
+			assert.Equal(t, 11, st.InFlight)
+			assert.Equal(t, uint64(11), st.Accepted)
+			assert.False(t, b.TryAcquire())
 		} else {
 			assert.Equal(t, 20, admitted, "a fixed bulkhead ignores Record")
 		}

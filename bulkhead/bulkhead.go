@@ -743,12 +743,17 @@ func (b *Bulkhead) Stats() Stats {
 	s, limit := b.state.Load(), b.max.Load()
 	inFlight, accepted := s&inFlightMask, s>>32
 	// Slots beyond Max are refused fast-path acquisitions about to undo
-	// their add, each of which also counted itself accepted. (An adaptive
-	// bulkhead whose limit just fell below the slots held counts those
-	// here too, until they are released.)
-	if inFlight > limit {
-		accepted -= inFlight - limit
-		inFlight = limit
+	// their add, each of which also counted itself accepted. An adaptive
+	// bulkhead's limit may fall below the slots held, which are real: for
+	// it only the ceiling tells them apart, and a refusal racing this
+	// snapshot may count for an instant.
+	top := limit
+	if a := b.cfg.Adaptive; a != nil {
+		top = uint64(a.Ceiling)
+	}
+	if inFlight > top {
+		accepted -= inFlight - top
+		inFlight = top
 	}
 	st := Stats{Accepted: accepted, InFlight: int(inFlight), Max: int(limit)}
 	if x := b.extra.Load(); x != nil {
