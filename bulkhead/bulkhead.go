@@ -23,12 +23,19 @@ var ErrFull = errors.New("tierguard: bulkhead full")
 type FullError struct {
 	// Name is the bulkhead's name.
 	Name string
-	// Max is its number of slots.
+	// Max is its number of slots (an adaptive bulkhead's ceiling).
 	Max int
+	// Adaptive is set for an adaptive bulkhead, whose limit at the time
+	// of the refusal the error cannot tell: it is built once, so that
+	// refusing allocates nothing.
+	Adaptive bool
 }
 
 // Error names the bulkhead and its size.
 func (e *FullError) Error() string {
+	if e.Adaptive {
+		return "tierguard: bulkhead " + strconv.Quote(e.Name) + " full (adaptive limit, at most " + strconv.Itoa(e.Max) + ")"
+	}
 	return "tierguard: bulkhead " + strconv.Quote(e.Name) + " full (" + strconv.Itoa(e.Max) + " in flight)"
 }
 
@@ -100,6 +107,16 @@ type Config struct {
 	// a key is often a tenant or user id. Outside a Group it changes
 	// nothing.
 	KeysInNames bool
+	// Adaptive, when set, lets the limit move between its Floor and
+	// Ceiling from the calls' latencies and overload signals reported to
+	// Record; Max is then the limit it starts at. nil keeps Max fixed.
+	Adaptive *Adaptive
+	// Reserve, with priorities (see Priority), is the share of the limit,
+	// from 0 to 0.3, that each priority leaves to those above it: Critical
+	// may use the whole limit, Interactive all but one share, Batch all but
+	// two, Sheddable all but three. 0, the default, lets every priority use
+	// every slot, and keeps the fast path free of any priority check.
+	Reserve float64
 }
 
 // cacheLine is the size of a cache line, which the fast path's fields
@@ -127,8 +144,12 @@ const (
 const (
 	observedFlag = 1 << 0
 	refusingFlag = 1 << 1
-	waitingOne   = 1 << 2
-	waitingShift = 2
+	// priorityFlag is set for good on a bulkhead with a Config.Reserve:
+	// each acquisition's bound depends on its priority, which only the
+	// careful path reads.
+	priorityFlag = 1 << 2
+	waitingOne   = 1 << 3
+	waitingShift = 3
 )
 
 // Bulkhead bounds the number of calls in flight. It is safe for concurrent
@@ -158,8 +179,10 @@ const (
 // bulkhead needs only once it refuses, queues or is observed lives in
 // extra, made on first use.
 type Bulkhead struct {
-	// max is Config.Max, where the fast path compares it.
-	max uint64
+	// max is the limit, where the fast path compares it: Config.Max, or
+	// an adaptive bulkhead's current limit (written only when it moves,
+	// seldom, so the line stays shared in every core's cache).
+	max atomic.Uint64
 	// flags holds the observed bit, the refusing hint and the count of
 	// queued acquisitions (see observedFlag); the fast path takes the slow
 	// one when any is set, where it defers to the queue so that a newcomer
@@ -174,11 +197,21 @@ type Bulkhead struct {
 	// extra is nil until the bulkhead first refuses, queues or is
 	// observed.
 	extra atomic.Pointer[extra]
-	_     [cacheLine - 56]byte
+	// tuning is an adaptive bulkhead's learning state and a priority
+	// bulkhead's refusals by priority, made on first use; here, in what
+	// was the line's padding, so that extra stays in its size class.
+	tuning atomic.Pointer[tuning]
 	// state holds the slots in flight (inFlightMask) and, above them, the
 	// acquisitions granted without queueing, wrapping into extra.wraps.
 	state atomic.Uint64
-	_     [cacheLine - 8]byte
+	// win is an adaptive bulkhead's window being filled, one add per call
+	// reported (see callOne), and closing is held by the report that
+	// closes it. They share state's line, which the calls they count have
+	// just written: a report then moves no other line between cores, and
+	// the bulkhead stays two lines.
+	win     atomic.Uint64
+	closing atomic.Bool
+	_       [cacheLine - 20]byte
 }
 
 // extra is the part of a Bulkhead its fail-fast grants never touch.
@@ -208,7 +241,8 @@ type extra struct {
 }
 
 type waiter struct {
-	ready chan struct{}
+	ready    chan struct{}
+	priority Priority
 }
 
 // New returns a bulkhead, or an error naming every invalid field.
@@ -235,6 +269,7 @@ func (cfg *Config) check() error {
 	case cfg.MaxWait == 0 && cfg.Queue != 0:
 		invalid("Queue %d without a MaxWait", cfg.Queue)
 	}
+	errs = cfg.checkAdaptive(errs)
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("bulkhead %q: invalid config: %w", cfg.Name, err)
 	}
@@ -244,7 +279,14 @@ func (cfg *Config) check() error {
 // newShared returns a bulkhead named name of the checked config cfg,
 // which it may share with others.
 func newShared(cfg *Config, name string) *Bulkhead {
-	return &Bulkhead{max: uint64(cfg.Max), cfg: cfg, name: name}
+	b := &Bulkhead{cfg: cfg, name: name}
+	b.max.Store(uint64(cfg.Max))
+	if cfg.Reserve > 0 {
+		// Every acquisition takes the careful path, where its priority
+		// is read.
+		b.flags.Store(priorityFlag)
+	}
+	return b
 }
 
 // ext returns b's extra part, making it on first use.
@@ -256,7 +298,11 @@ func (b *Bulkhead) ext() *extra {
 }
 
 func (b *Bulkhead) makeExt() *extra {
-	x := &extra{full: FullError{Name: b.name, Max: int(b.max)}}
+	top := b.cfg.Max
+	if a := b.cfg.Adaptive; a != nil {
+		top = a.Ceiling
+	}
+	x := &extra{full: FullError{Name: b.name, Max: top, Adaptive: b.cfg.Adaptive != nil}}
 	if b.extra.CompareAndSwap(nil, x) {
 		return x
 	}
@@ -275,6 +321,8 @@ func (b *Bulkhead) Name() string { return b.name }
 
 // TryAcquire takes a slot if one is free and nobody is queued for one. A
 // refusal counts in Stats.Rejected, as a granted slot counts in Accepted.
+// Having no context to read a priority from, it acquires as Interactive
+// on a bulkhead with a Reserve.
 func (b *Bulkhead) TryAcquire() bool {
 	// One call out of line, whatever the fast path found, keeps the fast
 	// path short; that call gets the flags it read, so as not to read
@@ -282,7 +330,7 @@ func (b *Bulkhead) TryAcquire() bool {
 	f, s := b.flags.Load(), uint64(0)
 	if f == 0 {
 		s = b.state.Add(grant)
-		if s&inFlightMask <= b.max && s>>32 != 0 {
+		if s&inFlightMask <= b.max.Load() && s>>32 != 0 {
 			return true
 		}
 	}
@@ -296,10 +344,12 @@ func (b *Bulkhead) TryAcquire() bool {
 // what observers are told.
 func (b *Bulkhead) tryAcquireSlow(f int64, s uint64) bool {
 	if f == 0 {
-		if b.added(s) {
+		if b.added(s, b.max.Load()) {
 			return true
 		}
-	} else if !b.full(f) && b.added(b.state.Add(grant)) {
+	} else if f&priorityFlag != 0 {
+		return b.tryAcquirePriority(f)
+	} else if m := b.max.Load(); !b.full(f, m) && b.added(b.state.Add(grant), m) {
 		b.permitted()
 		return true
 	}
@@ -340,18 +390,18 @@ func (b *Bulkhead) tell(e Event) {
 // shared line instead of each writing it twice. The fast path skips them
 // while flags are clear, the refusing hint included, which an add that
 // found no free slot would have set.
-func (b *Bulkhead) full(f int64) bool {
-	return f>>waitingShift != 0 || b.state.Load()&inFlightMask >= b.max
+func (b *Bulkhead) full(f int64, bound uint64) bool {
+	return f>>waitingShift != 0 || b.state.Load()&inFlightMask >= bound
 }
 
 // added settles an add of grant to state that returned s: it counts a
 // wrap of the acquisitions' count, and undoes the add when it found no
-// free slot.
-func (b *Bulkhead) added(s uint64) bool {
+// free slot below bound (the limit, or a priority's share of it).
+func (b *Bulkhead) added(s, bound uint64) bool {
 	if s>>32 == 0 {
 		b.ext().wraps.Add(1)
 	}
-	if s&inFlightMask <= b.max {
+	if s&inFlightMask <= bound {
 		return true
 	}
 	b.undo()
@@ -373,14 +423,14 @@ func (b *Bulkhead) added(s uint64) bool {
 // Only the queue's paths take this way, under extra.mu: a compare-and-swap
 // never counts a slot it does not get, so the only slots state counts
 // beyond Max are the fast path's, each with its count (see Stats).
-func (b *Bulkhead) takeLocked(count bool) bool {
+func (b *Bulkhead) takeLocked(count bool, bound uint64) bool {
 	add := uint64(1)
 	if count {
 		add = grant
 	}
 	for {
 		s := b.state.Load()
-		if s&inFlightMask >= b.max {
+		if s&inFlightMask >= bound {
 			return false
 		}
 		if b.state.CompareAndSwap(s, s+add) {
@@ -415,7 +465,7 @@ func (b *Bulkhead) Acquire(ctx context.Context) error {
 	f, s := b.flags.Load(), uint64(0) // as in TryAcquire
 	if f == 0 {
 		s = b.state.Add(grant)
-		if s&inFlightMask <= b.max && s>>32 != 0 {
+		if s&inFlightMask <= b.max.Load() && s>>32 != 0 {
 			return nil
 		}
 	}
@@ -425,10 +475,12 @@ func (b *Bulkhead) Acquire(ctx context.Context) error {
 // acquireSlow is Acquire past its fast path (see tryAcquireSlow).
 func (b *Bulkhead) acquireSlow(ctx context.Context, f int64, s uint64) error {
 	if f == 0 {
-		if b.added(s) {
+		if b.added(s, b.max.Load()) {
 			return nil
 		}
-	} else if !b.full(f) && b.added(b.state.Add(grant)) {
+	} else if f&priorityFlag != 0 {
+		return b.acquirePriority(ctx, f)
+	} else if m := b.max.Load(); !b.full(f, m) && b.added(b.state.Add(grant), m) {
 		b.permitted()
 		return nil
 	}
@@ -436,13 +488,13 @@ func (b *Bulkhead) acquireSlow(ctx context.Context, f int64, s uint64) error {
 		b.refused()
 		return &b.ext().full
 	}
-	return b.wait(ctx)
+	return b.wait(ctx, Interactive)
 }
 
-func (b *Bulkhead) wait(ctx context.Context) error {
+func (b *Bulkhead) wait(ctx context.Context, p Priority) error {
 	x := b.ext()
 	if err := ctx.Err(); err != nil {
-		b.refused()
+		b.refusedAs(p)
 		return err
 	}
 	x.mu.Lock()
@@ -450,7 +502,7 @@ func (b *Bulkhead) wait(ctx context.Context) error {
 	// take) that decrements concurrently then either sees it (and hands
 	// over the slot) or its decrement is seen by take below.
 	b.flags.Add(waitingOne)
-	if b.takeLocked(true) {
+	if b.takeLocked(true, b.bound(b.flags.Load(), p)) {
 		b.flags.Add(-waitingOne)
 		x.mu.Unlock()
 		b.permitted()
@@ -459,11 +511,11 @@ func (b *Bulkhead) wait(ctx context.Context) error {
 	if len(x.queue) >= b.cfg.Queue {
 		b.flags.Add(-waitingOne)
 		x.mu.Unlock()
-		b.refused()
+		b.refusedAs(p)
 		return &x.full
 	}
-	w := &waiter{ready: make(chan struct{}, 1)}
-	x.queue = append(x.queue, w)
+	w := &waiter{ready: make(chan struct{}, 1), priority: p}
+	x.queue = enqueue(x.queue, w)
 	x.queued.Store(int64(len(x.queue)))
 	x.mu.Unlock()
 
@@ -473,7 +525,7 @@ func (b *Bulkhead) wait(ctx context.Context) error {
 	select {
 	case <-w.ready:
 		timer.Stop()
-		b.queuedEnd(time.Since(start), true)
+		b.queuedEnd(time.Since(start), true, p)
 		return nil
 	case <-timer.C:
 	case <-ctx.Done():
@@ -490,11 +542,11 @@ func (b *Bulkhead) wait(ctx context.Context) error {
 		if ctxErr != nil {
 			b.release() // never handed to the caller: no Finished
 		} else {
-			b.queuedEnd(time.Since(start), true)
+			b.queuedEnd(time.Since(start), true, p)
 			return nil
 		}
 	}
-	b.queuedEnd(time.Since(start), false)
+	b.queuedEnd(time.Since(start), false, p)
 	if ctxErr != nil {
 		return ctxErr
 	}
@@ -518,13 +570,17 @@ func (b *Bulkhead) dequeue(x *extra, w *waiter) bool {
 }
 
 // queuedEnd counts and reports the end of a wait in the queue.
-func (b *Bulkhead) queuedEnd(wait time.Duration, acquired bool) {
+func (b *Bulkhead) queuedEnd(wait time.Duration, acquired bool, p Priority) {
 	e := Event{Kind: Rejected, Queued: true, Wait: wait}
 	if acquired {
 		e.Kind = Permitted
 		b.ext().acceptedQueued.Add(1)
 	} else {
-		b.ext().rejected.Add(1)
+		x := b.ext()
+		x.rejected.Add(1)
+		if b.flags.Load()&priorityFlag != 0 {
+			b.countPriority(p)
+		}
 	}
 	b.tell(e)
 }
@@ -637,7 +693,7 @@ func (b *Bulkhead) overRelease() {
 func (b *Bulkhead) handOff() {
 	x := b.ext()
 	x.mu.Lock()
-	for len(x.queue) > 0 && b.takeLocked(false) {
+	for len(x.queue) > 0 && b.takeLocked(false, b.bound(b.flags.Load(), x.queue[0].priority)) {
 		w := x.queue[0]
 		copy(x.queue, x.queue[1:])
 		x.queue[len(x.queue)-1] = nil
@@ -671,8 +727,12 @@ type Stats struct {
 	InFlight int
 	// Waiting is the number of acquisitions queued now.
 	Waiting int
-	// Max is the number of slots.
+	// Max is the number of slots: an adaptive bulkhead's limit now.
 	Max int
+	// RejectedAt counts the refusals by priority, in the order of
+	// Priorities, on a bulkhead with a Config.Reserve (zero elsewhere,
+	// where priorities are not read).
+	RejectedAt [len(Priorities)]uint64
 }
 
 // Stats returns the bulkhead's current figures. They are exact once
@@ -680,19 +740,31 @@ type Stats struct {
 // the last slot, Accepted may for an instant count one that is being
 // refused.
 func (b *Bulkhead) Stats() Stats {
-	s := b.state.Load()
+	s, limit := b.state.Load(), b.max.Load()
 	inFlight, accepted := s&inFlightMask, s>>32
 	// Slots beyond Max are refused fast-path acquisitions about to undo
-	// their add, each of which also counted itself accepted.
-	if inFlight > b.max {
-		accepted -= inFlight - b.max
-		inFlight = b.max
+	// their add, each of which also counted itself accepted. An adaptive
+	// bulkhead's limit may fall below the slots held, which are real: for
+	// it only the ceiling tells them apart, and a refusal racing this
+	// snapshot may count for an instant.
+	top := limit
+	if a := b.cfg.Adaptive; a != nil {
+		top = uint64(a.Ceiling)
 	}
-	st := Stats{Accepted: accepted, InFlight: int(inFlight), Max: int(b.max)}
+	if inFlight > top {
+		accepted -= inFlight - top
+		inFlight = top
+	}
+	st := Stats{Accepted: accepted, InFlight: int(inFlight), Max: int(limit)}
 	if x := b.extra.Load(); x != nil {
 		st.Accepted += x.wraps.Load()<<32 + x.acceptedQueued.Load()
 		st.Rejected = x.rejected.Load()
 		st.Waiting = int(x.queued.Load())
+	}
+	if t := b.tuning.Load(); t != nil {
+		for i := range st.RejectedAt {
+			st.RejectedAt[i] = t.rejectedAt[i].Load()
+		}
 	}
 	return st
 }

@@ -20,6 +20,38 @@
 // A Group gives each key (tenant, feature) its own bulkhead, named so that a
 // tenant key never reaches a log or a metric in clear.
 //
+// # Adaptive limits
+//
+// A model API's capacity moves by the hour, and a fixed size either queues
+// into the deadline or sheds the wrong calls. With Config.Adaptive, the
+// limit moves between a floor and a ceiling from the calls reported to
+// Record (a chain reports its stages' calls through throttle.Feed): down
+// by Backoff on overload signals — 5xx, 529, timeouts, 429s that name no
+// delay — in proportion when answers get slower than Tolerance times
+// their baseline, up by its square root when answers are fast and the
+// limit binds. A 429 that names its delay is a quota, not a busy server,
+// and a rejected answer was served: neither lowers the limit. Adaptive
+// documents the rule and its parameters. Acquire and Release are the same
+// fast path as a fixed bulkhead's (the limit is one more load); Record is
+// one atomic add on the line they write. The bulkhead stays two cache
+// lines, and its refusal state the size it was: a Group's member costs
+// what it did until it learns, then 64 bytes more. An adaptive limit is
+// per process: pods sharing Redis each learn their own, and together may
+// offer the provider the sum of their limits.
+//
+// # Priorities
+//
+// A call's Priority — Critical, Interactive (the default), Batch,
+// Sheddable — comes from its context (fallback.Request.Priority, or
+// WithPriority). With Config.Reserve, each priority leaves a share of the
+// limit to those above it, so that at the limit the lowest are refused
+// first and the last share is Critical's alone; waiters (Config.MaxWait)
+// are served highest priority first, each within its own wait and
+// context. A refused call is a bulkhead refusal like any other: the chain
+// moves on to the next tier, the cache or the default. Stats.RejectedAt
+// counts refusals by priority. Without a Reserve, priorities are never
+// read.
+//
 // # Differences from failsafe-go, resilience4j and Polly
 //
 // These are deliberate; the conformance tests assert them.
@@ -31,10 +63,39 @@
 //   - A wait always has both bounds, a time and a queue length, and never
 //     outlasts the context.
 //   - A bulkhead has at least one slot: New refuses 0 (resilience4j accepts
-//     it and refuses every call). Its size is fixed: there is no
-//     resilience4j changeConfig.
+//     it and refuses every call). Its size is fixed unless it is adaptive:
+//     there is no resilience4j changeConfig.
 //   - A rejection carries no retry-after (Polly's concurrency limiter may
 //     carry one): it classifies as Rejected, and the fallback chain moves
 //     on to the next tier.
 //   - A Release without an Acquire panics instead of raising the limit.
+//
+// # Differences from failsafe-go's adaptivelimiter and Netflix's concurrency-limits
+//
+// Also deliberate, and asserted by the adaptive tests, each beside the peer
+// case it ports.
+//
+//   - Overload lowers the limit at once (times Backoff, as Netflix's AIMD
+//     limit on a drop); failsafe-go's Permit.Drop records nothing, and its
+//     limit falls only as latency rises. A provider's 503 is fast: a
+//     latency-only rule reads it as health. Netflix's limits fall on any
+//     drop; tierguard's when one call in twenty of a window is overload,
+//     so that a provider's stray 503 is not read as a lack of capacity.
+//   - Which failures are overload is the class table's, not every error:
+//     a 429 naming its delay, a 4xx, a cancel or a local refusal count for
+//     nothing; an answer a validator rejected is a latency sample.
+//   - No clock: a window is a count of calls, the latencies the caller's
+//     (Record). failsafe-go times its windows (1 s to 30 s) and measures
+//     each permit itself; Netflix's Vegas adjusts on every sample.
+//   - The baseline is the lowest window mean, drifting up by 1/32 of the
+//     gap each window so that a model that got slower for good is learnt
+//     again; Vegas keeps the lowest round trip seen and probes it afresh
+//     every 30 × limit samples or so, failsafe-go averages recent p90s.
+//   - The limit rises only while it binds (a refusal or a waiter since the
+//     last window, or the slots held within √limit of it); Vegas holds
+//     while fewer than half the limit are in flight, failsafe-go caps the
+//     limit at a factor of those in flight.
+//   - Priorities are shares of one limit (Config.Reserve) and an ordered
+//     queue; failsafe-go's PriorityLimiter sets a rejection threshold from
+//     the queueing of every limiter sharing its Prioritizer.
 package bulkhead

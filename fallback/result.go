@@ -65,12 +65,17 @@ const (
 	// be changed, not retried — with an error that matches ErrTooLarge
 	// (a gateway answers 413).
 	SkipTooLarge
+	// SkipThrottled: the tier's client-side throttle (package throttle)
+	// turned the call away locally, as the tier has lately refused a
+	// share of its calls for overload.
+	SkipThrottled
 )
 
 var skipNames = [...]string{
 	NotSkipped: "not_skipped", SkipOpen: "open", SkipFull: "full",
 	SkipRetired: "retired", SkipQuota: "quota", SkipBudget: "budget",
 	SkipRateLimited: "rate_limited", SkipTooLarge: "too_large",
+	SkipThrottled: "throttled",
 }
 
 // skipReasons are the verdict reasons of skips.
@@ -83,6 +88,7 @@ var skipReasons = [...]string{
 	SkipBudget:      "too little time left for this tier",
 	SkipRateLimited: "over the local rate limit",
 	SkipTooLarge:    "never admissible: larger than the limit allows",
+	SkipThrottled:   "throttled: the tier is refusing calls for overload",
 }
 
 // String names the skip reason.

@@ -74,7 +74,8 @@
 //	tierguard.bulkhead.rejected                             Int64ObservableCounter  {call}        tierguard.bulkhead.name
 //	tierguard.bulkhead.in_flight                            Int64ObservableUpDown   {call}        tierguard.bulkhead.name
 //	tierguard.bulkhead.queued                               Int64ObservableUpDown   {call}        tierguard.bulkhead.name
-//	tierguard.bulkhead.limit                                Int64ObservableUpDown   {call}        tierguard.bulkhead.name
+//	tierguard.bulkhead.limit                                Int64ObservableUpDown   {call}        tierguard.bulkhead.name (an adaptive bulkhead's limit now)
+//	tierguard.bulkhead.priority.rejected                    Int64ObservableCounter  {call}        tierguard.bulkhead.name, tierguard.bulkhead.priority (bulkheads with a Reserve)
 //	tierguard.bulkhead.queue.wait                           Float64Histogram        s             tierguard.bulkhead.name, tierguard.bulkhead.acquired
 //
 // "genai" is gen_ai.operation.name (always), gen_ai.provider.name (when
@@ -122,7 +123,7 @@
 // "semantic", "simplified" — a cache's own label (fallback.Summary.CacheHit),
 // at most 16 per operation and "other" past them — or "unknown" for a
 // cache that does not say (the request span carries it too), tierguard.skip.reason is "open", "full", "retired",
-// "quota", "budget" or "rate_limited", tierguard.pool.member is a pool
+// "quota", "budget", "rate_limited" or "throttled" (fallback/throttle), tierguard.pool.member is a pool
 // member's hashed id ("#" and 12 hex digits, never its key), and the
 // breaker state is closed 0, half-open 1, open 2. tierguard.degraded is
 // true for any answer but the first tier's.

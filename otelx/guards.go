@@ -44,7 +44,8 @@ type watchedBreaker struct {
 
 type watchedBulkhead struct {
 	watchedGuard
-	b *bulkhead.Bulkhead
+	b          *bulkhead.Bulkhead
+	priorities priorityCache
 }
 
 // WatchBreaker exports b's state as tierguard.breaker.state and counts and
@@ -312,6 +313,7 @@ func (i *Instrumentation) collect(_ context.Context, o metric.Observer) error {
 		o.ObserveInt64(i.m.bhInFlight, int64(s.InFlight), b.attrs.obs...)
 		o.ObserveInt64(i.m.bhQueued, int64(s.Waiting), b.attrs.obs...)
 		o.ObserveInt64(i.m.bhLimit, int64(s.Max), b.attrs.obs...)
+		i.observePriorities(o, b, s)
 	}
 	return nil
 }

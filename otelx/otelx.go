@@ -182,6 +182,8 @@ type instruments struct {
 	bhInFlight   metric.Int64ObservableUpDownCounter
 	bhQueued     metric.Int64ObservableUpDownCounter
 	bhLimit      metric.Int64ObservableUpDownCounter
+	// bhRejectedPriority is in adaptive.go.
+	bhRejectedPriority metric.Int64ObservableCounter
 }
 
 // New returns an Instrumentation that watches nothing yet: add it to a
@@ -224,7 +226,7 @@ func New(opts Options) (*Instrumentation, error) {
 		return nil, fmt.Errorf("otelx: creating instruments: %w", err)
 	}
 	reg, err := meter.RegisterCallback(i.collect, i.m.active,
-		i.m.breakerState, i.m.bhAccepted, i.m.bhRejected, i.m.bhInFlight, i.m.bhQueued, i.m.bhLimit)
+		i.m.breakerState, i.m.bhAccepted, i.m.bhRejected, i.m.bhInFlight, i.m.bhQueued, i.m.bhLimit, i.m.bhRejectedPriority)
 	if err != nil {
 		return nil, fmt.Errorf("otelx: registering the gauge callback: %w", err)
 	}
@@ -472,6 +474,7 @@ func (m *instruments) create(meter metric.Meter, prev bool) error {
 	m.bhInFlight = observable(metricBulkheadInFlight, "Bulkhead slots held.")
 	m.bhQueued = observable(metricBulkheadQueued, "Bulkhead acquisitions waiting for a slot.")
 	m.bhLimit = observable(metricBulkheadLimit, "Bulkhead slots in all.")
+	errs = append(errs, m.createAdaptive(meter))
 	return errors.Join(errs...)
 }
 

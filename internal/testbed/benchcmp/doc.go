@@ -104,6 +104,13 @@
 //	impl=chan-syncmap       channel semaphores in a sync.Map
 //	impl=xrate-syncmap      x/time/rate limiters in a sync.Map
 //
+//	Adaptive (a free slot around Work, the limit far from binding)
+//	impl=tierguard-static          BenchmarkBulkhead's fixed bulkhead
+//	impl=tierguard-adaptive        an adaptive bulkhead (bulkhead.Adaptive)
+//	impl=tierguard-adaptive-record the same, each call reported to Record
+//	impl=failsafe-adaptive         failsafe-go's adaptivelimiter:
+//	                               TryAcquirePermit, Permit.Record
+//
 // The constructors below build each contender with equivalent settings;
 // contenders_test.go checks that each behaves as its benchmark claims (an
 // open breaker rejects, a fallback answers from the second tier, a spent

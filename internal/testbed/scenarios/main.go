@@ -36,6 +36,9 @@
 //  15. Streams and unary calls on one pool of two keys, one in a 429
 //     storm with RetryInfo: the two sides share its cool-down (see
 //     streampool.go).
+//  16. A provider's capacity drops from 64 to 24 and recovers under 48
+//     clients of three priorities: fixed bulkheads against the adaptive
+//     one (see adaptive.go).
 //
 // Every table shows the median over the runs and, where runs differed, the
 // range. Comparisons between strategies are paired per seed: each run of
@@ -85,7 +88,7 @@ type options struct {
 
 func defaultOptions() options {
 	return options{
-		scenarios: []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}, runs: 3, seed: 1,
+		scenarios: []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}, runs: 3, seed: 1,
 		retired: defaultRetired(), outage: defaultOutage(), flaky: defaultFlaky(),
 		storm: defaultStorm(), storm12: defaultLongStorm(), slow: defaultSlow(), invalid: defaultInvalid(), stalled: defaultStalled(),
 		spend: defaultSpend(), quota: defaultQuota(), tail: defaultTail(), pool: defaultPoolScenario(),
@@ -96,7 +99,7 @@ func defaultOptions() options {
 func main() {
 	o := defaultOptions()
 	var only string
-	flag.StringVar(&only, "s", "1,2,3,4,5,6,7,8,9,10,11,12,13,14,15", "scenarios to run, comma-separated")
+	flag.StringVar(&only, "s", "1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16", "scenarios to run, comma-separated")
 	flag.IntVar(&o.runs, "runs", o.runs, "runs of every scenario (medians are reported)")
 	flag.IntVar(&o.runs1, "runs1", 0, "runs of scenario 1 if not -runs (it is the longest: about 18 s a run)")
 	flag.Uint64Var(&o.seed, "seed", o.seed, "seed of the first run (run k uses seed+k)")
@@ -108,7 +111,7 @@ func main() {
 	o.scenarios = nil
 	for _, f := range strings.Split(only, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n < 1 || n > 15 {
+		if err != nil || n < 1 || n > 16 {
 			fmt.Fprintf(os.Stderr, "scenarios: bad -s %q\n", only)
 			os.Exit(2)
 		}
@@ -177,6 +180,8 @@ func run(w io.Writer, o options) (int, error) {
 			res = scenarioStreamTail(o.streams, o.runs, o.seed)
 		case 15:
 			res = scenarioStreamPool(o.sPool, o.runs, o.seed)
+		case 16:
+			res = scenarioAdaptive(o.runs, o.seed)
 		}
 		if err != nil {
 			return missed, fmt.Errorf("scenario %d: %w", id, err)

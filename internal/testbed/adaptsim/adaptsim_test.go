@@ -1,0 +1,32 @@
+package adaptsim
+
+import (
+	"bytes"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/tierguard/tierguard/bulkhead"
+)
+
+func TestHandSize(t *testing.T) {
+	assert.Equal(t, 32, Default().HandSize(), "1 s × 48/s × 1.3 / 2 = 31.2")
+}
+
+// A short run prints a row per contender and the goals.
+func TestRunShort(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs for a second of real time")
+	}
+	c := Default()
+	c.Scale = 100
+	var out bytes.Buffer
+	rs := []Report{Run(c, "static 32", Static(32), 1), Run(c, "adaptive", Bulkhead(bulkhead.Config{Name: "a", Max: 32, Reserve: 0.1,
+		Adaptive: &bulkhead.Adaptive{Floor: 4, Ceiling: 128}}), 1)}
+	Write(&out, c, rs, "adaptive")
+	assert.Contains(t, out.String(), "| static 32 |")
+	assert.Contains(t, out.String(), "goodput ≥ the best static size's")
+	assert.Positive(t, rs[0].Answers)
+	_ = time.Second
+}

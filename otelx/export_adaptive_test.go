@@ -1,0 +1,7 @@
+package otelx
+
+// The adaptive bulkhead's names, for the tests.
+var (
+	AttrPriority                   = attrPriority
+	MetricBulkheadRejectedPriority = metricBulkheadRejectedPriority
+)
