@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tierguard/tierguard/bulkhead"
 	"github.com/tierguard/tierguard/classify"
 	"github.com/tierguard/tierguard/fallback"
 	"github.com/tierguard/tierguard/fallback/spend"
@@ -96,4 +97,20 @@ func TestObservedRecordIsReused(t *testing.T) {
 	assert.Equal(t, []string{"acme"}, seen)
 	assert.Equal(t, 52, calls, "one call per request")
 	assert.Equal(t, unobserved, observed)
+}
+
+// A ticket's request carries the slot priority its caller's context set,
+// the one bulkheads read through the ticket.
+func TestTicketCarriesTheSlotPriority(t *testing.T) {
+	l := newLedger(t, spend.Config{Prices: testPrices(t)})
+	ctx := fallback.WithRequest(context.Background(), fallback.Request{Priority: bulkhead.Batch})
+	tk, err := l.Admit(ctx, spend.Request{Tenant: "acme", Scenario: "support"}, spend.Estimate{})
+	require.NoError(t, err)
+	defer tk.End()
+	assert.Equal(t, fallback.Request{Tenant: "acme", Scenario: "support", Priority: bulkhead.Batch}, fallback.RequestFrom(tk))
+	assert.Equal(t, bulkhead.Batch, bulkhead.PriorityFrom(tk))
+	plain, err := l.Admit(context.Background(), spend.Request{Tenant: "acme"}, spend.Estimate{})
+	require.NoError(t, err)
+	defer plain.End()
+	assert.Equal(t, bulkhead.Interactive, fallback.RequestFrom(plain).Priority)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync/atomic"
 
+	"github.com/tierguard/tierguard/bulkhead"
 	"github.com/tierguard/tierguard/classify"
 	"github.com/tierguard/tierguard/fallback"
 )
@@ -115,7 +116,10 @@ const (
 
 func (t *Ticket) init(ctx context.Context, l *Ledger, a *account, req Request, est Estimate, cal *calendar) {
 	t.Context, t.l, t.acct, t.est, t.day, t.month = ctx, l, a, est, cal.day, cal.month
-	t.freq = fallback.Request{ID: req.ID, Tenant: req.Tenant, Scenario: req.Scenario}
+	// The slot priority is the one the caller's context set
+	// (fallback.WithRequest, bulkhead.WithPriority), which bulkheads read
+	// through the ticket: the request the ticket answers says the same.
+	t.freq = fallback.Request{ID: req.ID, Tenant: req.Tenant, Scenario: req.Scenario, Priority: bulkhead.PriorityFrom(ctx)}
 	t.feature, t.priority = req.Feature, req.Priority
 	t.res = Reserved{}
 	t.sum = tally{tierIndex: -1, primary: -1, answer: -1}

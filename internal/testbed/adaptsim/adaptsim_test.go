@@ -3,7 +3,6 @@ package adaptsim
 import (
 	"bytes"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 
@@ -28,5 +27,4 @@ func TestRunShort(t *testing.T) {
 	assert.Contains(t, out.String(), "| static 32 |")
 	assert.Contains(t, out.String(), "goodput ≥ the best static size's")
 	assert.Positive(t, rs[0].Answers)
-	_ = time.Second
 }
