@@ -34,8 +34,9 @@ func (quiet) Printf(context.Context, string, ...any) {}
 // the normal suite judges counts only, never elapsed times: every pod
 // opens in the 503 storm, none in the 429 storm, no window of the quota's
 // period holds more than the quota (plus the turns the pods may hold at
-// hand: one each) with Redis up, nor more than 110 % of it across the
-// outages, and no drill loses its trip. For the spend limits, against
+// hand: one each) with Redis up, nor more than 110 % of it (the quota and
+// its burst, the bound redislimit gives for an outage's start) plus the
+// same turns at hand across the outages, and no drill loses its trip. For the spend limits, against
 // what the upstream billed: a strict tenant never passes its limit with
 // Redis healthy and 64 requests in flight per pod, nor by more than its
 // estimates' shortfall when they fall short; the tenants billed while
@@ -83,7 +84,10 @@ func TestFleet(t *testing.T) {
 	assert.Less(t, rep.OwnTrips, cfg.Pods, "the fleet's trip reached pods before their own counts")
 	assert.Zero(t, rep.TripsIn429, "a 429 trips no breaker")
 	assert.LessOrEqual(t, rep.WorstUp, cfg.Quota+cfg.Pods, "with Redis up, the fleet keeps to its quota (and the turns at hand)")
-	assert.LessOrEqual(t, rep.WorstDown, cfg.Quota*110/100, "with Redis out, the shares keep the fleet within 110 % of its quota")
+	// Turns taken from Redis before an outage are used in the window that
+	// meets it, as with Redis up: 272–279 of 250 in seven runs on this
+	// machine, before and after the sessions of 2026-12-06.
+	assert.LessOrEqual(t, rep.WorstDown, cfg.Quota*110/100+cfg.Pods, "with Redis out, the shares keep the fleet within 110 % of its quota, plus the turns at hand")
 	assert.Equal(t, cfg.Restarts, rep.DrillRuns)
 	assert.Zero(t, rep.DrillLost, "no restart lost a trip")
 	assert.Zero(t, rep.DrillUnsettled, "after every restart the fleet settled on the trip")
