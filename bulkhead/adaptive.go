@@ -77,24 +77,26 @@ const (
 // checkAdaptive adds to errs what is wrong with cfg.Adaptive and
 // cfg.Reserve.
 func (cfg *Config) checkAdaptive(errs []error) []error {
+	// Each message starts with the field it is about, as in check.
+	invalid := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	if !(cfg.Reserve >= 0 && cfg.Reserve <= maxReserve) {
-		errs = append(errs, fmt.Errorf("Reserve must be between 0 and %v, got %v", maxReserve, cfg.Reserve))
+		invalid("Reserve must be between 0 and %v, got %v", maxReserve, cfg.Reserve)
 	}
 	a := cfg.Adaptive
 	if a == nil {
 		return errs
 	}
 	if a.Floor < 1 || a.Floor > cfg.Max || a.Ceiling < cfg.Max || a.Ceiling > maxBulkheadMax {
-		errs = append(errs, fmt.Errorf("Adaptive needs 1 <= Floor <= Max <= Ceiling <= %d, got Floor %d, Max %d, Ceiling %d", maxBulkheadMax, a.Floor, cfg.Max, a.Ceiling))
+		invalid("Adaptive needs 1 <= Floor <= Max <= Ceiling <= %d, got Floor %d, Max %d, Ceiling %d", maxBulkheadMax, a.Floor, cfg.Max, a.Ceiling)
 	}
 	if a.Window < 0 || a.Window > countMask/2 {
-		errs = append(errs, fmt.Errorf("Adaptive.Window must be between 0 and %d, got %d", countMask/2, a.Window))
+		invalid("Adaptive.Window must be between 0 and %d, got %d", countMask/2, a.Window)
 	}
 	if a.Tolerance != 0 && !(a.Tolerance > 1) {
-		errs = append(errs, fmt.Errorf("Adaptive.Tolerance must be above 1, got %v", a.Tolerance))
+		invalid("Adaptive.Tolerance must be above 1, got %v", a.Tolerance)
 	}
 	if a.Backoff != 0 && !(a.Backoff >= 0.5 && a.Backoff < 1) {
-		errs = append(errs, fmt.Errorf("Adaptive.Backoff must be in [0.5, 1), got %v", a.Backoff))
+		invalid("Adaptive.Backoff must be in [0.5, 1), got %v", a.Backoff)
 	}
 	return errs
 }

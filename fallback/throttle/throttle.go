@@ -61,11 +61,14 @@ type Throttle struct {
 // New returns a throttle, or an error naming every invalid field.
 func New(cfg Config) (*Throttle, error) {
 	var errs []error
+	// Each message starts with the field it is about, as in the guards'
+	// configs.
+	invalid := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	if cfg.K != 0 && !(cfg.K >= 1) {
-		errs = append(errs, fmt.Errorf("K must be at least 1, got %v", cfg.K))
+		invalid("K must be at least 1, got %v", cfg.K)
 	}
 	if cfg.Window < 0 || (cfg.Window > 0 && cfg.Window < buckets) {
-		errs = append(errs, fmt.Errorf("Window must be 0 or at least %dns, got %v", buckets, cfg.Window))
+		invalid("Window must be 0 or at least %dns, got %v", buckets, cfg.Window)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("throttle: invalid config: %w", err)
