@@ -66,19 +66,19 @@ type ProdFloor struct {
 	// key and try timeout, with its fallback to the default answer.
 	failsafe [2]failsafe.Executor[string]
 
-	tracer  trace.Tracer
-	logger  *slog.Logger
-	m       floorInstruments
-	labels  bool
-	byTen   sync.Map // tenant → *floorSets, with tenant labels
-	sets    floorSets
-	cache   sync.Map
-	call    func(ctx context.Context, model, key, q string) (string, error)
-	spans   *SpanCounter
-	reader  *sdkmetric.ManualReader
-	mp      *sdkmetric.MeterProvider
-	tp      *sdktrace.TracerProvider
-	inFlght atomic.Int64
+	tracer   trace.Tracer
+	logger   *slog.Logger
+	m        floorInstruments
+	labels   bool
+	byTen    sync.Map // tenant → *floorSets, with tenant labels
+	sets     floorSets
+	cache    sync.Map
+	call     func(ctx context.Context, model, key, q string) (string, error)
+	spans    *SpanCounter
+	reader   *sdkmetric.ManualReader
+	mp       *sdkmetric.MeterProvider
+	tp       *sdktrace.TracerProvider
+	inFlight atomic.Int64
 }
 
 type floorRouteKey struct{ tenant, scenario string }
@@ -171,7 +171,7 @@ func (f *ProdFloor) instruments(m metric.Meter) error {
 	var errs [11]error
 	f.m.active, errs[0] = m.Int64ObservableUpDownCounter("tierguard.active_requests", metric.WithUnit("{request}"),
 		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
-			o.Observe(f.inFlght.Load(), active)
+			o.Observe(f.inFlight.Load(), active)
 			return nil
 		}))
 	f.m.duration, errs[1] = m.Float64Histogram("gen_ai.client.inference.duration", metric.WithUnit("s"), metric.WithExplicitBucketBoundaries(otelSecondsBuckets...))
@@ -253,7 +253,7 @@ func (f *ProdFloor) Do(ctx context.Context, tenant, scenario, prompt string) (st
 	if len(sets.spanTenant) > 0 {
 		span.SetAttributes(sets.spanTenant...)
 	}
-	f.inFlght.Add(1)
+	f.inFlight.Add(1)
 	start := time.Now()
 	k := int(f.next.Add(1) & 1)
 	var out string
@@ -267,7 +267,7 @@ func (f *ProdFloor) Do(ctx context.Context, tenant, scenario, prompt string) (st
 		out, err = f.guarded(ctx, k, sets, prompt)
 	}
 	end := time.Now()
-	f.inFlght.Add(-1)
+	f.inFlight.Add(-1)
 	f.budget.Charge(rt.estTok, rt.estUSD, ProdInputTokens, ProdOutputTokens)
 	f.m.cost.Add(ctx, float64(ProdInputTokens*LedgerInputPrice+ProdOutputTokens*LedgerOutputPrice)*1e-9, sets.cost)
 	f.m.requests.Add(ctx, 1, sets.request)
