@@ -30,6 +30,25 @@ import (
 //     and that mark it rises by its square root, if it binds (calls were
 //     refused or queued since the last window, or the slots held are
 //     within that square root of it); in between, it holds.
+//   - Memory of the edge: a window of overload also notes where the tier
+//     refused, the higher of the limit in force then and in the window
+//     before it (a 503 may answer a call let in under the older limit),
+//     and the lowest such limit is kept. While it is, the limit stays at
+//     most Backoff² times it: one Backoff takes the limit off the edge,
+//     the second keeps it off. A provider's latency climbs steepest just
+//     below its capacity: without the memory a limit climbs back there
+//     after every backoff, as AIMD's sawtooth does, and every answer at
+//     the top of the tooth is as slow as the provider gets. TCP CUBIC
+//     (RFC 9438) keeps its W_max for the same reason.
+//   - Recovery: once the calls let in before the refusal drained, the
+//     latency under the memory is learnt over a few windows. The memory
+//     goes when answers come faster than that, by a one-sided CUSUM of
+//     each window's speed-up less 5 % reaching 0.35 (one window 40 %
+//     faster, or a run of smaller speed-ups: a single fast window is
+//     noise); the limit then returns to Backoff times where it stood
+//     before the refusals. After 128 windows of answers without that,
+//     about 64 × limit calls, the memory lapses instead, and the limit
+//     probes the tier's edge again.
 //
 // The limit never leaves [Floor, Ceiling]. A window is Window calls, or
 // half the limit (at least 8, at most 256). The rule needs no clock:
@@ -72,6 +91,23 @@ const (
 	countMask   = 1<<16 - 1
 	baseDrift   = 1.0 / 32
 	dropsPerOne = 20
+	// rememberWindows is how long the edge is remembered: 128 windows of
+	// half the limit, some 64 × limit calls, about twice Netflix Vegas's
+	// interval between probes of its baseline (30 to 60 × limit).
+	rememberWindows = 128
+	// Recovery is a CUSUM of relative speed-ups: each window adds how much
+	// faster than the latency under the memory it came, less cusumSlack,
+	// and cusumAlarm of it says the capacity came back. The latency under
+	// the memory is learnt as the mean of learnWindows windows, once the
+	// calls let in above the new limit drained: after minSettle windows,
+	// and on while they get faster, maxSettle at most. Then it follows
+	// the answers by slowDrift while the CUSUM is at zero.
+	cusumSlack   = 0.05
+	cusumAlarm   = 0.35
+	learnWindows = 8
+	slowDrift    = 1.0 / 8
+	minSettle    = 4
+	maxSettle    = 16
 )
 
 // checkAdaptive adds to errs what is wrong with cfg.Adaptive and
@@ -110,11 +146,32 @@ type tuning struct {
 
 	mu sync.Mutex
 	// limit is the limit before rounding; baseline, in latencyUnits, 0
-	// until the first window of answers.
-	limit, baseline float64
+	// until the first window of answers; previous, the limit in force in
+	// the window before the last. In float32, as refusals is in 32 bits,
+	// so that the state stays one 64-byte object per member of a Group.
+	limit, baseline, previous float32
 	// refusals is extra.rejected (plus the queue's length) at the last
-	// window's close: more since, and the limit binds.
-	refusals uint64
+	// window's close, wrapping: more since, and the limit binds.
+	refusals uint32
+	// edge is the memory of where the tier refused, made by the first
+	// overload window and dropped when it goes.
+	edge *edge
+}
+
+// edge is the memory of the limit at which the tier refused (see
+// Adaptive).
+type edge struct {
+	// refused is the lowest limit at which the tier refused; before, the
+	// limit when the refusals began, to return to on recovery.
+	refused, before float64
+	// slow is the mean latency of answers under the memory, faster the
+	// CUSUM of speed-ups on it.
+	slow, faster float64
+	// remember counts the windows of answers the memory has left.
+	remember int
+	// learnt counts the windows the latency under the memory was learnt
+	// from, once the calls let in before it drained.
+	learnt int
 }
 
 // Sample is what a call's verdict says of the tier's capacity, as Record
@@ -194,7 +251,7 @@ func (b *Bulkhead) tuned() *tuning {
 	if t := b.tuning.Load(); t != nil {
 		return t
 	}
-	t := &tuning{limit: float64(b.cfg.Max)}
+	t := &tuning{limit: float32(b.cfg.Max)}
 	if b.tuning.CompareAndSwap(nil, t) {
 		return t
 	}
@@ -210,11 +267,12 @@ func (b *Bulkhead) adapt(st *tuning, a *Adaptive) {
 	if x := b.extra.Load(); x != nil {
 		refusals = x.rejected.Load() + uint64(x.queued.Load())
 	}
-	binding := refusals != st.refusals
-	st.refusals = refusals
+	binding := uint32(refusals) != st.refusals
+	st.refusals = uint32(refusals)
 	held := float64(b.state.Load() & inFlightMask)
 	old := b.max.Load()
-	next := st.next(a, w, binding || held >= st.limit-math.Sqrt(st.limit))
+	limit := float64(st.limit)
+	next := st.next(a, w, binding || held >= limit-math.Sqrt(limit))
 	b.max.Store(next)
 	st.mu.Unlock()
 	b.closing.Store(false)
@@ -241,30 +299,89 @@ func (st *tuning) next(a *Adaptive, w uint64, binding bool) uint64 {
 	if tolerance == 0 {
 		tolerance = defaultTolerance
 	}
-	l := st.limit
+	l, previous := float64(st.limit), float64(st.previous)
+	st.previous = st.limit
 	switch served := calls - drops; {
 	case drops > 0 && drops*dropsPerOne >= calls:
+		e := st.edge
+		if e == nil {
+			e = &edge{before: l}
+			st.edge = e
+		}
+		// A window's refusals may answer calls let in under the limit
+		// before it: the higher of the two is where the tier refused.
+		if at := max(l, previous); e.refused == 0 || at < e.refused {
+			e.refused = at
+		}
+		e.remember, e.slow, e.faster, e.learnt = rememberWindows, 0, 0, 0
 		l *= backoff
 	case served > 0:
 		mean := float64(w>>sumShift) / float64(served)
 		mean = max(mean, 1) // below one unit, as good as one
-		if st.baseline == 0 {
+		baseline := float64(st.baseline)
+		if baseline == 0 {
 			// The first window of answers only sets the baseline.
-			st.baseline = mean
+			st.baseline = float32(mean)
 			break
 		}
-		switch ratio := mean / st.baseline; {
+		ratio := mean / baseline
+		switch e := st.edge; {
+		case e != nil && e.recovered(mean):
+			// The capacity came back: so does the limit it had, less one
+			// Backoff, for it may not be all back.
+			l = max(l, e.before*backoff)
+			st.edge = nil
 		case ratio > tolerance:
 			l = min(l-1, l*max(backoff, tolerance/ratio))
 		case ratio <= (1+tolerance)/2 && binding:
 			l += math.Sqrt(l)
 		}
-		if mean < st.baseline {
-			st.baseline = mean
+		if e := st.edge; e != nil {
+			if e.remember--; e.remember <= 0 {
+				st.edge = nil
+			} else {
+				// One Backoff took the limit off the edge; the second
+				// keeps it off, where the provider is still quick.
+				l = min(l, backoff*backoff*e.refused)
+			}
+		}
+		if mean < baseline {
+			baseline = mean
 		} else {
-			st.baseline += (mean - st.baseline) * baseDrift
+			baseline += (mean - baseline) * baseDrift
+		}
+		st.baseline = float32(baseline)
+	}
+	l = min(max(l, float64(a.Floor)), float64(a.Ceiling))
+	st.limit = float32(l)
+	return uint64(l)
+}
+
+// recovered learns from a window of answers of mean latency mean under
+// the memory, and says whether the capacity came back.
+func (e *edge) recovered(mean float64) bool {
+	switch settling := rememberWindows - e.remember; {
+	case e.slow == 0:
+		e.slow = mean
+	case e.learnt == 0 && settling < maxSettle && (settling < minSettle || mean < (1-cusumSlack)*e.slow):
+		// The first windows after a refusal still hold calls let in
+		// above the new limit, and get faster as they drain.
+		e.slow = mean
+	case e.learnt < learnWindows:
+		// Then the latency under the memory is the mean of a few
+		// windows.
+		e.slow = (e.slow*float64(e.learnt) + mean) / float64(e.learnt+1)
+		e.learnt++
+	default:
+		// A one-sided CUSUM of how much faster than slow answers come:
+		// one fast window may be noise, a run of them is a change.
+		e.faster = max(0, e.faster+1-mean/e.slow-cusumSlack)
+		if e.faster == 0 {
+			// No sign of a change: the reference follows the latency.
+			// With a sign, it holds, or it would learn the recovery it is
+			// there to see.
+			e.slow += (mean - e.slow) * slowDrift
 		}
 	}
-	st.limit = min(max(l, float64(a.Floor)), float64(a.Ceiling))
-	return uint64(st.limit)
+	return e.faster >= cusumAlarm
 }

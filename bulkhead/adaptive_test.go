@@ -380,3 +380,116 @@ func BenchmarkAdaptiveAcquireRelease(b *testing.B) {
 		})
 	})
 }
+
+// edgeBulkhead returns an adaptive bulkhead of limit 30 whose limit binds
+// (every slot held), with a baseline of 10 ms, after one overload window
+// at 30: the memory of the edge is set at 30, the limit at 27.
+func edgeBulkhead(t *testing.T) *bulkhead.Bulkhead {
+	t.Helper()
+	b := adaptiveBulkhead(t, 30, 1, 60)
+	hold(t, b, 30)
+	b.Record(10*time.Millisecond, bulkhead.SampleOf(answered))
+	require.Equal(t, 30, b.Limit())
+	b.Record(0, bulkhead.SampleOf(overload))
+	require.Equal(t, 27, b.Limit())
+	return b
+}
+
+// tierguard's own, after TCP CUBIC's W_max (RFC 9438, section 4.6): where
+// the tier refused is remembered, and the limit stays Backoff² below it,
+// fast answers or not. Without the memory, fast answers while it binds
+// would raise the limit by √limit each window (27 → 32 → 38 …) back to
+// the edge. Netflix's and failsafe-go's limits have no such memory.
+func TestAdaptiveRemembersTheEdge(t *testing.T) {
+	b := edgeBulkhead(t)
+	for range 40 {
+		b.Record(10*time.Millisecond, bulkhead.SampleOf(answered))
+		require.Equal(t, 24, b.Limit(), "at most 30 × 0.9² = 24.3")
+	}
+}
+
+// A window's refusals may answer calls let in under the limit before it:
+// the edge is the higher of the two. Here the limit fell from 40 to 36
+// on slow answers, then a window of overload came: the edge is 40, not
+// 36, and the limit may hold 40 × 0.81 = 32.4 (29 were it 36).
+func TestAdaptiveEdgeIsTheLimitTheRefusedCallsMet(t *testing.T) {
+	b := adaptiveBulkhead(t, 40, 1, 80)
+	hold(t, b, 40)
+	b.Record(10*time.Millisecond, bulkhead.SampleOf(answered))
+	b.Record(16*time.Millisecond, bulkhead.SampleOf(answered))
+	require.Equal(t, 37, b.Limit(), "1.6× the baseline: 40 × 1.5/1.6")
+	b.Record(0, bulkhead.SampleOf(overload))
+	require.Equal(t, 33, b.Limit(), "37.5 × 0.9")
+	b.Record(10*time.Millisecond, bulkhead.SampleOf(answered))
+	assert.Equal(t, 32, b.Limit(), "40 × 0.81: the edge is the limit before, 40")
+}
+
+// settleUnderTheEdge reports the windows after a refusal that drain and
+// teach the latency under the memory: 14 ms, 1.4× the baseline, where the
+// rule holds the limit.
+func settleUnderTheEdge(b *bulkhead.Bulkhead) {
+	for range 4 + 8 {
+		b.Record(14*time.Millisecond, bulkhead.SampleOf(answered))
+	}
+}
+
+// tierguard's own: the memory goes when answers come faster than they
+// did under it, by a CUSUM of speed-ups — one window 40 % faster or a run
+// of smaller ones, not one window a tenth faster — and the limit returns
+// to one Backoff below where it stood before the refusals (30 × 0.9).
+func TestAdaptiveEdgeGoesWhenTheTierIsFastAgain(t *testing.T) {
+	t.Run("one much faster window", func(t *testing.T) {
+		b := edgeBulkhead(t)
+		settleUnderTheEdge(b)
+		require.Equal(t, 24, b.Limit())
+		b.Record(7*time.Millisecond, bulkhead.SampleOf(answered))
+		assert.Equal(t, 27, b.Limit(), "twice as fast: the capacity came back")
+		b.Record(7*time.Millisecond, bulkhead.SampleOf(answered))
+		assert.Equal(t, 32, b.Limit(), "and the limit rises past the old edge")
+	})
+	t.Run("one slightly faster window is noise", func(t *testing.T) {
+		b := edgeBulkhead(t)
+		settleUnderTheEdge(b)
+		b.Record(12600*time.Microsecond, bulkhead.SampleOf(answered))
+		b.Record(14*time.Millisecond, bulkhead.SampleOf(answered))
+		for range 20 {
+			b.Record(14*time.Millisecond, bulkhead.SampleOf(answered))
+			require.Equal(t, 24, b.Limit())
+		}
+	})
+	t.Run("a run of faster windows", func(t *testing.T) {
+		b := edgeBulkhead(t)
+		settleUnderTheEdge(b)
+		for range 2 {
+			b.Record(11200*time.Microsecond, bulkhead.SampleOf(answered)) // 20 % faster: 0.15 each
+			require.Equal(t, 24, b.Limit())
+		}
+		b.Record(11200*time.Microsecond, bulkhead.SampleOf(answered))
+		assert.Equal(t, 27, b.Limit(), "the third: 0.45 of evidence")
+	})
+	t.Run("the draining windows teach, they do not count", func(t *testing.T) {
+		b := edgeBulkhead(t)
+		// Calls let in above the edge drain: answers get faster window
+		// by window, and the latency under the memory is learnt from
+		// where they stop.
+		for _, ms := range []int{40, 30, 22, 17, 14, 14, 14, 14, 14, 14, 14, 14, 14, 14} {
+			b.Record(time.Duration(ms)*time.Millisecond, bulkhead.SampleOf(answered))
+		}
+		for range 10 {
+			b.Record(14*time.Millisecond, bulkhead.SampleOf(answered))
+			require.Equal(t, 24, b.Limit())
+		}
+	})
+}
+
+// After 128 windows of answers without a sign of recovery, the memory
+// lapses and the limit probes the edge again, rising by √limit.
+func TestAdaptiveEdgeLapses(t *testing.T) {
+	b := edgeBulkhead(t)
+	for range 127 {
+		b.Record(10*time.Millisecond, bulkhead.SampleOf(answered))
+	}
+	require.Equal(t, 24, b.Limit())
+	b.Record(10*time.Millisecond, bulkhead.SampleOf(answered))
+	assert.Equal(t, 29, b.Limit(), "24.3 + √24.3, the memory gone")
+}

@@ -29,13 +29,17 @@
 // by Backoff on overload signals — 5xx, 529, timeouts, 429s that name no
 // delay — in proportion when answers get slower than Tolerance times
 // their baseline, up by its square root when answers are fast and the
-// limit binds. A 429 that names its delay is a quota, not a busy server,
-// and a rejected answer was served: neither lowers the limit. Adaptive
-// documents the rule and its parameters. Acquire and Release are the same
+// limit binds. Where the tier refused is remembered: the limit stays one
+// more Backoff below it until answers come faster than they did there,
+// so that it does not climb back to the provider's edge, where every
+// answer is as slow as the provider gets. A 429 that names its delay is
+// a quota, not a busy server, and a rejected answer was served: neither
+// lowers the limit. Adaptive documents the rule and its parameters. Acquire and Release are the same
 // fast path as a fixed bulkhead's (the limit is one more load); Record is
 // one atomic add on the line they write. The bulkhead stays two cache
 // lines, and its refusal state the size it was: a Group's member costs
-// what it did until it learns, then 64 bytes more. An adaptive limit is
+// what it did until it learns, then 64 bytes more, and 48 more while it
+// remembers a refusal. An adaptive limit is
 // per process: pods sharing Redis each learn their own, and together may
 // offer the provider the sum of their limits.
 //
@@ -91,6 +95,10 @@
 //     gap each window so that a model that got slower for good is learnt
 //     again; Vegas keeps the lowest round trip seen and probes it afresh
 //     every 30 × limit samples or so, failsafe-go averages recent p90s.
+//   - Where the tier refused is remembered (Backoff² below it at most,
+//     until a CUSUM of speed-ups says the capacity came back, or 128
+//     windows pass), as TCP CUBIC remembers its W_max; the peers' limits
+//     climb back to the edge after each fall, the sawtooth of AIMD.
 //   - The limit rises only while it binds (a refusal or a waiter since the
 //     last window, or the slots held within √limit of it); Vegas holds
 //     while fewer than half the limit are in flight, failsafe-go caps the

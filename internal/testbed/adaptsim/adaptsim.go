@@ -111,6 +111,45 @@ func (l bulkheadLimiter) Acquire(ctx context.Context, _ bulkhead.Priority) (func
 	}, true
 }
 
+// Oracle returns a limiter that knows the provider's capacity at every
+// instant and admits up to share of it, first come, priorities aside: the
+// mark no limiter that learns from calls can pass, since it never spends
+// a call learning. Make it just before Run: its phases are timed from
+// when it is made.
+func Oracle(c Config, share float64) Limiter {
+	return &oracle{c: c, share: share, start: time.Now()}
+}
+
+type oracle struct {
+	c     Config
+	share float64
+	start time.Time
+	mu    sync.Mutex
+	n     int
+}
+
+func (o *oracle) Limit() int {
+	capacity := o.c.High
+	if at := o.c.model(time.Since(o.start)); at >= o.c.Healthy && at < o.c.Healthy+o.c.Drop {
+		capacity = o.c.Low
+	}
+	return int(o.share * float64(capacity))
+}
+
+func (o *oracle) Acquire(context.Context, bulkhead.Priority) (func(time.Duration, bool), bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.n >= o.Limit() {
+		return nil, false
+	}
+	o.n++
+	return func(time.Duration, bool) {
+		o.mu.Lock()
+		o.n--
+		o.mu.Unlock()
+	}, true
+}
+
 // provider is the fake LLM API: a concurrency capacity, a 503 beyond it,
 // latency rising as calls in flight near it.
 type provider struct {
@@ -344,7 +383,7 @@ func Write(w io.Writer, c Config, rs []Report, adaptive string) {
 			a = &rs[i]
 		case strings.HasPrefix(rs[i].Name, "static"):
 			bestStatic = max(bestStatic, rs[i].Goodput)
-		case strings.HasPrefix(rs[i].Name, adaptive):
+		case strings.HasPrefix(rs[i].Name, adaptive), strings.HasPrefix(rs[i].Name, OracleName):
 		default:
 			others[rs[i].Name] = rs[i].Goodput
 		}
@@ -392,12 +431,16 @@ type Contender struct {
 	New  func() Limiter
 }
 
+// OracleName names the oracle's row: a mark, not a contender.
+const OracleName = "oracle"
+
 // Contenders are tierguard's side of the scenario: fixed bulkheads of
 // the hand formula's size, of the low capacity and of the offered load,
 // and the adaptive bulkhead — starting at the hand formula's size, its
 // other parameters the defaults, a Reserve of 0.1 — failing fast and
 // with a wait of a quarter of the median latency (highest priority
-// first).
+// first); and the oracle at 0.9 of the capacity, the best a limiter can
+// do here (the provider answers most per second there).
 func Contenders(c Config) []Contender {
 	hand := c.HandSize()
 	clients := c.Interactive + c.Batch + c.Free
@@ -416,5 +459,6 @@ func Contenders(c Config) []Contender {
 		{fmt.Sprintf("static %d", clients), func() Limiter { return Static(clients) }},
 		{TierguardAdaptive, adaptive(0)},
 		{TierguardAdaptive + " + wait", adaptive(c.Median / 4)},
+		{OracleName + " (knows the capacity, admits 0.9 of it)", func() Limiter { return Oracle(c, 0.9) }},
 	}
 }

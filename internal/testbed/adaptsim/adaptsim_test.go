@@ -2,7 +2,9 @@ package adaptsim
 
 import (
 	"bytes"
+	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 
@@ -27,4 +29,27 @@ func TestRunShort(t *testing.T) {
 	assert.Contains(t, out.String(), "| static 32 |")
 	assert.Contains(t, out.String(), "goodput ≥ the best static size's")
 	assert.Positive(t, rs[0].Answers)
+}
+
+// The oracle admits 0.9 of the capacity of the phase it is in, and is a
+// mark in the report, not a contender whose goodput is a goal.
+func TestOracle(t *testing.T) {
+	c := Default()
+	o := Oracle(c, 0.9)
+	assert.Equal(t, 57, o.Limit(), "0.9 × 64 while healthy")
+	var dones []func(time.Duration, bool)
+	for {
+		done, ok := o.Acquire(context.Background(), bulkhead.Interactive)
+		if !ok {
+			break
+		}
+		dones = append(dones, done)
+	}
+	assert.Len(t, dones, 57)
+	for _, done := range dones {
+		done(0, false)
+	}
+	var out bytes.Buffer
+	Write(&out, c, []Report{{Name: TierguardAdaptive, Goodput: 1}, {Name: OracleName + " x", Goodput: 2}}, TierguardAdaptive)
+	assert.NotContains(t, out.String(), "goodput ≥ "+OracleName)
 }

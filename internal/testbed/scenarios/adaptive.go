@@ -70,6 +70,7 @@ func scenarioAdaptive(runs int, seed uint64) *result {
 	res.expect("limit within 20% of the capacity ≤ 5 s after the recovery", a.median("convRec") <= 5, fmtSec(a.median("convRec")))
 	res.notes = append(res.notes,
 		"A refused or failed call falls to a fallback that takes 0.3 s and its client comes back; goodput counts the provider's answers only.",
-		"\"never\" converging counts as the whole phase. failsafe-go's adaptive limiter runs beside these in benchcmp's TestAdaptiveScenario.")
+		"\"never\" converging counts as the whole phase. failsafe-go's adaptive limiter runs beside these in benchcmp's TestAdaptiveScenario.",
+		"The oracle is a mark, not a contender: it knows the capacity at every instant and admits 0.9 of it, where the provider answers most per second; no limiter that learns from calls can pass it.")
 	return res
 }
