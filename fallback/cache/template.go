@@ -141,12 +141,7 @@ func extract(ctx context.Context, prompt string, slots []Slot, normalize func(co
 	var kinds byteKinds
 	kindsRead := false
 	for i, s := range slots {
-		// ctx is checked before the first slot, then before each slot
-		// that scans: a slot the prefilter skips does no work to cut
-		// short, and a check reads the clock (a budget's context), once
-		// per built-in slot on every write-back of a prompt that has
-		// none of their bytes.
-		if i == 0 && ctx.Err() != nil {
+		if ctx.Err() != nil {
 			return template{}, cut
 		}
 		if s.needs != 0 {
@@ -156,9 +151,6 @@ func extract(ctx context.Context, prompt string, slots []Slot, normalize func(co
 			if kinds&s.needs == 0 {
 				continue
 			}
-		}
-		if i > 0 && ctx.Err() != nil {
-			return template{}, cut
 		}
 		added = added[:0]
 		j := 0
