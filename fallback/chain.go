@@ -69,7 +69,14 @@ func (c *Chain[In, Out]) Do(ctx context.Context, in In) (Result[Out], error) {
 		if c.key != nil {
 			r.flight, _ = ctx.Value(inFlight{}).(*starter)
 		}
-		defer c.endOnPanic(&r)
+		// Every return ends the request (r.ended) after what it made for
+		// itself was released: only an unwinding one needs the recover,
+		// which costs a call into the runtime on every return.
+		defer func() {
+			if !r.ended {
+				c.unwound(&r, recover())
+			}
+		}()
 	}
 	var last classify.Verdict
 	for i := range c.stages {

@@ -921,15 +921,18 @@ func (e *engine) end(r *request, err error, v classify.Verdict, chunks int) {
 		Chain: &e.info, Stage: st, Answered: err == nil, Verdict: v, Err: err,
 		Source: sum.Source, CacheHit: sum.CacheHit, Degraded: sum.Degraded, UpstreamCalls: r.sum.UpstreamCalls,
 		Remaining: r.endLeft(), Latency: r.endReading(e) - r.start,
-		Chunks: chunks, Incomplete: errors.Is(err, ErrIncomplete), Shared: r.shared,
+		Chunks: chunks, Incomplete: err != nil && errors.Is(err, ErrIncomplete), Shared: r.shared,
 	})
 }
 
 // endOnPanic closes an observed request that a tier's panic, or its
 // runtime.Goexit, is unwinding, so its span ends and its gauges come back
 // down; the panic goes on.
-func (e *engine) endOnPanic(r *request) {
-	p := recover()
+func (e *engine) endOnPanic(r *request) { e.unwound(r, recover()) }
+
+// unwound is endOnPanic once it recovered p (nil for runtime.Goexit, or
+// when nothing is unwinding the request).
+func (e *engine) unwound(r *request, p any) {
 	if p == nil && (r.ended || r.obs == nil) {
 		return
 	}

@@ -178,7 +178,14 @@ func (s *stageRun[In, Out, A]) next(r *request) (out Out, done bool) {
 	// through whatever wraps the tier.
 	var rec *Record
 	if r.listens(st) {
-		if d, own := r.budget.AttemptDeadline(per, remaining); own && !e.stream && !st.hedge.enabled() {
+		// An attempt without a window of its own (no deadline, no
+		// TryTimeout) needs no deadline: asked inline, not through a call.
+		var d time.Time
+		own := per != budget.Unlimited
+		if own {
+			d, own = r.budget.AttemptDeadline(per, remaining)
+		}
+		if own && !e.stream && !st.hedge.enabled() {
 			t := e.newTimedCall(r, st, base, s.model, s.n, s.cost, d)
 			rec, base = &t.Record, t
 		} else {
@@ -217,7 +224,9 @@ func (s *stageRun[In, Out, A]) next(r *request) (out Out, done bool) {
 		ran = remaining - r.budget.Remaining()
 	}
 	set := settlement{calls: 1}
-	if rec != nil {
+	if rec != nil && rec.is(recordTouched) {
+		// Only a record the tier touched has more to say; an untouched one
+		// settles here, without a call.
 		set = rec.settled()
 	}
 	r.limitWait = set.waited

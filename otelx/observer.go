@@ -49,7 +49,9 @@ type reqState struct {
 	// attributes when it ends: one SetAttributes per span, since each one
 	// that outgrows the SDK span's attribute slice copies it anew. It
 	// serves the request span's attributes too. Set for a request with
-	// spans only (tracedReq), so that one without carries no buffer.
+	// spans only (tracedReq), so that one without carries no buffer; it
+	// comes from the Instrumentation's pool and goes back to it when the
+	// request span ends (see Instrumentation.bufs).
 	opened *kvBuf
 	// reqLabels are the request's labels: noLabels for a request without
 	// any, so that its state packs in 128 bytes, one allocation's size
@@ -77,12 +79,32 @@ type reqLabels struct {
 // fills a request's own.
 var noLabels reqLabels
 
-// tracedReq is the state of a request with spans: the buffer of its spans'
-// attributes comes in the same allocation.
+// tracedReq is the state of a request with spans: its labels come in the
+// same allocation, and the buffer of its spans' attributes from the
+// Instrumentation's pool.
 type tracedReq struct {
 	reqState
-	buf kvBuf
 	lab reqLabels
+}
+
+// buf returns a buffer for a request's spans' attributes, from the pool.
+func (i *Instrumentation) buf() *kvBuf {
+	if b, ok := i.bufs.Get().(*kvBuf); ok {
+		return b
+	}
+	return new(kvBuf)
+}
+
+// release gives r's buffer back to the pool once its request span has
+// ended; a buffer an open attempt span still uses stays with it.
+func (i *Instrumentation) release(r *reqState) {
+	b := r.opened
+	if b == nil || r.attempt != nil {
+		return
+	}
+	r.opened = nil
+	b.reset(nil)
+	i.bufs.Put(b)
 }
 
 // spanContext is the context of the span an event is about, for log
@@ -339,7 +361,7 @@ func (i *Instrumentation) requestStarted(ctx context.Context, e *fallback.Reques
 	if span != nil && span.IsRecording() {
 		t := &tracedReq{}
 		r, own = &t.reqState, &t.lab
-		r.opened = &t.buf
+		r.opened = i.buf()
 	} else {
 		r = &reqState{}
 	}
@@ -950,6 +972,7 @@ func (i *Instrumentation) requestEnded(ctx context.Context, r *reqState, e *fall
 		}
 		sp.End()
 		r.span = nil
+		i.release(r)
 	}
 
 	level, msg := slog.LevelDebug, "request answered"

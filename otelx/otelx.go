@@ -145,6 +145,12 @@ type Instrumentation struct {
 	transitions sync.Map
 	// profiles caches the sets of labelled requests (MetricAttributes).
 	profiles labelProfiles
+	// bufs holds the *kvBuf of requests whose spans ended: a recording
+	// request takes one as it starts and gives it back once its span ended
+	// with no attempt span open, so that the buffer (1 KiB) is not
+	// allocated with every request. Nothing reads a buffer between
+	// spans: each span's attributes are set (flush) before it ends.
+	bufs sync.Pool
 
 	mu sync.Mutex
 }
