@@ -25,11 +25,12 @@ import (
 //   - Slowing: otherwise the window's mean latency is compared to the
 //     baseline, the lowest window mean seen, drifting up by 1/32 of the
 //     gap each window so that a model that got slower for good is learnt
-//     again (the first window of answers only sets it). Above Tolerance × baseline the limit falls in proportion
-//     (never by more than Backoff); below the midpoint between baseline
-//     and that mark it rises by its square root, if it binds (calls were
-//     refused or queued since the last window, or the slots held are
-//     within that square root of it); in between, it holds.
+//     again (the first window of answers only sets it). Above Tolerance ×
+//     baseline the limit falls in proportion (never by more than
+//     Backoff); below the midpoint between baseline and that mark it
+//     rises by its square root, if it binds (calls were refused or queued
+//     since the last window, or the slots held are within that square
+//     root of it); in between, it holds.
 //   - Memory of the edge: a window of overload also notes where the tier
 //     refused, the higher of the limit in force then and in the window
 //     before it (a 503 may answer a call let in under the older limit),
@@ -44,8 +45,8 @@ import (
 //     latency under the memory is learnt over a few windows. The memory
 //     goes when answers come faster than that, by a one-sided CUSUM of
 //     each window's speed-up less 5 % reaching 0.35 (one window 40 %
-//     faster, or a run of smaller speed-ups: a single fast window is
-//     noise); the limit then returns to Backoff times where it stood
+//     faster, or a run of smaller speed-ups; one window a little faster
+//     is noise); the limit then returns to Backoff times where it stood
 //     before the refusals. After 128 windows of answers without that,
 //     about 64 × limit calls, the memory lapses instead, and the limit
 //     probes the tier's edge again.
