@@ -137,12 +137,7 @@ func TestGoexitEndsTheObservedRequest(t *testing.T) {
 				}()
 				<-ended
 				synctest.Wait()
-				ends := reported.Of[fallback.RequestEnd](&obs)
-				require.Len(t, ends, 1)
-				var pe *fallback.PanicError
-				require.ErrorAs(t, ends[0].Err, &pe)
-				assert.Equal(t, "runtime.Goexit called", pe.Value)
-				assert.False(t, ends[0].Answered)
+				assertEndedByPanic(t, &obs, "runtime.Goexit called")
 			})
 		})
 	}

@@ -22,12 +22,7 @@ func TestObservedPanicEndsTheRequestOnce(t *testing.T) {
 		c := newChain(t, fallback.Config[string, string]{Observer: &obs, Stages: stages(fallback.Tier("pro",
 			func(context.Context, string) (string, error) { panic("boom") }))})
 		assert.PanicsWithValue(t, "boom", func() { _, _ = c.Do(context.Background(), "q") })
-		ends := reported.Of[fallback.RequestEnd](&obs)
-		require.Len(t, ends, 1)
-		var pe *fallback.PanicError
-		require.ErrorAs(t, ends[0].Err, &pe)
-		assert.Equal(t, "boom", pe.Value)
-		assert.False(t, ends[0].Answered)
+		assertEndedByPanic(t, &obs, "boom")
 	})
 	t.Run("observer", func(t *testing.T) {
 		obs := &panicOnEnd{}
@@ -42,6 +37,18 @@ func TestObservedPanicEndsTheRequestOnce(t *testing.T) {
 		}()
 		assert.Equal(t, 1, obs.ends, "RequestEnded once")
 	})
+}
+
+// assertEndedByPanic asserts that obs saw one request end, unanswered,
+// with a PanicError holding value.
+func assertEndedByPanic(t *testing.T, obs *reported.Recorder, value any) {
+	t.Helper()
+	ends := reported.Of[fallback.RequestEnd](obs)
+	require.Len(t, ends, 1)
+	var pe *fallback.PanicError
+	require.ErrorAs(t, ends[0].Err, &pe)
+	assert.Equal(t, value, pe.Value)
+	assert.False(t, ends[0].Answered)
 }
 
 var errEndPanic = errors.New("observer panicked")
